@@ -1,0 +1,337 @@
+"""Config files: decode, validate, locate every error, compile a Suite.
+
+A config is YAML or JSON in vally's layout, which is also trajgrade's::
+
+    graders:
+      - type: tool-calls
+        name: no-secrets          # optional; defaults to the type (made unique)
+        config:
+          disallowed: [{name: view, path: "\\.env$"}]
+
+Validation collects *every* error before raising (``trajgrade check`` prints
+them all), each located by file, line and field path. Line numbers come from
+the YAML node tree (PyYAML marks); msgspec supplies the field path.
+
+``load_config`` is the one place in the core that reads a file; decoding and
+compiling are pure.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import msgspec
+import yaml
+
+from trajgrade.errors import ConfigError, ConfigErrors, Location
+from trajgrade.graders import BuildContext, Grader, lookup
+
+__all__ = (
+    "GraderSpec",
+    "Suite",
+    "SuiteConfig",
+    "compile_suite",
+    "decode_config",
+    "load_config",
+    "load_suite",
+)
+
+_Path = tuple[str | int, ...]
+
+
+class GraderSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One entry of ``graders:`` as written."""
+
+    type: str
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    name: str | None = None
+    #: Where the entry sits in the file (for messages).
+    path: _Path = ()
+
+
+class SuiteConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A decoded (not yet compiled) config file."""
+
+    graders: tuple[GraderSpec, ...]
+    #: The file it came from, or a label such as ``<string>``.
+    source: str = "<config>"
+    #: Field path -> 1-based line, from the YAML node tree.
+    lines: dict[_Path, int] = msgspec.field(default_factory=dict)
+    base_dir: str | None = None
+
+    def locate(self, path: Sequence[str | int]) -> Location:
+        """The Location of a field path (nearest enclosing line)."""
+        p = tuple(path)
+        line = None
+        while True:
+            line = self.lines.get(p)
+            if line is not None or not p:
+                break
+            p = p[:-1]
+        return Location(file=self.source, line=line, field=_render(tuple(path)) or None)
+
+
+class Suite:
+    """Compiled graders, shared by every trace. Immutable once built."""
+
+    __slots__ = ("fingerprint", "graders", "source")
+
+    def __init__(self, graders: Sequence[Grader[Any]], *, fingerprint: str, source: str) -> None:
+        self.graders: tuple[Grader[Any], ...] = tuple(graders)
+        #: Hash of the normalised grader specs; checkpoints from another config
+        #: are refused by comparing it.
+        self.fingerprint = fingerprint
+        self.source = source
+
+    def __repr__(self) -> str:
+        names = ", ".join(g.name for g in self.graders)
+        return f"Suite({names})"
+
+
+# ------------------------------------------------------------------ decoding
+def load_config(path: str | os.PathLike[str]) -> SuiteConfig:
+    """Read and decode a config file (YAML, or JSON when it ends in ``.json``)."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        msg = f"cannot read config file: {exc.strerror or exc}; check the path given to -c/--config"
+        raise ConfigError(msg, location=Location(file=name)) from None
+    return decode_config(
+        data,
+        name=name,
+        json=name.endswith(".json"),
+        base_dir=os.path.dirname(os.path.abspath(name)),
+    )
+
+
+def decode_config(
+    data: bytes | str,
+    *,
+    name: str = "<config>",
+    json: bool = False,
+    base_dir: str | None = None,
+) -> SuiteConfig:
+    """Decode config text into a SuiteConfig; ConfigError(s) name every problem."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    lines = _line_map(text)
+    try:
+        doc = msgspec.json.decode(text) if json else yaml.load(text, Loader=_Loader)  # noqa: S506 - safe loader
+    except (msgspec.DecodeError, yaml.YAMLError) as exc:
+        line = _yaml_line(exc)
+        msg = f"not valid {'JSON' if json else 'YAML'}: {_one_line(exc)}; fix the syntax"
+        raise ConfigError(msg, location=Location(file=name, line=line)) from None
+    return _read_layout(doc, name=name, lines=lines, base_dir=base_dir)
+
+
+def _read_layout(doc: Any, *, name: str, lines: dict[_Path, int], base_dir: str | None) -> SuiteConfig:
+    shell = SuiteConfig(graders=(), source=name, lines=lines, base_dir=base_dir)
+    if not isinstance(doc, Mapping) or "graders" not in doc:
+        got = "an empty file" if doc is None else f"a {type(doc).__name__}"
+        msg = f"expected a mapping with a 'graders' list (vally layout), got {got}; see README 'Config'"
+        raise ConfigError(msg, location=shell.locate(()))
+    unknown = [k for k in doc if k != "graders"]
+    errors: list[ConfigError] = [
+        ConfigError(
+            f"unknown top-level key {k!r}; only 'graders' is recognised",
+            location=shell.locate((str(k),)),
+        )
+        for k in unknown
+    ]
+    entries = doc["graders"]
+    if not isinstance(entries, list):
+        errors.append(ConfigError("'graders' must be a list of {type, config} entries", location=shell.locate(("graders",))))
+        raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
+    specs = []
+    for i, entry in enumerate(entries):
+        path: _Path = ("graders", i)
+        try:
+            spec = msgspec.convert(entry, GraderSpec)
+        except msgspec.ValidationError as exc:
+            errors.append(_validation_error(exc, shell, path, GraderSpec))
+            continue
+        if spec.config is None:
+            spec = msgspec.structs.replace(spec, config={})
+        specs.append(msgspec.structs.replace(spec, path=path))
+    if errors:
+        raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
+    if not specs:
+        msg = "'graders' is empty; add at least one grader (see `trajgrade graders`)"
+        raise ConfigError(msg, location=shell.locate(("graders",)))
+    return msgspec.structs.replace(shell, graders=tuple(specs))
+
+
+# ------------------------------------------------------------------ compiling
+def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -> Suite:
+    """Validate every grader's config and compile it; all errors at once."""
+    context = context or BuildContext(base_dir=config.base_dir)
+    errors: list[ConfigError] = []
+    graders: list[Grader[Any]] = []
+    taken: dict[str, int] = {}
+    for spec in config.graders:
+        try:
+            gtype = lookup(spec.type)
+        except ConfigError as exc:
+            errors.append(ConfigError(exc.message, location=config.locate((*spec.path, "type"))))
+            continue
+        cpath: _Path = (*spec.path, "config")
+        try:
+            cfg = msgspec.convert(spec.config, gtype.config_type)
+        except msgspec.ValidationError as exc:
+            errors.append(_validation_error(exc, config, cpath, gtype.config_type))
+            continue
+        name = spec.name or spec.type
+        if name in taken:
+            if spec.name:
+                errors.append(ConfigError(f"grader name {name!r} is used twice; names must be unique", location=config.locate((*spec.path, "name"))))
+                continue
+            taken[name] += 1
+            name = f"{name}#{taken[name]}"
+        taken.setdefault(name, 1)
+        try:
+            graders.append(gtype.build(cfg, name=name, context=context))
+        except ConfigErrors as many:
+            errors.extend(_relocate(e, config, cpath) for e in many.errors)
+        except ConfigError as exc:
+            errors.append(_relocate(exc, config, cpath))
+    if errors:
+        raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
+    return Suite(graders, fingerprint=_fingerprint(config), source=config.source)
+
+
+def load_suite(path: str | os.PathLike[str], *, context: BuildContext | None = None) -> Suite:
+    """``compile_suite(load_config(path))``."""
+    config = load_config(path)
+    if context is not None and context.base_dir is None:
+        context.base_dir = config.base_dir
+    return compile_suite(config, context=context)
+
+
+def _fingerprint(config: SuiteConfig) -> str:
+    canon = [[s.type, s.name, s.config] for s in config.graders]
+    return hashlib.sha256(msgspec.json.encode(canon, order="sorted")).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------ locations
+_AT: Final = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_SEG: Final = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\"(?:[^\"\\]|\\.)*\")\]|\[\.\.\.\]")
+
+
+def _parse_path(text: str) -> _Path:
+    out: list[str | int] = []
+    for m in _SEG.finditer(text):
+        key, idx, quoted = m.groups()
+        if key is not None:
+            out.append(key)
+        elif idx is not None:
+            out.append(int(idx))
+        elif quoted is not None:
+            out.append(msgspec.json.decode(quoted))
+    return tuple(out)
+
+
+def _validation_error(exc: msgspec.ValidationError, config: SuiteConfig, base: _Path, struct: type[Any]) -> ConfigError:
+    m = _AT.match(str(exc))
+    assert m is not None
+    message, rel = m["msg"], _parse_path(m["path"] or "")
+    unknown = re.match(r"Object contains unknown field `(.+)`", message)
+    if unknown:
+        field = unknown.group(1)
+        rel = (*rel, field)
+        close = difflib.get_close_matches(field, sorted(_field_names(struct)), n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else "; remove it"
+        message = f"unknown field `{field}`{hint}"
+    missing = re.match(r"Object missing required field `(.+)`", message)
+    if missing:
+        rel = (*rel, missing.group(1))
+        message = f"missing required field `{missing.group(1)}`"
+    if message.startswith("Expected") and rel:
+        message = f"{message[0].lower()}{message[1:]} for `{rel[-1]}`"
+    return ConfigError(message, location=config.locate((*base, *rel)))
+
+
+def _relocate(exc: ConfigError, config: SuiteConfig, base: _Path) -> ConfigError:
+    rel = _parse_path("." + exc.location.field) if exc.location.field else ()
+    return ConfigError(exc.message, location=config.locate((*base, *rel)))
+
+
+def _field_names(struct: type[Any], seen: set[type[Any]] | None = None) -> set[str]:
+    seen = seen if seen is not None else set()
+    if struct in seen or not (isinstance(struct, type) and issubclass(struct, msgspec.Struct)):
+        return set()
+    seen.add(struct)
+    names = set(struct.__struct_fields__)
+    for info in msgspec.inspect.type_info(struct).fields:  # type: ignore[attr-defined]
+        for inner in _struct_types(info.type):
+            names |= _field_names(inner, seen)
+    return names
+
+
+def _struct_types(t: msgspec.inspect.Type) -> Iterator[type[Any]]:
+    if isinstance(t, msgspec.inspect.StructType):
+        yield t.cls
+    for attr in ("item_type", "value_type", "types"):
+        inner = getattr(t, attr, None)
+        if isinstance(inner, tuple):
+            for x in inner:
+                yield from _struct_types(x)
+        elif inner is not None:
+            yield from _struct_types(inner)
+
+
+def _render(path: _Path) -> str:
+    out = ""
+    for seg in path:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader; the C loader is used for data when PyYAML was built with it."""
+
+
+if hasattr(yaml, "CSafeLoader"):
+    _Loader = yaml.CSafeLoader  # type: ignore[misc, assignment]
+
+
+def _line_map(text: str) -> dict[_Path, int]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    out: dict[_Path, int] = {}
+
+    def walk(node: yaml.Node, path: _Path) -> None:
+        out[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for knode, vnode in node.value:
+                key = knode.value if isinstance(knode, yaml.ScalarNode) else str(knode.start_mark.line)
+                out[(*path, key)] = knode.start_mark.line + 1
+                walk(vnode, (*path, key))
+                # a key's own line beats its value's (block values start below it)
+                out[(*path, key)] = knode.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*path, i))
+
+    if root is not None:
+        walk(root, ())
+    return out
+
+
+def _yaml_line(exc: Exception) -> int | None:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return int(mark.line) + 1
+    m = re.search(r"line (\d+)", str(exc))
+    return int(m.group(1)) if m else None
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())

@@ -1,0 +1,348 @@
+"""The engine: events in, verdicts out. No I/O, no clock, no logging.
+
+Theory of operation
+-------------------
+The engine routes each event to its trace by ``trace_id`` (any number of
+traces may be interleaved on one stream) and hands it to every compiled grader
+that wants that event type, together with that grader's per-trace state. A
+grader answers ``None`` (nothing new), a sealed decision (outcome fixed) or a
+final decision (outcome and score fixed). The engine stamps decisions into
+:class:`~trajgrade.verdicts.Verdict`s and enforces the finality rules:
+
+* a final verdict ends that grader on that trace: its state is dropped and it
+  is never stepped again (h11's "terminal states stay terminal");
+* a trace that gets ``trace_end``, or is closed by the runner (end of input,
+  idle timeout), gives every grader still open its final verdict;
+* a trace whose graders are all final is dropped at once; its id is
+  remembered (bounded) so late events are ignored instead of reopening it.
+
+Time is data. ``feed(event, now=...)`` records when a trace was first seen on
+the runner's clock; ``tick(now)`` lets clock-driven graders (wall-time) fire
+while no event arrives.
+
+Integrity: the engine tracks open call ids per trace to report results that
+match no call and reused call ids as :class:`Anomaly` records in
+``anomalies`` (the runner drains and logs them); events it had to reject
+(``reject``) taint a trace, whose still-open graders then end in ``error``.
+
+The only exceptions ``feed`` raises for bad data are none: anything a grader
+raises other than its documented decisions is a bug in that grader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from trajgrade.config import Suite
+from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd
+from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
+from trajgrade.errors import GradeError
+from trajgrade.verdicts import Decision, Outcome, Verdict, verdict_id
+
+__all__ = ("Anomaly", "Engine", "EngineStats", "TraceSnapshot")
+
+_NOTHING: Final[tuple[Verdict, ...]] = ()
+#: How many closed trace ids are remembered to drop late events.
+CLOSED_MEMORY: Final = 65_536
+#: How many open call ids per trace the integrity check keeps.
+OPEN_CALLS_MAX: Final = 10_000
+
+
+class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
+    """Something odd but survivable about an event (logged by the runner)."""
+
+    trace_id: str
+    kind: str
+    message: str
+
+
+class EngineStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters since the engine was created."""
+
+    events: int
+    open_traces: int
+    closed_traces: int
+    verdicts: int
+    early_verdicts: int
+    late_events: int
+    rejected_events: int
+
+
+class TraceSnapshot(msgspec.Struct, kw_only=True, array_like=True):
+    """One trace's whole state, as plain data (a checkpoint entry)."""
+
+    trace_id: str
+    events: int
+    opened_at: float | None
+    tainted: str | None
+    sealed: list[bool]
+    #: One msgpack-encoded grader state per grader; None once that grader is final.
+    states: list[msgspec.Raw | None]
+    open_calls: list[str]
+
+
+class _Trace:
+    __slots__ = ("calls", "events", "id", "last_ts", "live", "opened_at", "sealed", "states", "tainted")
+
+    def __init__(self, trace_id: str, states: list[Any], opened_at: float | None) -> None:
+        self.id = trace_id
+        self.states = states
+        self.sealed = [False] * len(states)
+        self.live = len(states)
+        self.events = 0
+        self.opened_at = opened_at
+        self.last_ts: float | None = None
+        self.tainted: str | None = None
+        self.calls: dict[str, None] = {}
+
+
+class Engine:
+    """Grades any number of interleaved traces with one compiled Suite."""
+
+    def __init__(self, suite: Suite, *, check_integrity: bool = True) -> None:
+        self.suite = suite
+        self._graders = suite.graders
+        self._traces: dict[str, _Trace] = {}
+        self._closed: dict[str, bool] = {}
+        self._routes: dict[type[Any], tuple[int, ...]] = {
+            cls: tuple(i for i, g in enumerate(self._graders) if cls in g.event_types)
+            for cls in _EVENT_TYPES.values()
+        }
+        self._clocked = tuple(i for i, g in enumerate(self._graders) if g.uses_clock)
+        self._integrity = check_integrity
+        #: Anomalies found since the runner last cleared this list.
+        self.anomalies: list[Anomaly] = []
+        self._n_events = 0
+        self._n_verdicts = 0
+        self._n_early = 0
+        self._n_closed = 0
+        self._n_late = 0
+        self._n_rejected = 0
+
+    # ------------------------------------------------------------ feeding
+    def feed(self, event: Event, *, now: float | None = None) -> Sequence[Verdict]:
+        """Process one event; return the verdicts it decided (often none)."""
+        self._n_events += 1
+        tid = event.trace_id
+        tr = self._traces.get(tid)
+        if tr is None:
+            if tid in self._closed:
+                self._n_late += 1
+                return _NOTHING
+            tr = self._open(tid, now)
+        tr.events += 1
+        if event.ts is not None:
+            tr.last_ts = event.ts
+        kind = type(event)
+        if self._integrity and (kind is ToolCall or kind is ToolResult):
+            self._check_call(tr, event)
+        out: list[Verdict] | None = None
+        states = tr.states
+        graders = self._graders
+        for i in self._routes[kind]:
+            st = states[i]
+            if st is None:
+                continue
+            try:
+                d = graders[i].step(st, event)
+            except GradeError as exc:
+                d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+            if d is not None:
+                v = self._stamp(tr, i, d, early=True)
+                if v is not None:
+                    if out is None:
+                        out = []
+                    out.append(v)
+        if kind is TraceEnd:
+            closing = self._close(tr, ended=True)
+            if closing:
+                out = [*(out or ()), *closing]
+        elif tr.live == 0:
+            self._forget(tr, ended=False)
+        return out if out is not None else _NOTHING
+
+    def feed_all(self, events: Iterable[Event]) -> list[Verdict]:
+        """Feed many events; return all their verdicts (batch convenience)."""
+        out: list[Verdict] = []
+        for ev in events:
+            out.extend(self.feed(ev))
+        return out
+
+    def tick(self, now: float) -> list[Verdict]:
+        """Advance the runner's clock: clock-driven graders may fire."""
+        if not self._clocked:
+            return []
+        out: list[Verdict] = []
+        for tr in list(self._traces.values()):
+            if tr.opened_at is None:
+                continue
+            elapsed = now - tr.opened_at
+            for i in self._clocked:
+                st = tr.states[i]
+                if st is None:
+                    continue
+                d = self._graders[i].tick(st, elapsed=elapsed)
+                if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
+                    out.append(v)
+            if tr.live == 0:
+                self._forget(tr, ended=False)
+        return out
+
+    def end_trace(self, trace_id: str) -> list[Verdict]:
+        """Close one trace as if its ``trace_end`` arrived (idle timeout, …)."""
+        tr = self._traces.get(trace_id)
+        return self._close(tr, ended=True) if tr is not None else []
+
+    def finish(self) -> list[Verdict]:
+        """End of input: every open trace gives its final verdicts."""
+        out: list[Verdict] = []
+        for tr in list(self._traces.values()):
+            out.extend(self._close(tr, ended=False))
+        return out
+
+    def reject(self, trace_id: str, reason: str) -> None:
+        """An event of ``trace_id`` was lost (undecodable, wrong types): its
+        graders that are still open end in ``error`` instead of guessing."""
+        self._n_rejected += 1
+        if trace_id in self._closed:
+            return
+        tr = self._traces.get(trace_id) or self._open(trace_id, None)
+        if tr.tainted is None:
+            tr.tainted = reason
+
+    # ------------------------------------------------------------ queries
+    def open_traces(self) -> list[str]:
+        """Ids of the traces still open, oldest first."""
+        return list(self._traces)
+
+    def statistics(self) -> EngineStats:
+        """Counters since creation."""
+        return EngineStats(
+            events=self._n_events,
+            open_traces=len(self._traces),
+            closed_traces=self._n_closed,
+            verdicts=self._n_verdicts,
+            early_verdicts=self._n_early,
+            late_events=self._n_late,
+            rejected_events=self._n_rejected,
+        )
+
+    # ------------------------------------------------------------ state
+    def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
+        """One open trace's state as plain data."""
+        tr = self._traces.get(trace_id)
+        if tr is None:
+            return None
+        enc = msgspec.msgpack.encode
+        return TraceSnapshot(
+            trace_id=tr.id,
+            events=tr.events,
+            opened_at=tr.opened_at,
+            tainted=tr.tainted,
+            sealed=list(tr.sealed),
+            states=[None if st is None else msgspec.Raw(enc(st)) for st in tr.states],
+            open_calls=list(tr.calls),
+        )
+
+    def snapshot(self) -> list[TraceSnapshot]:
+        """Every open trace's state (see :mod:`trajgrade.state` for the file form)."""
+        return [s for tid in self._traces if (s := self.snapshot_trace(tid)) is not None]
+
+    def restore(self, snapshots: Iterable[TraceSnapshot]) -> None:
+        """Load trace states taken by ``snapshot`` from an engine with the same suite."""
+        for snap in snapshots:
+            states: list[Any] = []
+            for g, raw in zip(self._graders, snap.states, strict=True):
+                states.append(None if raw is None else msgspec.msgpack.decode(raw, type=g.state_type))
+            tr = _Trace(snap.trace_id, states, snap.opened_at)
+            tr.events = snap.events
+            tr.tainted = snap.tainted
+            tr.sealed = list(snap.sealed)
+            tr.live = sum(st is not None for st in states)
+            tr.calls = dict.fromkeys(snap.open_calls)
+            self._traces[snap.trace_id] = tr
+            self._closed.pop(snap.trace_id, None)
+
+    # ------------------------------------------------------------ internals
+    def _open(self, trace_id: str, now: float | None) -> _Trace:
+        tr = _Trace(trace_id, [g.start() for g in self._graders], now)
+        self._traces[trace_id] = tr
+        return tr
+
+    def _stamp(self, tr: _Trace, i: int, d: Decision, *, early: bool) -> Verdict | None:
+        if d.final:
+            tr.states[i] = None
+            tr.live -= 1
+        elif tr.sealed[i]:
+            return None  # already reported as sealed; wait for the final one
+        tr.sealed[i] = True
+        g = self._graders[i]
+        self._n_verdicts += 1
+        if early:
+            self._n_early += 1
+        return Verdict(
+            id=verdict_id(tr.id, g.name, final=d.final),
+            trace_id=tr.id,
+            grader=g.name,
+            kind=g.kind,
+            outcome=d.outcome,
+            score=d.score,
+            final=d.final,
+            early=early,
+            evidence=d.evidence,
+            metadata=d.metadata,
+            at_event=tr.events,
+            ts=tr.last_ts,
+        )
+
+    def _close(self, tr: _Trace, *, ended: bool) -> list[Verdict]:
+        out: list[Verdict] = []
+        for i, st in enumerate(tr.states):
+            if st is None:
+                continue
+            g = self._graders[i]
+            try:
+                d = g.finish(st)
+            except GradeError as exc:
+                d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+            if not d.final:
+                d = msgspec.structs.replace(d, final=True)
+            if tr.tainted is not None and not (tr.sealed[i] and d.outcome is Outcome.FAIL):
+                d = Decision(
+                    outcome=Outcome.ERROR,
+                    score=0.0,
+                    evidence=f"events of this trace were lost ({tr.tainted}); without them the grader would say {d.outcome}: {d.evidence}",
+                    metadata={**d.metadata, "would_be": str(d.outcome)},
+                )
+            v = self._stamp(tr, i, d, early=False)
+            if v is not None:
+                out.append(v)
+        self._forget(tr, ended=ended)
+        return out
+
+    def _forget(self, tr: _Trace, *, ended: bool) -> None:
+        del self._traces[tr.id]
+        self._n_closed += 1
+        closed = self._closed
+        closed[tr.id] = ended
+        if len(closed) > CLOSED_MEMORY:
+            del closed[next(iter(closed))]
+
+    def _check_call(self, tr: _Trace, event: Any) -> None:
+        cid = event.call_id
+        if cid is None:
+            return
+        calls = tr.calls
+        if type(event) is ToolCall:
+            if cid in calls:
+                self.anomalies.append(Anomaly(trace_id=tr.id, kind="duplicate_call_id", message=f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call"))
+            elif len(calls) >= OPEN_CALLS_MAX:
+                del calls[next(iter(calls))]
+            calls[cid] = None
+        elif cid in calls:
+            del calls[cid]
+        else:
+            self.anomalies.append(Anomaly(trace_id=tr.id, kind="orphan_result", message=f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls"))

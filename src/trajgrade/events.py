@@ -1,0 +1,154 @@
+"""The canonical event model: what every grader sees.
+
+Upstream formats are translated into these events at the edge (``formats/``);
+graders never see an upstream spelling. Events are frozen msgspec Structs in a
+tagged union on ``type`` (vally's vocabulary, extended), so trajgrade's own
+JSONL is one encoded event per line and decodes in a single typed pass.
+
+The field names deliberately match the benchmark corpus written by
+``gen_traces.py`` (``trace_id, type, step, name, args, call_id, result,
+is_error, tokens, ts``), so that file is canonical JSONL as it stands. Two
+spellings exist only for it: ``Usage.tokens`` (``{"input", "output"}``) and
+``AgentError.result`` (the error text); both are folded into the canonical
+fields on decode.
+
+Time is data: ``ts`` is seconds since the epoch (float), as the producer saw
+it. The core never reads a clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+from msgspec.structs import force_setattr
+
+__all__ = (
+    "EVENT_TYPES",
+    "AgentError",
+    "Event",
+    "Message",
+    "ToolCall",
+    "ToolResult",
+    "TraceEnd",
+    "TraceStart",
+    "TurnStart",
+    "Usage",
+)
+
+
+class _Base(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    tag_field="type",
+    gc=False,
+):
+    #: The trace (session, run) this event belongs to. Empty means "the
+    #: source's default trace" and is filled in by the reader.
+    trace_id: str = ""
+    #: Producer time, seconds since the epoch.
+    ts: float | None = None
+    #: The producer's own turn/step index, when it has one (informational;
+    #: graders count ``turn_start`` events).
+    step: int | None = None
+
+
+class TraceStart(_Base, tag="trace_start"):
+    """A trace begins; ``metadata`` carries sample ids, task, agent name, …"""
+
+    metadata: dict[str, Any] | None = None
+
+
+class TurnStart(_Base, tag="turn_start"):
+    """An agent turn (step) begins. The first turn is step 0."""
+
+    #: Who opened the turn when the format says (``user``, ``agent``, ``system``).
+    source: str | None = None
+
+
+class Message(_Base, tag="message"):
+    """A chat message: user prompt, assistant text, system text, reasoning."""
+
+    role: str
+    text: str = ""
+
+
+class ToolCall(_Base, tag="tool_call"):
+    """The agent invoked a tool."""
+
+    name: str
+    call_id: str | None = None
+    #: Arguments as an object, when they are (or parse as) a JSON object.
+    args: dict[str, Any] | None = None
+    #: Arguments exactly as the source wrote them, when it wrote a string.
+    args_raw: str | None = None
+    #: The (sub)agent that made the call, when the format distinguishes them.
+    agent: str | None = None
+
+
+class ToolResult(_Base, tag="tool_result"):
+    """A tool returned; paired to its call by ``call_id``."""
+
+    call_id: str | None = None
+    name: str | None = None
+    #: The result as the source had it: a string, an object, a list, …
+    result: Any = None
+    is_error: bool | None = None
+    duration_ms: float | None = None
+
+
+class Usage(_Base, tag="usage"):
+    """Token usage of one model response (not cumulative)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None
+    #: Benchmark-corpus spelling: ``{"input": n, "output": m}``.
+    tokens: dict[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.tokens:
+            tokens = self.tokens
+            force_setattr(self, "input_tokens", self.input_tokens + tokens.get("input", 0))
+            force_setattr(self, "output_tokens", self.output_tokens + tokens.get("output", 0))
+            force_setattr(self, "tokens", None)
+
+
+class AgentError(_Base, tag="error"):
+    """The agent or its runtime reported an error (not a failed tool call)."""
+
+    message: str = ""
+    code: str | None = None
+    #: Benchmark-corpus spelling of ``message``.
+    result: str | None = None
+    is_error: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.result is not None:
+            if not self.message:
+                force_setattr(self, "message", self.result)
+            force_setattr(self, "result", None)
+        force_setattr(self, "is_error", None)
+
+
+class TraceEnd(_Base, tag="trace_end"):
+    """The trace is over: every grader gives its final verdict now."""
+
+    #: The agent's final output, when the source has one.
+    result: Any = None
+    #: True when the run ended in failure (crash, cancelled, non-zero exit).
+    is_error: bool | None = None
+
+
+Event = TraceStart | TurnStart | Message | ToolCall | ToolResult | Usage | AgentError | TraceEnd
+
+#: Tag -> class, for registries and docs.
+EVENT_TYPES: Final[dict[str, type[Event]]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in (TraceStart, TurnStart, Message, ToolCall, ToolResult, Usage, AgentError, TraceEnd)
+}

@@ -1,0 +1,92 @@
+"""Formats: upstream log shapes in, canonical events out (sans-IO).
+
+A *reader* is created per input source. The source hands it complete lines
+(bytes, newline-terminated, with the 1-based number of the first line); the
+reader returns canonical events plus the :class:`~trajgrade.errors.InputError`
+of every line it could not use. Readers keep whatever small state their format
+needs (call ids, the current trace); they never do I/O.
+
+:func:`open_reader` picks the format from the first non-blank line unless the
+user named one. Formats in this release:
+
+* ``trajgrade`` – canonical JSONL, one event per line (also reads the
+  benchmark corpus ``events.jsonl`` as it is);
+* ``vally`` – vally ``TrajectoryEvent`` lines, or whole ``Trajectory``
+  documents (``{"events": [...]}``), one per line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, Protocol
+
+import msgspec
+
+from trajgrade.errors import InputError, Location
+from trajgrade.events import EVENT_TYPES, Event
+from trajgrade.formats import native, vally
+
+__all__ = ("BUILTIN", "FormatType", "Reader", "detect", "open_reader")
+
+
+class Reader(Protocol):
+    """Per-source incremental decoder."""
+
+    #: The format's name.
+    format: str
+
+    def feed(self, buf: bytes, first_line: int) -> tuple[list[Event], list[InputError]]:
+        """Decode complete lines; return their events and the errors of bad lines."""
+        ...
+
+    def close(self) -> tuple[list[Event], list[InputError]]:
+        """The source ended: flush whatever the format still holds."""
+        ...
+
+
+class FormatType(Protocol):
+    """A registered format."""
+
+    name: str
+    summary: str
+
+    def sniff(self, record: object) -> bool:
+        """Whether a decoded first record looks like this format."""
+        ...
+
+    def reader(self, *, source: str, default_trace: str) -> Reader:
+        """A fresh reader for one input source."""
+        ...
+
+
+BUILTIN: Final[Mapping[str, FormatType]] = {f.name: f for f in (native.FORMAT, vally.FORMAT)}
+
+_sniffer: Final = msgspec.json.Decoder()
+
+
+def detect(first_line: bytes) -> str | None:
+    """The name of the format whose first record ``first_line`` looks like."""
+    try:
+        record = _sniffer.decode(first_line)
+    except msgspec.DecodeError:
+        return None
+    # vally first: its events carry a ``data`` object, canonical events never do.
+    for name in ("vally", "trajgrade"):
+        if BUILTIN[name].sniff(record):
+            return name
+    return None
+
+
+def open_reader(fmt: str, *, source: str, default_trace: str) -> Reader:
+    """A reader of the named format for one source."""
+    try:
+        ftype = BUILTIN[fmt]
+    except KeyError:
+        known = ", ".join(sorted(BUILTIN))
+        msg = f"unknown input format {fmt!r}; known formats: {known} (or 'auto')"
+        raise InputError(msg, location=Location(file=source)) from None
+    return ftype.reader(source=source, default_trace=default_trace)
+
+
+#: Every canonical event tag, for error messages.
+EVENT_TAGS: Final = tuple(EVENT_TYPES)

@@ -1,0 +1,110 @@
+"""trajgrade's canonical JSONL: one encoded :mod:`~trajgrade.events` event a line.
+
+This is the fast path. A whole buffer of lines is decoded in one typed
+``decode_lines`` call (no per-line Python work); only when that fails is the
+buffer re-read line by line to find and report the bad lines, so one broken
+line never costs the good ones around it.
+
+An event without ``trace_id`` belongs to the source's default trace (the file
+name, or ``-`` for stdin), so a single agent's log needs no ids at all.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import msgspec
+
+from trajgrade.errors import InputError, Location
+from trajgrade.events import EVENT_TYPES, Event
+
+__all__ = ("FORMAT", "NativeReader")
+
+_TAGS: Final = frozenset(EVENT_TYPES)
+_AT: Final = re.compile(r" - at `\$\.?([^`]*)`$")
+
+
+class NativeReader:
+    """Decodes canonical JSONL."""
+
+    format = "trajgrade"
+
+    def __init__(self, *, source: str, default_trace: str) -> None:
+        self._source = source
+        self._default = default_trace
+        self._typed = msgspec.json.Decoder(Event)
+        self._loose = msgspec.json.Decoder()
+
+    def feed(self, buf: bytes, first_line: int) -> tuple[list[Event], list[InputError]]:
+        try:
+            events: list[Event] = self._typed.decode_lines(buf)
+        except msgspec.DecodeError:
+            return self._slow(buf, first_line)
+        for i, ev in enumerate(events):
+            if not ev.trace_id:
+                events[i] = msgspec.structs.replace(ev, trace_id=self._default)
+        return events, []
+
+    def close(self) -> tuple[list[Event], list[InputError]]:
+        return [], []
+
+    def _slow(self, buf: bytes, first_line: int) -> tuple[list[Event], list[InputError]]:
+        events: list[Event] = []
+        errors: list[InputError] = []
+        decode = self._typed.decode
+        for n, line in enumerate(buf.split(b"\n"), start=first_line):
+            if not line.strip():
+                continue
+            try:
+                ev = decode(line)
+            except msgspec.DecodeError as exc:
+                errors.append(self._explain(line, n, exc))
+                continue
+            if not ev.trace_id:
+                ev = msgspec.structs.replace(ev, trace_id=self._default)
+            events.append(ev)
+        return events, errors
+
+    def _explain(self, line: bytes, n: int, exc: msgspec.DecodeError) -> InputError:
+        """Turn a msgspec error into a located, actionable InputError."""
+        text = str(exc)
+        m = _AT.search(text)
+        field = m.group(1) if m else None
+        trace: str | None = None
+        try:
+            loose: Any = self._loose.decode(line)
+        except msgspec.DecodeError:
+            msg = f"not valid JSON ({text}); each line must be one JSON event object"
+            return InputError(msg, location=Location(file=self._source, line=n))
+        if isinstance(loose, dict):
+            tid = loose.get("trace_id")
+            trace = tid if isinstance(tid, str) and tid else self._default
+            kind = loose.get("type")
+            if kind is None and field is None:
+                field = "type"
+            if field == "type":
+                known = ", ".join(sorted(_TAGS))
+                got = "missing" if kind is None else repr(kind)
+                msg = f"unknown event type {got}; expected one of {known} (or pass --format for another log format)"
+                return InputError(msg, location=Location(file=self._source, line=n, field="type"), trace_id=trace)
+        else:
+            msg = f"expected a JSON object per line, got {type(loose).__name__}"
+            return InputError(msg, location=Location(file=self._source, line=n))
+        reason = _AT.sub("", text)
+        msg = f"{reason[0].lower()}{reason[1:]}; fix the producer or the line"
+        return InputError(msg, location=Location(file=self._source, line=n, field=field), trace_id=trace)
+
+
+class _NativeFormat:
+    name = "trajgrade"
+    summary = "trajgrade canonical JSONL (one event per line; also the benchmark events.jsonl)"
+
+    def sniff(self, record: object) -> bool:
+        return isinstance(record, dict) and record.get("type") in _TAGS and "data" not in record
+
+    def reader(self, *, source: str, default_trace: str) -> NativeReader:
+        return NativeReader(source=source, default_trace=default_trace)
+
+
+FORMAT: Final = _NativeFormat()

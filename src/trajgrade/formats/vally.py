@@ -1,0 +1,206 @@
+"""vally trajectories: ``TrajectoryEvent`` lines or whole ``Trajectory`` records.
+
+vally's events are ``{"type", "timestamp", "data": {...}}`` with camelCase
+payloads (``toolName``, ``toolCallId``, ``arguments``, ``result``,
+``success``). A line may also hold a whole ``Trajectory`` (``{"id"?,
+"events": [...], ...}``); its events are translated in order and the trace
+ends with it. Events without ``data`` are read as canonical events whose time
+may be an ISO-8601 ``timestamp`` (how the metric conformance cases are
+written).
+
+Mapping: ``tool_call`` → ToolCall (``arguments`` object kept; a string is kept
+raw and parsed once); ``tool_result`` → ToolResult (``success: false`` →
+``is_error``); ``turn_start`` → TurnStart; ``usage`` (``inputTokens``/
+``outputTokens``), ``error`` and message events when present. vally's other
+event types are not public; they are skipped.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+import msgspec
+
+from trajgrade.errors import InputError, Location
+from trajgrade.events import (
+    EVENT_TYPES,
+    AgentError,
+    Event,
+    Message,
+    ToolCall,
+    ToolResult,
+    TraceEnd,
+    TurnStart,
+    Usage,
+)
+
+__all__ = ("FORMAT", "VallyReader", "parse_timestamp")
+
+_JSON: Final = msgspec.json.Decoder()
+
+
+def parse_timestamp(value: Any) -> float | None:
+    """ISO-8601 text or epoch seconds -> epoch seconds; None when absent/invalid."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    if isinstance(raw, dict):
+        return raw, None
+    if isinstance(raw, str):
+        try:
+            parsed = _JSON.decode(raw)
+        except msgspec.DecodeError:
+            return None, raw
+        return (parsed if isinstance(parsed, dict) else None), raw
+    return None, None
+
+
+class VallyReader:
+    """Translates vally events (and whole trajectories) to canonical events."""
+
+    format = "vally"
+
+    def __init__(self, *, source: str, default_trace: str) -> None:
+        self._source = source
+        self._default = default_trace
+        self._trajectories = 0
+
+    def feed(self, buf: bytes, first_line: int) -> tuple[list[Event], list[InputError]]:
+        events: list[Event] = []
+        errors: list[InputError] = []
+        for n, line in enumerate(buf.split(b"\n"), start=first_line):
+            if not line.strip():
+                continue
+            try:
+                record = _JSON.decode(line)
+            except msgspec.DecodeError as exc:
+                msg = f"not valid JSON ({exc}); each line must be one vally event or trajectory"
+                errors.append(InputError(msg, location=Location(file=self._source, line=n)))
+                continue
+            if not isinstance(record, dict):
+                msg = f"expected a JSON object, got {type(record).__name__}"
+                errors.append(InputError(msg, location=Location(file=self._source, line=n)))
+                continue
+            if isinstance(record.get("events"), list):
+                self._trajectory(record, n, events, errors)
+            else:
+                self._event(record, self._default, n, "", events, errors)
+        return events, errors
+
+    def close(self) -> tuple[list[Event], list[InputError]]:
+        return [], []
+
+    def _trajectory(self, doc: dict[str, Any], n: int, events: list[Event], errors: list[InputError]) -> None:
+        self._trajectories += 1
+        tid = doc.get("id")
+        if not isinstance(tid, str) or not tid:
+            tid = self._default if self._trajectories == 1 else f"{self._default}#{self._trajectories}"
+        for i, ev in enumerate(doc["events"]):
+            self._event(ev, tid, n, f"events[{i}].", events, errors)
+        events.append(TraceEnd(trace_id=tid, result=doc.get("output")))
+
+    def _event(
+        self,
+        ev: Any,
+        tid: str,
+        n: int,
+        prefix: str,
+        events: list[Event],
+        errors: list[InputError],
+    ) -> None:
+        where = Location(file=self._source, line=n, field=f"{prefix}type")
+        if not isinstance(ev, dict):
+            errors.append(InputError(f"expected an event object, got {type(ev).__name__}", location=where, trace_id=tid))
+            return
+        kind = ev.get("type")
+        ts = parse_timestamp(ev.get("timestamp", ev.get("ts")))
+        data = ev.get("data")
+        try:
+            if isinstance(data, dict):
+                out = self._from_data(kind, data, tid, ts)
+            else:
+                out = self._canonical(ev, tid, ts)
+        except (msgspec.ValidationError, TypeError, ValueError) as exc:
+            field = f"{prefix}data" if isinstance(data, dict) else prefix.rstrip(".") or None
+            msg = f"cannot read vally {kind!r} event: {exc}; fix the producer or the line"
+            errors.append(InputError(msg, location=Location(file=self._source, line=n, field=field), trace_id=tid))
+            return
+        if out is not None:
+            events.append(out)
+
+    @staticmethod
+    def _from_data(kind: Any, d: dict[str, Any], tid: str, ts: float | None) -> Event | None:
+        if kind == "tool_call":
+            args, raw = _args(d.get("arguments"))
+            return ToolCall(trace_id=tid, ts=ts, name=_str(d, "toolName"), call_id=d.get("toolCallId"), args=args, args_raw=raw)
+        if kind == "tool_result":
+            success = d.get("success")
+            return ToolResult(
+                trace_id=tid,
+                ts=ts,
+                call_id=d.get("toolCallId"),
+                name=d.get("toolName"),
+                result=d.get("result"),
+                is_error=None if success is None else not success,
+                duration_ms=d.get("durationMs"),
+            )
+        if kind == "turn_start":
+            return TurnStart(trace_id=tid, ts=ts)
+        if kind == "usage":
+            return Usage(
+                trace_id=tid,
+                ts=ts,
+                input_tokens=int(d.get("inputTokens", 0) or 0),
+                output_tokens=int(d.get("outputTokens", 0) or 0),
+            )
+        if kind == "error":
+            return AgentError(trace_id=tid, ts=ts, message=str(d.get("message", "")))
+        if kind in ("message", "assistant_message", "user_message"):
+            role = d.get("role") or ("user" if kind == "user_message" else "assistant")
+            return Message(trace_id=tid, ts=ts, role=str(role), text=str(d.get("content", "")))
+        return None
+
+    @staticmethod
+    def _canonical(ev: dict[str, Any], tid: str, ts: float | None) -> Event | None:
+        if ev.get("type") not in EVENT_TYPES:
+            return None
+        fields = {k: v for k, v in ev.items() if k != "timestamp"}
+        fields.setdefault("trace_id", tid)
+        fields["ts"] = ts
+        event: Event = msgspec.convert(fields, Event)
+        return event
+
+
+def _str(d: dict[str, Any], key: str) -> str:
+    value = d.get(key)
+    if not isinstance(value, str):
+        msg = f"data.{key} must be a string, got {type(value).__name__}"
+        raise TypeError(msg)
+    return value
+
+
+class _VallyFormat:
+    name = "vally"
+    summary = "vally TrajectoryEvent lines ({type, timestamp, data}) or Trajectory documents ({events: [...]})"
+
+    def sniff(self, record: object) -> bool:
+        if not isinstance(record, dict):
+            return False
+        return isinstance(record.get("events"), list) or (
+            isinstance(record.get("data"), dict) and isinstance(record.get("type"), str)
+        )
+
+    def reader(self, *, source: str, default_trace: str) -> VallyReader:
+        return VallyReader(source=source, default_trace=default_trace)
+
+
+FORMAT: Final = _VallyFormat()

@@ -1,0 +1,160 @@
+"""Graders: the contract, the registry, and how a spec becomes a compiled grader.
+
+A *grader type* (``tool-calls``, ``token-budget``, …) knows its config Struct
+and builds a *grader* from a validated config. A grader is compiled once and
+shared by every trace; it holds no per-trace data. Per-trace data lives in a
+small msgspec Struct (its *state*), created by ``start()`` and threaded through
+``step``/``tick``/``finish``: the state is the checkpoint.
+
+Built-ins are listed in :data:`BUILTIN`. Third-party graders register a
+:class:`GraderType` object under the ``trajgrade.graders`` entry-point group and
+go through exactly the same path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, runtime_checkable
+
+from trajgrade.errors import ConfigError
+from trajgrade.graders import metric_threshold, tool_calls
+
+if TYPE_CHECKING:
+    from trajgrade.events import Event
+    from trajgrade.verdicts import Decision
+
+__all__ = (
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
+    "BuildContext",
+    "Grader",
+    "GraderType",
+    "lookup",
+    "registry",
+)
+
+S = TypeVar("S")
+
+ENTRY_POINT_GROUP: Final = "trajgrade.graders"
+
+
+class BuildContext:
+    """Options every grader type may use while compiling (not per trace)."""
+
+    __slots__ = ("allow_code", "base_dir", "regex_timeout")
+
+    def __init__(
+        self,
+        *,
+        regex_timeout: float = 0.25,
+        base_dir: str | None = None,
+        allow_code: bool = False,
+    ) -> None:
+        #: Seconds one user regex may run on one value before it is abandoned.
+        self.regex_timeout = regex_timeout
+        #: Directory of the config file, for relative paths in configs.
+        self.base_dir = base_dir
+        #: Whether code named in a config file may be imported.
+        self.allow_code = allow_code
+
+
+@runtime_checkable
+class Grader(Protocol[S]):
+    """A compiled grader. ``step``/``tick`` return a Decision only when it is
+    sealed or final; ``finish`` always returns the final one."""
+
+    #: Unique name within the suite.
+    name: str
+    #: The grader type, e.g. ``tool-calls``.
+    kind: str
+    #: The per-trace state Struct type (for checkpoint decoding).
+    state_type: type[S]
+    #: Event classes ``step`` wants; others are never passed to it.
+    event_types: frozenset[type[Event]]
+    #: Whether ``tick`` must be called as the runner's clock advances.
+    uses_clock: bool
+
+    def start(self) -> S: ...
+
+    def step(self, state: S, event: Event) -> Decision | None: ...
+
+    def tick(self, state: S, *, elapsed: float) -> Decision | None: ...
+
+    def finish(self, state: S) -> Decision: ...
+
+
+class GraderType(Protocol):
+    """What a grader plugin provides."""
+
+    #: The config ``type`` string.
+    kind: str
+    #: One line for ``trajgrade graders``.
+    summary: str
+    #: Where the semantics come from (``vally``, ``agentv``, ``trajgrade``, …).
+    origin: str
+    #: The msgspec Struct the ``config`` mapping is converted into.
+    config_type: type[Any]
+
+    def build(self, config: Any, *, name: str, context: BuildContext) -> Grader[Any]:
+        """Compile a validated config; raise ConfigError (field relative to the
+        grader's config) for semantic errors."""
+        ...
+
+
+BUILTIN: Final[Mapping[str, GraderType]] = {
+    t.kind: t
+    for t in (
+        tool_calls.TOOL_CALLS,
+        *metric_threshold.METRIC_THRESHOLDS,
+    )
+}
+
+_registry: dict[str, GraderType] | None = None
+_origins: dict[str, str] = {}
+
+
+def registry() -> Mapping[str, GraderType]:
+    """Built-ins plus every installed ``trajgrade.graders`` entry point."""
+    global _registry  # noqa: PLW0603 - loaded once per process
+    if _registry is None:
+        found = dict(BUILTIN)
+        _origins.update(dict.fromkeys(found, "trajgrade"))
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = ep.dist.name if ep.dist else "unknown distribution"
+            try:
+                obj = ep.load()
+            except Exception as exc:  # a broken plugin must not break the built-ins
+                msg = f"grader plugin {ep.name!r} from {dist} failed to import: {exc!r}; fix or uninstall {dist}"
+                raise ConfigError(msg) from exc
+            missing = [a for a in ("kind", "summary", "config_type", "build") if not hasattr(obj, a)]
+            if missing:
+                msg = f"grader plugin {ep.name!r} from {dist} is not a GraderType: missing {', '.join(missing)}"
+                raise ConfigError(msg)
+            if obj.kind in found:
+                msg = f"grader plugin {ep.name!r} from {dist} redefines grader type {obj.kind!r}, which {_origins[obj.kind]} provides; rename its kind"
+                raise ConfigError(msg)
+            found[obj.kind] = obj
+            _origins[obj.kind] = dist
+        _registry = found
+    return _registry
+
+
+def provider(kind: str) -> str:
+    """Which distribution provides a grader type (``trajgrade`` for built-ins)."""
+    registry()
+    return _origins.get(kind, "unknown")
+
+
+def lookup(kind: str) -> GraderType:
+    """The grader type registered as ``kind``; ConfigError with suggestions otherwise."""
+    types = registry()
+    try:
+        return types[kind]
+    except KeyError:
+        close = difflib.get_close_matches(kind, list(types), n=3)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        known = ", ".join(sorted(types))
+        msg = f"unknown grader type {kind!r}; {hint}known types: {known} (run `trajgrade graders`)"
+        raise ConfigError(msg) from None

@@ -1,0 +1,481 @@
+"""vally ``tool-calls``: required / disallowed / sequence tool matchers, streaming.
+
+Semantics follow the vally documentation (seed 000); where it is silent the
+decision is recorded here and in the README ("vally tool-calls decisions"):
+
+* A *completed* call is a ``tool_call`` paired with its ``tool_result`` by
+  ``call_id`` (a result without an id pairs with the oldest open call).
+  ``required`` counts completed calls only, as documented.
+* ``disallowed`` entries without a ``result`` filter fail the trace at the
+  ``tool_call`` itself, completed or not: that is what lets a runner block the
+  call. Entries with ``result`` fail when a matching result arrives.
+* ``sequence`` matches at invocation time; a call without a result counts.
+* Steps are counted by ``turn_start`` events: calls before the first one and
+  calls after the first one are both step 0 ("the first turn is step 0").
+* ``final: true`` means the last ``tool_call`` event of the trace matched the
+  entry and completed; any later call, finished or not, breaks it.
+* ``command``/``path`` absent (or not a string) on a call whose name matches
+  is the documented "configuration error": the grader gives an ``error``
+  verdict at that call. ``args`` absent is a plain non-match.
+* Score is 1.0 on pass, 0.0 otherwise (vally documents only pass/fail).
+
+Streaming: a disallowed match, a configuration error, or a step window that
+closed without its call is final at once. With no ``disallowed`` and no
+``final`` entries, the grader passes as soon as every required count and the
+sequence are complete. Everything else is decided at the end of the trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from trajgrade.events import Event, ToolCall, ToolResult, TurnStart
+from trajgrade.graders._jsregex import JSRegexError
+from trajgrade.graders._match import NameMatcher, Pattern, js_stringify
+from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.verdicts import Decision, Outcome
+
+__all__ = ("TOOL_CALLS", "ToolCalls", "ToolCallsConfig", "ToolCallsState", "ToolMatch")
+
+
+class ToolMatch(ConfigBase):
+    """One matcher; a plain string ``s`` in a list is shorthand for ``{name: s}``."""
+
+    name: str
+    command: str | None = None
+    path: str | None = None
+    args: dict[str, str] | None = None
+    result: str | None = None
+    min_count: int | None = None
+    final: bool | None = None
+    at_step: int | None = None
+    before_step: int | None = None
+
+
+class ToolCallsConfig(ConfigBase):
+    """vally's ``tool-calls`` config (at least one list must be given)."""
+
+    required: list[str | ToolMatch] | None = None
+    disallowed: list[str | ToolMatch] | None = None
+    sequence: list[str | ToolMatch] | None = None
+
+
+class Pending(msgspec.Struct, array_like=True, gc=False):
+    """A call waiting for its result."""
+
+    seq: int
+    #: Required entries whose call-side filters (name, args, step) matched.
+    req: int = 0
+    #: Disallowed entries with a ``result`` filter whose call side matched.
+    dis: int = 0
+
+
+class ToolCallsState(msgspec.Struct, array_like=True, gc=False):
+    """Per-trace state: counters, a cursor and the open calls, nothing else."""
+
+    counts: list[int]
+    turns: int = 0
+    calls: int = 0
+    cursor: int = 0
+    #: Required entries not yet satisfied by count.
+    unmet: int = 0
+    #: Required ``final`` entries satisfied by the latest call (once completed).
+    last_ok: int = 0
+    pending: dict[str, Pending] = msgspec.field(default_factory=dict)
+
+
+class _ArgMissingError(Exception):
+    """``command``/``path`` referenced but absent on a call the entry names."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _Matcher:
+    """A compiled ToolMatch."""
+
+    __slots__ = (
+        "args",
+        "at_step",
+        "before_step",
+        "command",
+        "final",
+        "label",
+        "min_count",
+        "name",
+        "path",
+        "result",
+        "where",
+    )
+
+    def __init__(self, spec: ToolMatch, where: str, timeout: float) -> None:
+        self.where = where
+        self.label = _label(spec)
+        self.name = NameMatcher(Pattern(spec.name, field=f"{where}.name", timeout=timeout))
+        self.command = _opt(spec.command, f"{where}.command", timeout)
+        self.path = _opt(spec.path, f"{where}.path", timeout)
+        self.args = tuple(
+            (key, Pattern(rx, field=f"{where}.args.{key}", timeout=timeout))
+            for key, rx in (spec.args or {}).items()
+        )
+        self.result = _opt(spec.result, f"{where}.result", timeout)
+        self.min_count = spec.min_count if spec.min_count is not None else 1
+        self.final = bool(spec.final)
+        self.at_step = spec.at_step
+        self.before_step = spec.before_step
+
+    def matches_call(self, call: ToolCall) -> bool:
+        if not self.name(call.name):
+            return False
+        args = call.args
+        for key, pattern in (("command", self.command), ("path", self.path)):
+            if pattern is None:
+                continue
+            value = args.get(key) if args else None
+            if not isinstance(value, str):
+                got = "absent" if value is None else f"a {type(value).__name__}, not a string"
+                msg = (
+                    f"configuration error: {self.where} filters on '{key}', but call "
+                    f"{call.call_id or '?'} to {call.name!r} has '{key}' {got}; use "
+                    f"args: {{{key}: ...}} to skip tools without it, or narrow the name"
+                )
+                raise _ArgMissingError(msg)
+            if not pattern.search(value):
+                return False
+        for key, pattern in self.args:
+            value = args.get(key) if args else None
+            if not isinstance(value, str) or not pattern.search(value):
+                return False
+        return True
+
+    def in_window(self, step: int) -> bool:
+        if self.at_step is not None and step != self.at_step:
+            return False
+        return self.before_step is None or step < self.before_step
+
+    @property
+    def window_end(self) -> int | None:
+        """The first step at which a matching call can no longer count."""
+        if self.at_step is not None:
+            return self.at_step + 1
+        return self.before_step
+
+
+def _opt(source: str | None, field: str, timeout: float) -> Pattern | None:
+    return None if source is None else Pattern(source, field=field, timeout=timeout)
+
+
+def _label(spec: ToolMatch) -> str:
+    parts = {
+        k: v
+        for k, v in msgspec.structs.asdict(spec).items()
+        if v is not None and k != "name"
+    }
+    if not parts:
+        return repr(spec.name)
+    inner = ", ".join(f"{k}: {v!r}" for k, v in {"name": spec.name, **parts}.items())
+    return "{" + inner + "}"
+
+
+_EMPTY: Final[dict[str, Any]] = {}
+
+
+class ToolCalls:
+    """The compiled ``tool-calls`` grader."""
+
+    kind: Final = "tool-calls"
+    state_type = ToolCallsState
+    event_types: frozenset[type[Event]] = frozenset({ToolCall, ToolResult, TurnStart})
+    uses_clock = False
+
+    def __init__(self, config: ToolCallsConfig, *, name: str, timeout: float) -> None:
+        self.name = name
+        errors = ErrorList()
+        req = self._compile("required", config.required, errors, timeout)
+        dis = self._compile("disallowed", config.disallowed, errors, timeout)
+        seq = self._compile("sequence", config.sequence, errors, timeout)
+        if config.required is None and config.disallowed is None and config.sequence is None:
+            errors.add("required", "at least one of required, disallowed or sequence must be given")
+        errors.raise_if_any()
+        self._required = req
+        self._disallowed_now = tuple(m for m in dis if m.result is None)
+        self._disallowed_on_result = tuple(
+            (1 << i, m) for i, m in enumerate(dis) if m.result is not None
+        )
+        self._dis_by_bit = {1 << i: m for i, m in enumerate(dis)}
+        self._sequence = seq
+        self._final_mask = sum(1 << i for i, m in enumerate(req) if m.final)
+        self._windows = tuple(
+            (i, m, end) for i, m in enumerate(req) if (end := m.window_end) is not None
+        )
+        self._track_results = bool(req or self._disallowed_on_result)
+        self._can_pass_early = not dis and not self._final_mask
+
+    @staticmethod
+    def _compile(
+        where: str,
+        entries: list[str | ToolMatch] | None,
+        errors: ErrorList,
+        timeout: float,
+    ) -> tuple[_Matcher, ...]:
+        out = []
+        for i, entry in enumerate(entries or ()):
+            spec = ToolMatch(name=entry) if isinstance(entry, str) else entry
+            at = f"{where}[{i}]"
+            before = len(errors.errors)
+            _validate(where, at, spec, errors)
+            if len(errors.errors) > before:
+                continue
+            try:
+                out.append(_Matcher(spec, at, timeout))
+            except JSRegexError as exc:
+                errors.add(_regex_field(at, spec, exc), str(exc))
+        return tuple(out)
+
+    # ------------------------------------------------------------ contract
+    def start(self) -> ToolCallsState:
+        return ToolCallsState(counts=[0] * len(self._required), unmet=len(self._required))
+
+    def step(self, state: ToolCallsState, event: Event) -> Decision | None:
+        kind = type(event)
+        try:
+            if kind is ToolCall:
+                return self._on_call(state, event)  # type: ignore[arg-type]
+            if kind is ToolResult:
+                return self._on_result(state, event)  # type: ignore[arg-type]
+        except _ArgMissingError as exc:
+            return Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+        if kind is TurnStart:
+            state.turns += 1
+            if self._windows:
+                return self._close_windows(state)
+        return None
+
+    def tick(self, state: ToolCallsState, *, elapsed: float) -> Decision | None:
+        return None
+
+    def finish(self, state: ToolCallsState) -> Decision:
+        problems = []
+        for i, m in enumerate(self._required):
+            if state.counts[i] < m.min_count:
+                problems.append(f"{m.where} {m.label}: {_count_text(state.counts[i], m)}")
+            elif m.final and not (state.last_ok >> i) & 1:
+                problems.append(f"{m.where} {m.label}: not the final tool call")
+        if state.cursor < len(self._sequence):
+            problems.append(self._sequence_text(state))
+        if problems:
+            return self._decide(state, Outcome.FAIL, "; ".join(problems))
+        return self._decide(state, Outcome.PASS, self._pass_text())
+
+    # ------------------------------------------------------------ events
+    def _on_call(self, state: ToolCallsState, call: ToolCall) -> Decision | None:
+        seq = state.calls
+        state.calls = seq + 1
+        state.last_ok = 0
+        for m in self._disallowed_now:
+            if m.matches_call(call):
+                return self._violation(state, m, call)
+        dis = 0
+        for bit, m in self._disallowed_on_result:
+            if m.matches_call(call):
+                dis |= bit
+        step = state.turns - 1 if state.turns else 0
+        req = 0
+        for i, m in enumerate(self._required):
+            if m.in_window(step) and m.matches_call(call):
+                req |= 1 << i
+        advanced = False
+        cursor = state.cursor
+        if cursor < len(self._sequence) and self._sequence[cursor].matches_call(call):
+            state.cursor = cursor + 1
+            advanced = True
+        if self._track_results:
+            # Every call is kept (not only candidates) so that results without
+            # a call_id pair with the oldest open call, whatever its name.
+            state.pending[call.call_id or f"#{seq}"] = Pending(seq, req, dis)
+        if advanced and self._can_pass_early and not state.unmet and self._sequence_done(state):
+            return self._decide(state, Outcome.PASS, self._pass_text())
+        return None
+
+    def _on_result(self, state: ToolCallsState, result: ToolResult) -> Decision | None:
+        pending = state.pending
+        if not pending:
+            return None
+        cid = result.call_id
+        if cid is None:
+            cid = next(iter(pending))
+        p = pending.pop(cid, None)
+        if p is None:
+            return None
+        text: str | None = None
+        if p.dis:
+            text = js_stringify(result.result)
+            for bit, m in self._disallowed_on_result:
+                if p.dis & bit and m.result is not None and m.result.search(text):
+                    return self._violation(state, m, None, result)
+        ok = 0
+        if p.req:
+            for i, m in enumerate(self._required):
+                if not (p.req >> i) & 1:
+                    continue
+                if m.result is not None:
+                    if text is None:
+                        text = js_stringify(result.result)
+                    if not m.result.search(text):
+                        continue
+                ok |= 1 << i
+                n = state.counts[i] + 1
+                state.counts[i] = n
+                if n == m.min_count:
+                    state.unmet -= 1
+        if p.seq == state.calls - 1:
+            state.last_ok = ok & self._final_mask
+        if ok and self._can_pass_early and not state.unmet and self._sequence_done(state):
+            return self._decide(state, Outcome.PASS, self._pass_text())
+        return None
+
+    def _close_windows(self, state: ToolCallsState) -> Decision | None:
+        step = state.turns - 1
+        for i, m, end in self._windows:
+            if step != end or state.counts[i] >= m.min_count:
+                continue
+            bit = 1 << i
+            if any(p.req & bit for p in state.pending.values()):
+                continue  # a call inside the window may still complete
+            where = f"in step {m.at_step}" if m.at_step is not None else f"before step {m.before_step}"
+            text = f"{m.where} {m.label}: {_count_text(state.counts[i], m)} (window {where} closed at step {step})"
+            return self._decide(state, Outcome.FAIL, text)
+        return None
+
+    # ------------------------------------------------------------ verdicts
+    def _sequence_done(self, state: ToolCallsState) -> bool:
+        return state.cursor >= len(self._sequence)
+
+    def _violation(
+        self,
+        state: ToolCallsState,
+        m: _Matcher,
+        call: ToolCall | None,
+        result: ToolResult | None = None,
+    ) -> Decision:
+        if call is not None:
+            what = f"call {call.call_id or '?'} to {call.name!r}"
+        else:
+            assert result is not None
+            what = f"the result of call {result.call_id or '?'}"
+        step = state.turns - 1 if state.turns else 0
+        text = f"{m.where} {m.label} matched {what} at step {step}"
+        return self._decide(state, Outcome.FAIL, text, violated=m.where)
+
+    def _sequence_text(self, state: ToolCallsState) -> str:
+        n = len(self._sequence)
+        nxt = self._sequence[state.cursor]
+        return f"sequence matched {state.cursor} of {n} entries; missing {nxt.where} {nxt.label} after them"
+
+    def _pass_text(self) -> str:
+        parts = []
+        if self._required:
+            parts.append(f"{len(self._required)} required satisfied")
+        n_dis = len(self._dis_by_bit)
+        if n_dis:
+            parts.append(f"{n_dis} disallowed not called")
+        if self._sequence:
+            parts.append(f"sequence of {len(self._sequence)} in order")
+        return "; ".join(parts)
+
+    def _decide(
+        self, state: ToolCallsState, outcome: Outcome, evidence: str, *, violated: str | None = None
+    ) -> Decision:
+        meta: dict[str, Any] = {
+            "required": [
+                {"matcher": m.where, "count": state.counts[i], "min_count": m.min_count}
+                for i, m in enumerate(self._required)
+            ],
+            "sequence": {"matched": state.cursor, "length": len(self._sequence)},
+            "tool_calls": state.calls,
+            "steps": max(state.turns, 1),
+        }
+        if violated is not None:
+            meta["violated"] = violated
+        return Decision(
+            outcome=outcome,
+            score=1.0 if outcome is Outcome.PASS else 0.0,
+            evidence=evidence,
+            metadata=meta,
+        )
+
+
+def _count_text(count: int, m: _Matcher) -> str:
+    where = ""
+    if m.at_step is not None:
+        where = f" in step {m.at_step}"
+    elif m.before_step is not None:
+        where = f" before step {m.before_step}"
+    return f"{count} of {m.min_count} matching completed call(s){where}"
+
+
+_REQUIRED_ONLY: Final = ("min_count", "final", "at_step", "before_step")
+
+
+def _validate(where: str, at: str, spec: ToolMatch, errors: ErrorList) -> None:
+    if where != "required":
+        for key in _REQUIRED_ONLY:
+            value = getattr(spec, key)
+            if value is not None:
+                errors.add(
+                    f"{at}.{key}",
+                    f"{key} is only allowed on 'required' entries (got {key}={value!r}); "
+                    f"move the entry under 'required' or drop {key}",
+                )
+    if where == "sequence" and spec.result is not None:
+        errors.add(
+            f"{at}.result",
+            "result is not supported on 'sequence' entries: they match when the tool is "
+            "invoked, before its result exists; use a 'required' entry with result instead",
+        )
+    if spec.min_count is not None and spec.min_count < 1:
+        errors.add(f"{at}.min_count", f"min_count must be >= 1 (got {spec.min_count})")
+    if spec.at_step is not None and spec.at_step < 0:
+        errors.add(f"{at}.at_step", f"at_step is a 0-based step and must be >= 0 (got {spec.at_step})")
+    if spec.before_step is not None and spec.before_step < 1:
+        errors.add(
+            f"{at}.before_step",
+            f"before_step must be >= 1 (got {spec.before_step}); steps are 0-based, so "
+            "before_step: 1 means 'in the first step'",
+        )
+    if (
+        spec.at_step is not None
+        and spec.before_step is not None
+        and spec.at_step >= spec.before_step
+    ):
+        errors.add(
+            f"{at}.at_step",
+            f"at_step ({spec.at_step}) must be less than before_step ({spec.before_step}), "
+            "otherwise no step satisfies both; drop one of them",
+        )
+
+
+def _regex_field(at: str, spec: ToolMatch, exc: JSRegexError) -> str:
+    for key in ("name", "command", "path", "result"):
+        if getattr(spec, key) == exc.pattern:
+            return f"{at}.{key}"
+    for key, rx in (spec.args or {}).items():
+        if rx == exc.pattern:
+            return f"{at}.args.{key}"
+    return at
+
+
+class _ToolCallsType:
+    kind = "tool-calls"
+    summary = "vally: required / disallowed / sequence tool matchers (regex on name, args, result)"
+    origin = "vally"
+    config_type = ToolCallsConfig
+
+    def build(self, config: ToolCallsConfig, *, name: str, context: Any) -> ToolCalls:
+        return ToolCalls(config, name=name, timeout=context.regex_timeout)
+
+
+TOOL_CALLS: Final = _ToolCallsType()

@@ -32,6 +32,7 @@ __all__ = (
     "Grader",
     "GraderType",
     "lookup",
+    "provider",
     "registry",
 )
 

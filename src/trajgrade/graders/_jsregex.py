@@ -91,6 +91,9 @@ class _Translator:
                 if m[1] is not None:
                     names.add(m[1])
         self.names = frozenset(names)
+        # Open groups: (repeatable once closed, number and name if capturing).
+        self.opened: list[tuple[bool, tuple[str, ...]]] = []
+        self.captures = 0
         self.pieces: list[tuple[int, str]] = []  # (source offset, translation)
 
     def fail(self, reason: str, pos: int) -> NoReturn:
@@ -107,8 +110,7 @@ class _Translator:
         return len(self.src)
 
     def run(self) -> str:
-        src = self.src
-        opened: list[tuple[int, bool]] = []  # (position, repeatable once closed)
+        src, opened = self.src, self.opened
         repeatable = False  # may a quantifier follow the previous term?
         while self.pos < len(src):
             start, ch = self.pos, src[self.pos]
@@ -119,14 +121,11 @@ class _Translator:
             elif ch == "[":
                 text, repeatable = self.char_class(), True
             elif ch == "(":
-                text, opens, repeatable = self.group(start)
-                if opens:
-                    opened.append((start, repeatable))
-                    repeatable = False
+                text, repeatable = self.group(start)
             elif ch == ")":
                 if not opened:
                     self.fail("unmatched )", start)
-                text, repeatable = ")", opened.pop()[1]
+                text, repeatable = ")", opened.pop()[0]
             elif ch in "*+?" or quant is not None:
                 if not repeatable:
                     self.fail("nothing to repeat", start)
@@ -149,29 +148,39 @@ class _Translator:
             self.fail("missing )", len(src))
         return "".join(text for _, text in self.pieces)
 
-    def group(self, start: int) -> tuple[str, bool, bool]:
-        """Return (text, opens a group, repeatable once closed or right now)."""
+    def group(self, start: int) -> tuple[str, bool]:
+        """Translate what follows "("; return (text, may a quantifier follow now)."""
         src = self.src
         for head in ("(?:", "(?=", "(?!", "(?<=", "(?<!"):
-            if src.startswith(head, start):
-                self.pos = start + len(head)
-                return head, True, not head.startswith("(?<")  # Annex B: lookahead only
+            if src.startswith(head, start):  # Annex B: only lookaheads are repeatable
+                return self.open(start + len(head), head, not head.startswith("(?<"))
         if m := _NAMED.match(src, start):
             if not m[1].isidentifier():
                 self.fail(f"invalid or unsupported capture group name '{m[1]}'", start)
-            self.pos = m.end()
-            return f"(?P<{m[1]}>", True, True
+            self.captures += 1
+            return self.open(m.end(), f"(?P<{m[1]}>", True, str(self.captures), m[1])
         if m := _GROUP_REF.match(src, start):
             self.pos = m.end()
-            return m[0], False, True
+            return m[0], True
         if m := _FLAG_GROUP.match(src, start):
+            if m[0].endswith(":"):
+                return self.open(m.end(), m[0], True)
             self.pos = m.end()
-            return m[0], m[0].endswith(":"), m[0].endswith(":")
+            return m[0], False
         if src.startswith("(?", start):
             self.fail(
-                "invalid group (only (?i) of Python's inline flags is accepted)", start
+                "invalid group (of Python's inline flags only (?i) is accepted)", start
             )
-        return "(", True, True
+        self.captures += 1
+        return self.open(start + 1, "(", True, str(self.captures))
+
+    def open(
+        self, end: int, text: str, repeatable: bool, *labels: str
+    ) -> tuple[str, bool]:
+        """Enter a group; *repeatable* applies once it is closed."""
+        self.pos = end
+        self.opened.append((repeatable, labels))
+        return text, False
 
     def escape(self) -> tuple[str, bool]:
         src, i = self.src, self.pos
@@ -186,16 +195,22 @@ class _Translator:
             return ("[^" if c == "S" else "[") + _WS + "]", True
         digits = _DIGITS.match(src, i)
         if c != "0" and digits and int(digits[0]) <= self.groups:
-            # JS: a reference to a group that has not matched matches the empty string.
             self.pos = digits.end()
-            return f"(?({digits[0]})\\g<{digits[0]}>)", True
+            return self.backref(digits[0]), True
         if c == "k" and self.names:
             ref = _KREF.match(src, i)
             if ref is None or ref[1] not in self.names:
                 self.fail("invalid named reference", i - 1)
             self.pos = ref.end()
-            return f"(?({ref[1]})(?P={ref[1]}))", True
+            return self.backref(ref[1]), True
         return _lit(self.char_escape(in_class=False)), True
+
+    def backref(self, label: str) -> str:
+        # JS: a reference to a group that has not matched, or is still open (so
+        # cannot have matched in this iteration), matches the empty string.
+        if any(label in labels for _, labels in self.opened):
+            return "(?:)"
+        return f"(?({label})\\g<{label}>)"
 
     def char_escape(self, in_class: bool) -> str:
         """Decode the CharacterEscape after a backslash into the one char it denotes."""
@@ -223,7 +238,7 @@ class _Translator:
                 return chr(0x10000 + ((code - 0xD800) << 10) + low - 0xDC00)
             return chr(code)
         if c in "upP" and nxt == "{":
-            self.fail(f"\\{c}{{...}} needs the u flag, which vally does not set", i - 1)
+            self.fail(f"\\{c}{{...}} needs the u flag (vally sets none)", i - 1)
         if c in "01234567":
             octal = _OCTAL.match(src, i)
             assert octal is not None

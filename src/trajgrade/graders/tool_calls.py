@@ -389,15 +389,14 @@ class ToolCalls:
     def _decide(
         self, state: ToolCallsState, outcome: Outcome, evidence: str, *, violated: str | None = None
     ) -> Decision:
-        meta: dict[str, Any] = {
-            "required": [
+        meta: dict[str, Any] = {"tool_calls": state.calls, "steps": max(state.turns, 1)}
+        if self._required:
+            meta["required"] = [
                 {"matcher": m.where, "count": state.counts[i], "min_count": m.min_count}
                 for i, m in enumerate(self._required)
-            ],
-            "sequence": {"matched": state.cursor, "length": len(self._sequence)},
-            "tool_calls": state.calls,
-            "steps": max(state.turns, 1),
-        }
+            ]
+        if self._sequence:
+            meta["sequence"] = {"matched": state.cursor, "length": len(self._sequence)}
         if violated is not None:
             meta["violated"] = violated
         return Decision(

@@ -1,0 +1,9 @@
+"""Sources: where bytes come from. A source yields chunks in order and knows
+its name (for messages) and its default trace id (for logs that carry none).
+Framing, format detection and decoding happen in ``trajgrade.pipeline``."""
+
+from __future__ import annotations
+
+from trajgrade.sources.stream import CHUNK_BYTES, StreamSource, open_source
+
+__all__ = ("CHUNK_BYTES", "StreamSource", "open_source")

@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from trajgrade.config import Suite, SuiteConfig, compile_suite, decode_config, load_config, load_suite
+from trajgrade.config import (
+    Suite,
+    SuiteConfig,
+    compile_suite,
+    decode_config,
+    load_config,
+    load_suite,
+)
 from trajgrade.engine import Anomaly, Engine, EngineStats, TraceSnapshot
 from trajgrade.errors import (
     ConfigError,

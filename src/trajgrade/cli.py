@@ -41,16 +41,70 @@ def main() -> None:
 
 
 @main.command()
-@click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False), help="Grader config (YAML or JSON).")
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Grader config (YAML or JSON).",
+)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("--format", "fmt", default="auto", show_default=True, help="Input format: auto, or a name from `trajgrade formats`.")
-@click.option("--output", type=click.Choice(["auto", "jsonl", "pretty"]), default="auto", show_default=True, help="Verdicts as JSON lines, or readable text (auto: text on a terminal).")
-@click.option("--clock", type=click.Choice(["auto", "event", "wall"]), default="auto", show_default=True, help="Time for wall-time budgets: event timestamps only, or also the runner's clock (auto: wall for pipes, event for files).")
-@click.option("--tick", "tick_interval", type=click.FloatRange(min=0.001), default=0.1, show_default=True, help="Seconds between clock checks.")
-@click.option("--regex-timeout", type=click.FloatRange(min=0.001), default=0.25, show_default=True, help="Seconds one user regex may run on one value.")
-@click.option("--max-line-bytes", type=click.IntRange(min=1024), default=32 * 1024 * 1024, show_default=True, help="Longer input lines are skipped and reported.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
-@click.option("-q", "--quiet", is_flag=True, help="No summary; only warnings and errors are logged.")
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    help="Input format: auto, or a name from `trajgrade formats`.",
+)
+@click.option(
+    "--output",
+    type=click.Choice(["auto", "jsonl", "pretty"]),
+    default="auto",
+    show_default=True,
+    help="Verdicts as JSON lines, or readable text (auto: text on a terminal).",
+)
+@click.option(
+    "--clock",
+    type=click.Choice(["auto", "event", "wall"]),
+    default="auto",
+    show_default=True,
+    help="Time for wall-time budgets: event timestamps only, or also the runner's clock (auto: wall for pipes, event for files).",
+)
+@click.option(
+    "--tick",
+    "tick_interval",
+    type=click.FloatRange(min=0.001),
+    default=0.1,
+    show_default=True,
+    help="Seconds between clock checks.",
+)
+@click.option(
+    "--regex-timeout",
+    type=click.FloatRange(min=0.001),
+    default=0.25,
+    show_default=True,
+    help="Seconds one user regex may run on one value.",
+)
+@click.option(
+    "--max-line-bytes",
+    type=click.IntRange(min=1024),
+    default=32 * 1024 * 1024,
+    show_default=True,
+    help="Longer input lines are skipped and reported.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No summary; only warnings and errors are logged.",
+)
 def grade(
     config_path: str,
     inputs: tuple[str, ...],
@@ -76,9 +130,12 @@ def grade(
     tlog.configure(level="warning" if quiet else log_level)
     logger = tlog.get_logger()
     if fmt != "auto" and fmt not in FORMATS:
-        raise click.BadParameter(f"unknown format {fmt!r}; known: auto, {', '.join(sorted(FORMATS))}", param_hint="--format")
+        msg = f"unknown format {fmt!r}; known: auto, {', '.join(sorted(FORMATS))}"
+        raise click.BadParameter(msg, param_hint="--format")
     try:
-        suite = load_suite(config_path, context=BuildContext(regex_timeout=regex_timeout))
+        suite = load_suite(
+            config_path, context=BuildContext(regex_timeout=regex_timeout)
+        )
     except ConfigError as exc:
         for line in _config_errors(exc):
             click.echo(f"error: {line}", err=True)
@@ -109,11 +166,20 @@ def grade(
         sys.stderr.close()  # the reader went away; nothing left to say
         sys.exit(EXIT_FAILED)
     if pretty and not quiet:
-        counts = ", ".join(f"{n} {o}" for o, n in sorted(summary.verdicts.items())) or "no verdicts"
-        click.echo(f"\n{summary.traces} traces, {summary.events} events: {counts}; {summary.input_errors} input errors")
+        counts = (
+            ", ".join(f"{n} {o}" for o, n in sorted(summary.verdicts.items()))
+            or "no verdicts"
+        )
+        click.echo(
+            f"\n{summary.traces} traces, {summary.events} events: {counts}; {summary.input_errors} input errors"
+        )
         if summary.failed_traces:
             shown = ", ".join(summary.failed_traces[:10])
-            more = f" (+{len(summary.failed_traces) - 10} more)" if len(summary.failed_traces) > 10 else ""
+            more = (
+                f" (+{len(summary.failed_traces) - 10} more)"
+                if len(summary.failed_traces) > 10
+                else ""
+            )
             click.echo(f"not passed: {shown}{more}")
     if not quiet:
         logger.info(
@@ -129,7 +195,14 @@ def grade(
 
 
 @main.command()
-@click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False), help="Grader config to validate.")
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Grader config to validate.",
+)
 def check(config_path: str) -> None:
     """Validate a config; print every error with file, line and field."""
     from trajgrade.config import load_suite
@@ -141,7 +214,9 @@ def check(config_path: str) -> None:
         for line in _config_errors(exc):
             click.echo(f"error: {line}", err=True)
         sys.exit(EXIT_USAGE)
-    click.echo(f"{config_path}: ok, {len(suite.graders)} grader(s): {', '.join(g.name for g in suite.graders)}")
+    click.echo(
+        f"{config_path}: ok, {len(suite.graders)} grader(s): {', '.join(g.name for g in suite.graders)}"
+    )
 
 
 @main.command()

@@ -48,7 +48,8 @@ class GraderSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One entry of ``graders:`` as written."""
 
     type: str
-    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: ``config:`` may be left empty in YAML (null); it then means ``{}``.
+    config: dict[str, Any] | None = None
     name: str | None = None
     #: Where the entry sits in the file (for messages).
     path: _Path = ()
@@ -81,7 +82,9 @@ class Suite:
 
     __slots__ = ("fingerprint", "graders", "source")
 
-    def __init__(self, graders: Sequence[Grader[Any]], *, fingerprint: str, source: str) -> None:
+    def __init__(
+        self, graders: Sequence[Grader[Any]], *, fingerprint: str, source: str
+    ) -> None:
         self.graders: tuple[Grader[Any], ...] = tuple(graders)
         #: Hash of the normalised grader specs; checkpoints from another config
         #: are refused by comparing it.
@@ -122,15 +125,19 @@ def decode_config(
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     lines = _line_map(text)
     try:
-        doc = msgspec.json.decode(text) if json else yaml.load(text, Loader=_Loader)  # noqa: S506 - safe loader
+        doc = msgspec.json.decode(text) if json else yaml.load(text, Loader=_Loader)
     except (msgspec.DecodeError, yaml.YAMLError) as exc:
         line = _yaml_line(exc)
-        msg = f"not valid {'JSON' if json else 'YAML'}: {_one_line(exc)}; fix the syntax"
+        msg = (
+            f"not valid {'JSON' if json else 'YAML'}: {_one_line(exc)}; fix the syntax"
+        )
         raise ConfigError(msg, location=Location(file=name, line=line)) from None
     return _read_layout(doc, name=name, lines=lines, base_dir=base_dir)
 
 
-def _read_layout(doc: Any, *, name: str, lines: dict[_Path, int], base_dir: str | None) -> SuiteConfig:
+def _read_layout(
+    doc: Any, *, name: str, lines: dict[_Path, int], base_dir: str | None
+) -> SuiteConfig:
     shell = SuiteConfig(graders=(), source=name, lines=lines, base_dir=base_dir)
     if not isinstance(doc, Mapping) or "graders" not in doc:
         got = "an empty file" if doc is None else f"a {type(doc).__name__}"
@@ -146,7 +153,12 @@ def _read_layout(doc: Any, *, name: str, lines: dict[_Path, int], base_dir: str 
     ]
     entries = doc["graders"]
     if not isinstance(entries, list):
-        errors.append(ConfigError("'graders' must be a list of {type, config} entries", location=shell.locate(("graders",))))
+        errors.append(
+            ConfigError(
+                "'graders' must be a list of {type, config} entries",
+                location=shell.locate(("graders",)),
+            )
+        )
         raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
     specs = []
     for i, entry in enumerate(entries):
@@ -156,8 +168,6 @@ def _read_layout(doc: Any, *, name: str, lines: dict[_Path, int], base_dir: str 
         except msgspec.ValidationError as exc:
             errors.append(_validation_error(exc, shell, path, GraderSpec))
             continue
-        if spec.config is None:
-            spec = msgspec.structs.replace(spec, config={})
         specs.append(msgspec.structs.replace(spec, path=path))
     if errors:
         raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
@@ -178,18 +188,25 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
         try:
             gtype = lookup(spec.type)
         except ConfigError as exc:
-            errors.append(ConfigError(exc.message, location=config.locate((*spec.path, "type"))))
+            errors.append(
+                ConfigError(exc.message, location=config.locate((*spec.path, "type")))
+            )
             continue
         cpath: _Path = (*spec.path, "config")
         try:
-            cfg = msgspec.convert(spec.config, gtype.config_type)
+            cfg = msgspec.convert(spec.config or {}, gtype.config_type)
         except msgspec.ValidationError as exc:
             errors.append(_validation_error(exc, config, cpath, gtype.config_type))
             continue
         name = spec.name or spec.type
         if name in taken:
             if spec.name:
-                errors.append(ConfigError(f"grader name {name!r} is used twice; names must be unique", location=config.locate((*spec.path, "name"))))
+                errors.append(
+                    ConfigError(
+                        f"grader name {name!r} is used twice; names must be unique",
+                        location=config.locate((*spec.path, "name")),
+                    )
+                )
                 continue
             taken[name] += 1
             name = f"{name}#{taken[name]}"
@@ -205,7 +222,9 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
     return Suite(graders, fingerprint=_fingerprint(config), source=config.source)
 
 
-def load_suite(path: str | os.PathLike[str], *, context: BuildContext | None = None) -> Suite:
+def load_suite(
+    path: str | os.PathLike[str], *, context: BuildContext | None = None
+) -> Suite:
     """``compile_suite(load_config(path))``."""
     config = load_config(path)
     if context is not None and context.base_dir is None:
@@ -219,7 +238,7 @@ def _fingerprint(config: SuiteConfig) -> str:
 
 
 # ------------------------------------------------------------------ locations
-_AT: Final = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_AT: Final = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _SEG: Final = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\"(?:[^\"\\]|\\.)*\")\]|\[\.\.\.\]")
 
 
@@ -236,7 +255,9 @@ def _parse_path(text: str) -> _Path:
     return tuple(out)
 
 
-def _validation_error(exc: msgspec.ValidationError, config: SuiteConfig, base: _Path, struct: type[Any]) -> ConfigError:
+def _validation_error(
+    exc: msgspec.ValidationError, config: SuiteConfig, base: _Path, struct: type[Any]
+) -> ConfigError:
     m = _AT.match(str(exc))
     assert m is not None
     message, rel = m["msg"], _parse_path(m["path"] or "")
@@ -263,7 +284,9 @@ def _relocate(exc: ConfigError, config: SuiteConfig, base: _Path) -> ConfigError
 
 def _field_names(struct: type[Any], seen: set[type[Any]] | None = None) -> set[str]:
     seen = seen if seen is not None else set()
-    if struct in seen or not (isinstance(struct, type) and issubclass(struct, msgspec.Struct)):
+    if struct in seen or not (
+        isinstance(struct, type) and issubclass(struct, msgspec.Struct)
+    ):
         return set()
     seen.add(struct)
     names = set(struct.__struct_fields__)
@@ -311,7 +334,11 @@ def _line_map(text: str) -> dict[_Path, int]:
         out[path] = node.start_mark.line + 1
         if isinstance(node, yaml.MappingNode):
             for knode, vnode in node.value:
-                key = knode.value if isinstance(knode, yaml.ScalarNode) else str(knode.start_mark.line)
+                key = (
+                    knode.value
+                    if isinstance(knode, yaml.ScalarNode)
+                    else str(knode.start_mark.line)
+                )
                 out[(*path, key)] = knode.start_mark.line + 1
                 walk(vnode, (*path, key))
                 # a key's own line beats its value's (block values start below it)

@@ -31,16 +31,19 @@ raises other than its documented decisions is a bug in that grader.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade.config import Suite
-from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd
-from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
 from trajgrade.errors import GradeError
+from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
+from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd
 from trajgrade.verdicts import Decision, Outcome, Verdict, verdict_id
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from trajgrade.config import Suite
 
 __all__ = ("Anomaly", "Engine", "EngineStats", "TraceSnapshot")
 
@@ -85,9 +88,21 @@ class TraceSnapshot(msgspec.Struct, kw_only=True, array_like=True):
 
 
 class _Trace:
-    __slots__ = ("calls", "events", "id", "last_ts", "live", "opened_at", "sealed", "states", "tainted")
+    __slots__ = (
+        "calls",
+        "events",
+        "id",
+        "last_ts",
+        "live",
+        "opened_at",
+        "sealed",
+        "states",
+        "tainted",
+    )
 
-    def __init__(self, trace_id: str, states: list[Any], opened_at: float | None) -> None:
+    def __init__(
+        self, trace_id: str, states: list[Any], opened_at: float | None
+    ) -> None:
         self.id = trace_id
         self.states = states
         self.sealed = [False] * len(states)
@@ -185,7 +200,10 @@ class Engine:
                 if st is None:
                     continue
                 d = self._graders[i].tick(st, elapsed=elapsed)
-                if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
+                if (
+                    d is not None
+                    and (v := self._stamp(tr, i, d, early=True)) is not None
+                ):
                     out.append(v)
             if tr.live == 0:
                 self._forget(tr, ended=False)
@@ -249,14 +267,20 @@ class Engine:
 
     def snapshot(self) -> list[TraceSnapshot]:
         """Every open trace's state (see :mod:`trajgrade.state` for the file form)."""
-        return [s for tid in self._traces if (s := self.snapshot_trace(tid)) is not None]
+        return [
+            s for tid in self._traces if (s := self.snapshot_trace(tid)) is not None
+        ]
 
     def restore(self, snapshots: Iterable[TraceSnapshot]) -> None:
         """Load trace states taken by ``snapshot`` from an engine with the same suite."""
         for snap in snapshots:
             states: list[Any] = []
             for g, raw in zip(self._graders, snap.states, strict=True):
-                states.append(None if raw is None else msgspec.msgpack.decode(raw, type=g.state_type))
+                states.append(
+                    None
+                    if raw is None
+                    else msgspec.msgpack.decode(raw, type=g.state_type)
+                )
             tr = _Trace(snap.trace_id, states, snap.opened_at)
             tr.events = snap.events
             tr.tainted = snap.tainted
@@ -310,7 +334,9 @@ class Engine:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
             if not d.final:
                 d = msgspec.structs.replace(d, final=True)
-            if tr.tainted is not None and not (tr.sealed[i] and d.outcome is Outcome.FAIL):
+            if tr.tainted is not None and not (
+                tr.sealed[i] and d.outcome is Outcome.FAIL
+            ):
                 d = Decision(
                     outcome=Outcome.ERROR,
                     score=0.0,
@@ -338,11 +364,23 @@ class Engine:
         calls = tr.calls
         if type(event) is ToolCall:
             if cid in calls:
-                self.anomalies.append(Anomaly(trace_id=tr.id, kind="duplicate_call_id", message=f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call"))
+                self.anomalies.append(
+                    Anomaly(
+                        trace_id=tr.id,
+                        kind="duplicate_call_id",
+                        message=f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call",
+                    )
+                )
             elif len(calls) >= OPEN_CALLS_MAX:
                 del calls[next(iter(calls))]
             calls[cid] = None
         elif cid in calls:
             del calls[cid]
         else:
-            self.anomalies.append(Anomaly(trace_id=tr.id, kind="orphan_result", message=f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls"))
+            self.anomalies.append(
+                Anomaly(
+                    trace_id=tr.id,
+                    kind="orphan_result",
+                    message=f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls",
+                )
+            )

@@ -55,27 +55,27 @@ class _Base(
     step: int | None = None
 
 
-class TraceStart(_Base, tag="trace_start"):
+class TraceStart(_Base, tag="trace_start", frozen=True):
     """A trace begins; ``metadata`` carries sample ids, task, agent name, …"""
 
     metadata: dict[str, Any] | None = None
 
 
-class TurnStart(_Base, tag="turn_start"):
+class TurnStart(_Base, tag="turn_start", frozen=True):
     """An agent turn (step) begins. The first turn is step 0."""
 
     #: Who opened the turn when the format says (``user``, ``agent``, ``system``).
     source: str | None = None
 
 
-class Message(_Base, tag="message"):
+class Message(_Base, tag="message", frozen=True):
     """A chat message: user prompt, assistant text, system text, reasoning."""
 
     role: str
     text: str = ""
 
 
-class ToolCall(_Base, tag="tool_call"):
+class ToolCall(_Base, tag="tool_call", frozen=True):
     """The agent invoked a tool."""
 
     name: str
@@ -88,7 +88,7 @@ class ToolCall(_Base, tag="tool_call"):
     agent: str | None = None
 
 
-class ToolResult(_Base, tag="tool_result"):
+class ToolResult(_Base, tag="tool_result", frozen=True):
     """A tool returned; paired to its call by ``call_id``."""
 
     call_id: str | None = None
@@ -99,7 +99,7 @@ class ToolResult(_Base, tag="tool_result"):
     duration_ms: float | None = None
 
 
-class Usage(_Base, tag="usage"):
+class Usage(_Base, tag="usage", frozen=True):
     """Token usage of one model response (not cumulative)."""
 
     input_tokens: int = 0
@@ -114,12 +114,16 @@ class Usage(_Base, tag="usage"):
     def __post_init__(self) -> None:
         if self.tokens:
             tokens = self.tokens
-            force_setattr(self, "input_tokens", self.input_tokens + tokens.get("input", 0))
-            force_setattr(self, "output_tokens", self.output_tokens + tokens.get("output", 0))
+            force_setattr(
+                self, "input_tokens", self.input_tokens + tokens.get("input", 0)
+            )
+            force_setattr(
+                self, "output_tokens", self.output_tokens + tokens.get("output", 0)
+            )
             force_setattr(self, "tokens", None)
 
 
-class AgentError(_Base, tag="error"):
+class AgentError(_Base, tag="error", frozen=True):
     """The agent or its runtime reported an error (not a failed tool call)."""
 
     message: str = ""
@@ -136,7 +140,7 @@ class AgentError(_Base, tag="error"):
         force_setattr(self, "is_error", None)
 
 
-class TraceEnd(_Base, tag="trace_end"):
+class TraceEnd(_Base, tag="trace_end", frozen=True):
     """The trace is over: every grader gives its final verdict now."""
 
     #: The agent's final output, when the source has one.
@@ -145,10 +149,28 @@ class TraceEnd(_Base, tag="trace_end"):
     is_error: bool | None = None
 
 
-Event = TraceStart | TurnStart | Message | ToolCall | ToolResult | Usage | AgentError | TraceEnd
+Event = (
+    TraceStart
+    | TurnStart
+    | Message
+    | ToolCall
+    | ToolResult
+    | Usage
+    | AgentError
+    | TraceEnd
+)
 
 #: Tag -> class, for registries and docs.
 EVENT_TYPES: Final[dict[str, type[Event]]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in (TraceStart, TurnStart, Message, ToolCall, ToolResult, Usage, AgentError, TraceEnd)
+    for cls in (
+        TraceStart,
+        TurnStart,
+        Message,
+        ToolCall,
+        ToolResult,
+        Usage,
+        AgentError,
+        TraceEnd,
+    )
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import IO, Any, Final
+from typing import IO, Any, BinaryIO, Final, cast
 
 import msgspec
 import structlog
@@ -17,7 +17,12 @@ import structlog
 __all__ = ("configure", "get_logger")
 
 _ENC: Final = msgspec.json.Encoder(enc_hook=repr)
-_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+_LEVELS: Final = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def _dumps(obj: Any, default: Any = None) -> bytes:
@@ -25,7 +30,9 @@ def _dumps(obj: Any, default: Any = None) -> bytes:
     return _ENC.encode(obj)
 
 
-def configure(*, level: str = "info", stream: IO[bytes] | None = None, json: bool | None = None) -> None:
+def configure(
+    *, level: str = "info", stream: IO[bytes] | None = None, json: bool | None = None
+) -> None:
     """Route structlog to ``stream`` (stderr), JSON unless it is a terminal."""
     out = stream if stream is not None else sys.stderr.buffer
     if json is None:
@@ -36,13 +43,15 @@ def configure(*, level: str = "info", stream: IO[bytes] | None = None, json: boo
     ]
     if json:
         processors.append(structlog.processors.JSONRenderer(serializer=_dumps))
-        factory: Any = structlog.BytesLoggerFactory(out)
+        factory: Any = structlog.BytesLoggerFactory(cast("BinaryIO", out))
     else:
         processors.append(structlog.dev.ConsoleRenderer(colors=True))
         factory = structlog.PrintLoggerFactory(sys.stderr)
     structlog.configure(
         processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
+        wrapper_class=structlog.make_filtering_bound_logger(
+            _LEVELS.get(level, logging.INFO)
+        ),
         logger_factory=factory,
         cache_logger_on_first_use=False,
     )

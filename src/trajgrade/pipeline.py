@@ -14,19 +14,29 @@ grading is the same calls with the whole input at once (:func:`grade_bytes`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from trajgrade.config import Suite
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event
 from trajgrade.formats import Reader, detect, open_reader
 from trajgrade.verdicts import Verdict
 
-__all__ = ("DEFAULT_MAX_LINE_BYTES", "Batch", "GradeResult", "Grading", "SourceDecoder", "grade_bytes")
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from trajgrade.config import Suite
+
+__all__ = (
+    "DEFAULT_MAX_LINE_BYTES",
+    "Batch",
+    "GradeResult",
+    "Grading",
+    "SourceDecoder",
+    "grade_bytes",
+)
 
 #: Longest accepted line. Large enough for a 10 MB tool output in one event.
 DEFAULT_MAX_LINE_BYTES: Final = 32 * 1024 * 1024
@@ -96,7 +106,9 @@ class SourceDecoder:
             return Batch(events=[], errors=errors)
         body, self._tail = data[: cut + 1], data[cut + 1 :]
         if len(self._tail) > self._max:
-            errors.append(self._oversize(self._tail, line=self._line + body.count(b"\n")))
+            errors.append(
+                self._oversize(self._tail, line=self._line + body.count(b"\n"))
+            )
             self.offset += len(self._tail)
             self._tail = b""
             self._skipping = True
@@ -132,9 +144,16 @@ class SourceDecoder:
                 return Batch(events=[], errors=errors, first_line=first)
         events, errs = self._reader.feed(body, first)  # type: ignore[union-attr]
         errors.extend(errs)
-        return Batch(events=events, errors=errors, first_line=first, exact_lines=len(events) == n_lines)
+        return Batch(
+            events=events,
+            errors=errors,
+            first_line=first,
+            exact_lines=len(events) == n_lines,
+        )
 
-    def _start_reader(self, body: bytes, first: int, errors: list[InputError]) -> Reader | None:
+    def _start_reader(
+        self, body: bytes, first: int, errors: list[InputError]
+    ) -> Reader | None:
         fmt = self._fmt
         if fmt == "auto":
             for n, line in enumerate(body.split(b"\n"), start=first):
@@ -147,7 +166,9 @@ class SourceDecoder:
                         f"cannot tell the log format from its first record ({head!r}); "
                         "pass --format (see `trajgrade formats`)"
                     )
-                    errors.append(InputError(msg, location=Location(file=self.source, line=n)))
+                    errors.append(
+                        InputError(msg, location=Location(file=self.source, line=n))
+                    )
                     # Keep trying: the next line may be readable.
                     continue
                 fmt = found
@@ -157,7 +178,9 @@ class SourceDecoder:
         self._reader = open_reader(fmt, source=self.source, default_trace=self._default)
         return self._reader
 
-    def _drop_long_lines(self, body: bytes, first: int, errors: list[InputError]) -> bytes:
+    def _drop_long_lines(
+        self, body: bytes, first: int, errors: list[InputError]
+    ) -> bytes:
         kept = []
         for n, line in enumerate(body.split(b"\n"), start=first):
             if len(line) > self._max:
@@ -175,7 +198,9 @@ class SourceDecoder:
             f"line is longer than the {self._max:,}-byte limit and was skipped; "
             "raise --max-line-bytes if such records are expected"
         )
-        return InputError(msg, location=Location(file=self.source, line=n), trace_id=trace)
+        return InputError(
+            msg, location=Location(file=self.source, line=n), trace_id=trace
+        )
 
 
 class GradeResult(msgspec.Struct, kw_only=True):
@@ -194,7 +219,9 @@ class Grading:
         self.errors: list[InputError] = []
         self.anomalies: list[tuple[Anomaly, Location]] = []
 
-    def feed(self, decoder: SourceDecoder, batch: Batch, *, now: float | None = None) -> list[Verdict]:
+    def feed(
+        self, decoder: SourceDecoder, batch: Batch, *, now: float | None = None
+    ) -> list[Verdict]:
         """Feed one batch; bad records taint their traces; return verdicts."""
         engine = self.engine
         out: list[Verdict] = []
@@ -233,4 +260,6 @@ def grade_bytes(
         verdicts.extend(grading.feed(decoder, decoder.feed(chunk)))
     verdicts.extend(grading.feed(decoder, decoder.close()))
     verdicts.extend(engine.finish())
-    return GradeResult(verdicts=verdicts, errors=grading.errors, anomalies=grading.anomalies)
+    return GradeResult(
+        verdicts=verdicts, errors=grading.errors, anomalies=grading.anomalies
+    )

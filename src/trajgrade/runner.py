@@ -16,19 +16,22 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import msgspec
 
-from trajgrade.config import Suite
 from trajgrade.engine import Engine
 from trajgrade.errors import SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
-from trajgrade.sinks import Sink
 from trajgrade.sources import StreamSource, open_source
 from trajgrade.verdicts import Outcome, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from trajgrade.config import Suite
+    from trajgrade.sinks import Sink
 
 __all__ = ("RunOptions", "RunSummary", "run")
 
@@ -95,11 +98,25 @@ class _Run:
         g = self.grading
         for err in g.errors:
             loc = err.location
-            self.log.warning("input_rejected", source=loc.file, line=loc.line, field=loc.field, trace=err.trace_id, reason=err.message)
+            self.log.warning(
+                "input_rejected",
+                source=loc.file,
+                line=loc.line,
+                field=loc.field,
+                trace=err.trace_id,
+                reason=err.message,
+            )
         self.summary.input_errors += len(g.errors)
         g.errors.clear()
         for anomaly, loc in g.anomalies:
-            self.log.warning("input_anomaly", source=loc.file, line=loc.line, trace=anomaly.trace_id, kind=anomaly.kind, reason=anomaly.message)
+            self.log.warning(
+                "input_anomaly",
+                source=loc.file,
+                line=loc.line,
+                trace=anomaly.trace_id,
+                kind=anomaly.kind,
+                reason=anomaly.message,
+            )
         self.summary.anomalies += len(g.anomalies)
         g.anomalies.clear()
 
@@ -111,7 +128,8 @@ class _Run:
             max_line_bytes=self.options.max_line_bytes,
         )
         self.use_clock = self.clocked and (
-            self.options.clock == "wall" or (self.options.clock == "auto" and not source.regular)
+            self.options.clock == "wall"
+            or (self.options.clock == "auto" and not source.regular)
         )
         grading = self.grading
         async for chunk in source.chunks():
@@ -121,7 +139,12 @@ class _Run:
                 self.report()
         self.emit(grading.feed(decoder, decoder.close()))
         self.report()
-        self.log.debug("source_done", source=source.name, format=decoder.format, bytes=decoder.offset)
+        self.log.debug(
+            "source_done",
+            source=source.name,
+            format=decoder.format,
+            bytes=decoder.offset,
+        )
 
     async def clock(self) -> None:
         interval = self.options.tick_interval
@@ -155,17 +178,23 @@ async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSum
                         try:
                             await state.read(src)
                         except SourceError as exc:
-                            log.error("source_failed", source=src.name, reason=exc.message)
+                            log.error(
+                                "source_failed", source=src.name, reason=exc.message
+                            )
                             state.summary.input_errors += 1
                 tg.cancel_scope.cancel()
 
             async def on_signals() -> None:
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                with anyio.open_signal_receiver(
+                    signal.SIGINT, signal.SIGTERM
+                ) as signals:
                     async for signum in signals:
                         if state.summary.interrupted:
                             os._exit(FORCED_EXIT)
                         state.summary.interrupted = True
-                        log.info("shutdown_requested", signal=signal.Signals(signum).name)
+                        log.info(
+                            "shutdown_requested", signal=signal.Signals(signum).name
+                        )
                         reading.cancel()
 
             tg.start_soon(on_signals)

@@ -9,22 +9,24 @@ needs (call ids, the current trace); they never do I/O.
 :func:`open_reader` picks the format from the first non-blank line unless the
 user named one. Formats in this release:
 
-* ``trajgrade`` – canonical JSONL, one event per line (also reads the
+* ``trajgrade`` - canonical JSONL, one event per line (also reads the
   benchmark corpus ``events.jsonl`` as it is);
-* ``vally`` – vally ``TrajectoryEvent`` lines, or whole ``Trajectory``
+* ``vally`` - vally ``TrajectoryEvent`` lines, or whole ``Trajectory``
   documents (``{"events": [...]}``), one per line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
 from trajgrade.formats import native, vally
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ("BUILTIN", "FormatType", "Reader", "detect", "open_reader")
 
@@ -59,7 +61,9 @@ class FormatType(Protocol):
         ...
 
 
-BUILTIN: Final[Mapping[str, FormatType]] = {f.name: f for f in (native.FORMAT, vally.FORMAT)}
+BUILTIN: Final[Mapping[str, FormatType]] = {
+    f.name: f for f in (native.FORMAT, vally.FORMAT)
+}
 
 _sniffer: Final = msgspec.json.Decoder()
 

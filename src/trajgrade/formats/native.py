@@ -49,7 +49,9 @@ class NativeReader:
     def close(self) -> tuple[list[Event], list[InputError]]:
         return [], []
 
-    def _slow(self, buf: bytes, first_line: int) -> tuple[list[Event], list[InputError]]:
+    def _slow(
+        self, buf: bytes, first_line: int
+    ) -> tuple[list[Event], list[InputError]]:
         events: list[Event] = []
         errors: list[InputError] = []
         decode = self._typed.decode
@@ -87,13 +89,21 @@ class NativeReader:
                 known = ", ".join(sorted(_TAGS))
                 got = "missing" if kind is None else repr(kind)
                 msg = f"unknown event type {got}; expected one of {known} (or pass --format for another log format)"
-                return InputError(msg, location=Location(file=self._source, line=n, field="type"), trace_id=trace)
+                return InputError(
+                    msg,
+                    location=Location(file=self._source, line=n, field="type"),
+                    trace_id=trace,
+                )
         else:
             msg = f"expected a JSON object per line, got {type(loose).__name__}"
             return InputError(msg, location=Location(file=self._source, line=n))
         reason = _AT.sub("", text)
         msg = f"{reason[0].lower()}{reason[1:]}; fix the producer or the line"
-        return InputError(msg, location=Location(file=self._source, line=n, field=field), trace_id=trace)
+        return InputError(
+            msg,
+            location=Location(file=self._source, line=n, field=field),
+            trace_id=trace,
+        )
 
 
 class _NativeFormat:
@@ -101,7 +111,11 @@ class _NativeFormat:
     summary = "trajgrade canonical JSONL (one event per line; also the benchmark events.jsonl)"
 
     def sniff(self, record: object) -> bool:
-        return isinstance(record, dict) and record.get("type") in _TAGS and "data" not in record
+        return (
+            isinstance(record, dict)
+            and record.get("type") in _TAGS
+            and "data" not in record
+        )
 
     def reader(self, *, source: str, default_trace: str) -> NativeReader:
         return NativeReader(source=source, default_trace=default_trace)

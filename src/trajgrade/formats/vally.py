@@ -46,7 +46,7 @@ def parse_timestamp(value: Any) -> float | None:
         return float(value)
     if isinstance(value, str) and value:
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            return datetime.fromisoformat(value).timestamp()
         except ValueError:
             return None
     return None
@@ -84,11 +84,15 @@ class VallyReader:
                 record = _JSON.decode(line)
             except msgspec.DecodeError as exc:
                 msg = f"not valid JSON ({exc}); each line must be one vally event or trajectory"
-                errors.append(InputError(msg, location=Location(file=self._source, line=n)))
+                errors.append(
+                    InputError(msg, location=Location(file=self._source, line=n))
+                )
                 continue
             if not isinstance(record, dict):
                 msg = f"expected a JSON object, got {type(record).__name__}"
-                errors.append(InputError(msg, location=Location(file=self._source, line=n)))
+                errors.append(
+                    InputError(msg, location=Location(file=self._source, line=n))
+                )
                 continue
             if isinstance(record.get("events"), list):
                 self._trajectory(record, n, events, errors)
@@ -99,11 +103,17 @@ class VallyReader:
     def close(self) -> tuple[list[Event], list[InputError]]:
         return [], []
 
-    def _trajectory(self, doc: dict[str, Any], n: int, events: list[Event], errors: list[InputError]) -> None:
+    def _trajectory(
+        self, doc: dict[str, Any], n: int, events: list[Event], errors: list[InputError]
+    ) -> None:
         self._trajectories += 1
         tid = doc.get("id")
         if not isinstance(tid, str) or not tid:
-            tid = self._default if self._trajectories == 1 else f"{self._default}#{self._trajectories}"
+            tid = (
+                self._default
+                if self._trajectories == 1
+                else f"{self._default}#{self._trajectories}"
+            )
         for i, ev in enumerate(doc["events"]):
             self._event(ev, tid, n, f"events[{i}].", events, errors)
         events.append(TraceEnd(trace_id=tid, result=doc.get("output")))
@@ -119,7 +129,13 @@ class VallyReader:
     ) -> None:
         where = Location(file=self._source, line=n, field=f"{prefix}type")
         if not isinstance(ev, dict):
-            errors.append(InputError(f"expected an event object, got {type(ev).__name__}", location=where, trace_id=tid))
+            errors.append(
+                InputError(
+                    f"expected an event object, got {type(ev).__name__}",
+                    location=where,
+                    trace_id=tid,
+                )
+            )
             return
         kind = ev.get("type")
         ts = parse_timestamp(ev.get("timestamp", ev.get("ts")))
@@ -130,18 +146,39 @@ class VallyReader:
             else:
                 out = self._canonical(ev, tid, ts)
         except (msgspec.ValidationError, TypeError, ValueError) as exc:
-            field = f"{prefix}data" if isinstance(data, dict) else prefix.rstrip(".") or None
-            msg = f"cannot read vally {kind!r} event: {exc}; fix the producer or the line"
-            errors.append(InputError(msg, location=Location(file=self._source, line=n, field=field), trace_id=tid))
+            field = (
+                f"{prefix}data"
+                if isinstance(data, dict)
+                else prefix.rstrip(".") or None
+            )
+            msg = (
+                f"cannot read vally {kind!r} event: {exc}; fix the producer or the line"
+            )
+            errors.append(
+                InputError(
+                    msg,
+                    location=Location(file=self._source, line=n, field=field),
+                    trace_id=tid,
+                )
+            )
             return
         if out is not None:
             events.append(out)
 
     @staticmethod
-    def _from_data(kind: Any, d: dict[str, Any], tid: str, ts: float | None) -> Event | None:
+    def _from_data(
+        kind: Any, d: dict[str, Any], tid: str, ts: float | None
+    ) -> Event | None:
         if kind == "tool_call":
             args, raw = _args(d.get("arguments"))
-            return ToolCall(trace_id=tid, ts=ts, name=_str(d, "toolName"), call_id=d.get("toolCallId"), args=args, args_raw=raw)
+            return ToolCall(
+                trace_id=tid,
+                ts=ts,
+                name=_str(d, "toolName"),
+                call_id=d.get("toolCallId"),
+                args=args,
+                args_raw=raw,
+            )
         if kind == "tool_result":
             success = d.get("success")
             return ToolResult(
@@ -166,7 +203,9 @@ class VallyReader:
             return AgentError(trace_id=tid, ts=ts, message=str(d.get("message", "")))
         if kind in ("message", "assistant_message", "user_message"):
             role = d.get("role") or ("user" if kind == "user_message" else "assistant")
-            return Message(trace_id=tid, ts=ts, role=str(role), text=str(d.get("content", "")))
+            return Message(
+                trace_id=tid, ts=ts, role=str(role), text=str(d.get("content", ""))
+            )
         return None
 
     @staticmethod

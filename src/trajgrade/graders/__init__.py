@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
 from trajgrade.errors import ConfigError
 from trajgrade.graders import metric_threshold, tool_calls
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from trajgrade.events import Event
     from trajgrade.verdicts import Decision
 
@@ -105,7 +106,7 @@ class GraderType(Protocol):
 
 
 BUILTIN: Final[Mapping[str, GraderType]] = {
-    t.kind: t
+    t.kind: cast("GraderType", t)
     for t in (
         tool_calls.TOOL_CALLS,
         *metric_threshold.METRIC_THRESHOLDS,
@@ -118,7 +119,7 @@ _origins: dict[str, str] = {}
 
 def registry() -> Mapping[str, GraderType]:
     """Built-ins plus every installed ``trajgrade.graders`` entry point."""
-    global _registry  # noqa: PLW0603 - loaded once per process
+    global _registry
     if _registry is None:
         found = dict(BUILTIN)
         _origins.update(dict.fromkeys(found, "trajgrade"))
@@ -129,7 +130,11 @@ def registry() -> Mapping[str, GraderType]:
             except Exception as exc:  # a broken plugin must not break the built-ins
                 msg = f"grader plugin {ep.name!r} from {dist} failed to import: {exc!r}; fix or uninstall {dist}"
                 raise ConfigError(msg) from exc
-            missing = [a for a in ("kind", "summary", "config_type", "build") if not hasattr(obj, a)]
+            missing = [
+                a
+                for a in ("kind", "summary", "config_type", "build")
+                if not hasattr(obj, a)
+            ]
             if missing:
                 msg = f"grader plugin {ep.name!r} from {dist} is not a GraderType: missing {', '.join(missing)}"
                 raise ConfigError(msg)

@@ -15,15 +15,17 @@ results per name; argument values and results are never cached.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from trajgrade.errors import GradeError
 from trajgrade.graders._jsregex import JSRegexError, compile_js, literal_of
 
-__all__ = ("MatchTimeout", "NameMatcher", "Pattern", "js_stringify")
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ("JSRegexError", "MatchTimeout", "NameMatcher", "Pattern", "js_stringify")
 
 _NAME_CACHE_MAX: Final = 4096
 
@@ -128,6 +130,3 @@ def js_stringify(value: Any) -> str:
         return _ENCODER.encode(_jsonable(value)).decode()
     except (TypeError, msgspec.EncodeError):
         return str(value)
-
-
-__all__ += ("JSRegexError",)

@@ -13,7 +13,9 @@ from trajgrade.errors import ConfigError, ConfigErrors, Location
 __all__ = ("ConfigBase", "ErrorList")
 
 
-class ConfigBase(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, kw_only=True):
+class ConfigBase(
+    msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, kw_only=True
+):
     """Grader configs reject unknown keys: a typo must not silently disable a check."""
 
 

@@ -35,8 +35,8 @@ from typing import Annotated, Any, Final
 import msgspec
 
 from trajgrade.errors import ConfigError, Location
-from trajgrade.events import AgentError, Event, ToolCall, ToolResult, TurnStart, Usage
 from trajgrade.events import EVENT_TYPES as _ALL_EVENTS
+from trajgrade.events import AgentError, Event, ToolCall, ToolResult, TurnStart, Usage
 from trajgrade.graders._spec import ConfigBase
 from trajgrade.verdicts import Decision, Outcome
 
@@ -221,7 +221,14 @@ def _span(state: MetricState, event: Event) -> None:
 class _CountType:
     origin = "vally"
 
-    def __init__(self, kind: str, summary: str, unit: str, events: frozenset[type[Event]], measure: Any) -> None:
+    def __init__(
+        self,
+        kind: str,
+        summary: str,
+        unit: str,
+        events: frozenset[type[Event]],
+        measure: Any,
+    ) -> None:
         self.kind = kind
         self.summary = summary
         self.config_type: type[Any] = CountConfig
@@ -256,7 +263,7 @@ class _ErrorCountType(_CountType):
         grader = super().build(config, name=name, context=context)
         if config.include_tool_errors:
             grader.event_types = frozenset({AgentError, ToolResult})
-            grader._measure = _errors_and_tool_errors  # noqa: SLF001 - same module
+            grader._measure = _errors_and_tool_errors
         return grader
 
 
@@ -266,12 +273,18 @@ class _WallTimeType:
     origin = "vally"
     config_type = WallTimeConfig
 
-    def build(self, config: WallTimeConfig, *, name: str, context: Any) -> MetricThreshold:
+    def build(
+        self, config: WallTimeConfig, *, name: str, context: Any
+    ) -> MetricThreshold:
         raw = config.max
         limit = parse_duration_ms(raw) if isinstance(raw, str) else None
         if limit is None:
-            hint = " (a bare number has no unit)" if isinstance(raw, int | float) and not isinstance(raw, bool) else ""
-            msg = f"wall-time max must be a finite duration string such as \"30s\", \"2m\", \"1h\" or \"1m30s\" (got {raw!r}){hint}"
+            hint = (
+                " (a bare number has no unit)"
+                if isinstance(raw, int | float) and not isinstance(raw, bool)
+                else ""
+            )
+            msg = f'wall-time max must be a finite duration string such as "30s", "2m", "1h" or "1m30s" (got {raw!r}){hint}'
             raise ConfigError(msg, location=Location(field="max"))
         return MetricThreshold(
             kind=self.kind,

@@ -114,7 +114,9 @@ class _Matcher:
     def __init__(self, spec: ToolMatch, where: str, timeout: float) -> None:
         self.where = where
         self.label = _label(spec)
-        self.name = NameMatcher(Pattern(spec.name, field=f"{where}.name", timeout=timeout))
+        self.name = NameMatcher(
+            Pattern(spec.name, field=f"{where}.name", timeout=timeout)
+        )
         self.command = _opt(spec.command, f"{where}.command", timeout)
         self.path = _opt(spec.path, f"{where}.path", timeout)
         self.args = tuple(
@@ -136,7 +138,11 @@ class _Matcher:
                 continue
             value = args.get(key) if args else None
             if not isinstance(value, str):
-                got = "absent" if value is None else f"a {type(value).__name__}, not a string"
+                got = (
+                    "absent"
+                    if value is None
+                    else f"a {type(value).__name__}, not a string"
+                )
                 msg = (
                     f"configuration error: {self.where} filters on '{key}', but call "
                     f"{call.call_id or '?'} to {call.name!r} has '{key}' {got}; use "
@@ -197,8 +203,15 @@ class ToolCalls:
         req = self._compile("required", config.required, errors, timeout)
         dis = self._compile("disallowed", config.disallowed, errors, timeout)
         seq = self._compile("sequence", config.sequence, errors, timeout)
-        if config.required is None and config.disallowed is None and config.sequence is None:
-            errors.add("required", "at least one of required, disallowed or sequence must be given")
+        if (
+            config.required is None
+            and config.disallowed is None
+            and config.sequence is None
+        ):
+            errors.add(
+                "required",
+                "at least one of required, disallowed or sequence must be given",
+            )
         errors.raise_if_any()
         self._required = req
         self._disallowed_now = tuple(m for m in dis if m.result is None)
@@ -237,7 +250,9 @@ class ToolCalls:
 
     # ------------------------------------------------------------ contract
     def start(self) -> ToolCallsState:
-        return ToolCallsState(counts=[0] * len(self._required), unmet=len(self._required))
+        return ToolCallsState(
+            counts=[0] * len(self._required), unmet=len(self._required)
+        )
 
     def step(self, state: ToolCallsState, event: Event) -> Decision | None:
         kind = type(event)
@@ -261,7 +276,9 @@ class ToolCalls:
         problems = []
         for i, m in enumerate(self._required):
             if state.counts[i] < m.min_count:
-                problems.append(f"{m.where} {m.label}: {_count_text(state.counts[i], m)}")
+                problems.append(
+                    f"{m.where} {m.label}: {_count_text(state.counts[i], m)}"
+                )
             elif m.final and not (state.last_ok >> i) & 1:
                 problems.append(f"{m.where} {m.label}: not the final tool call")
         if state.cursor < len(self._sequence):
@@ -296,7 +313,12 @@ class ToolCalls:
             # Every call is kept (not only candidates) so that results without
             # a call_id pair with the oldest open call, whatever its name.
             state.pending[call.call_id or f"#{seq}"] = Pending(seq, req, dis)
-        if advanced and self._can_pass_early and not state.unmet and self._sequence_done(state):
+        if (
+            advanced
+            and self._can_pass_early
+            and not state.unmet
+            and self._sequence_done(state)
+        ):
             return self._decide(state, Outcome.PASS, self._pass_text())
         return None
 
@@ -333,7 +355,12 @@ class ToolCalls:
                     state.unmet -= 1
         if p.seq == state.calls - 1:
             state.last_ok = ok & self._final_mask
-        if ok and self._can_pass_early and not state.unmet and self._sequence_done(state):
+        if (
+            ok
+            and self._can_pass_early
+            and not state.unmet
+            and self._sequence_done(state)
+        ):
             return self._decide(state, Outcome.PASS, self._pass_text())
         return None
 
@@ -345,7 +372,11 @@ class ToolCalls:
             bit = 1 << i
             if any(p.req & bit for p in state.pending.values()):
                 continue  # a call inside the window may still complete
-            where = f"in step {m.at_step}" if m.at_step is not None else f"before step {m.before_step}"
+            where = (
+                f"in step {m.at_step}"
+                if m.at_step is not None
+                else f"before step {m.before_step}"
+            )
             text = f"{m.where} {m.label}: {_count_text(state.counts[i], m)} (window {where} closed at step {step})"
             return self._decide(state, Outcome.FAIL, text)
         return None
@@ -387,7 +418,12 @@ class ToolCalls:
         return "; ".join(parts)
 
     def _decide(
-        self, state: ToolCallsState, outcome: Outcome, evidence: str, *, violated: str | None = None
+        self,
+        state: ToolCallsState,
+        outcome: Outcome,
+        evidence: str,
+        *,
+        violated: str | None = None,
     ) -> Decision:
         meta: dict[str, Any] = {"tool_calls": state.calls, "steps": max(state.turns, 1)}
         if self._required:
@@ -438,7 +474,10 @@ def _validate(where: str, at: str, spec: ToolMatch, errors: ErrorList) -> None:
     if spec.min_count is not None and spec.min_count < 1:
         errors.add(f"{at}.min_count", f"min_count must be >= 1 (got {spec.min_count})")
     if spec.at_step is not None and spec.at_step < 0:
-        errors.add(f"{at}.at_step", f"at_step is a 0-based step and must be >= 0 (got {spec.at_step})")
+        errors.add(
+            f"{at}.at_step",
+            f"at_step is a 0-based step and must be >= 0 (got {spec.at_step})",
+        )
     if spec.before_step is not None and spec.before_step < 1:
         errors.add(
             f"{at}.before_step",

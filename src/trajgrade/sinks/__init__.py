@@ -4,10 +4,12 @@ commits positions)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from trajgrade.verdicts import Verdict
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from trajgrade.verdicts import Verdict
 
 __all__ = ("Sink",)
 

@@ -7,12 +7,14 @@ decided.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import IO, Final
+from typing import IO, TYPE_CHECKING, Final
 
 import msgspec
 
 from trajgrade.verdicts import Outcome, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ("JsonlSink", "PrettySink")
 
@@ -42,7 +44,11 @@ class JsonlSink:
         self.flush()
 
 
-_MARK: Final = {Outcome.PASS: ("PASS ", "32"), Outcome.FAIL: ("FAIL ", "31"), Outcome.ERROR: ("ERROR", "33")}
+_MARK: Final = {
+    Outcome.PASS: ("PASS ", "32"),
+    Outcome.FAIL: ("FAIL ", "31"),
+    Outcome.ERROR: ("ERROR", "33"),
+}
 
 
 class PrettySink:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import anyio.to_thread
 
 from trajgrade.errors import Location, SourceError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 __all__ = ("CHUNK_BYTES", "StreamSource", "open_source")
 
@@ -44,7 +46,9 @@ class StreamSource:
         fd = self._fd
         while True:
             try:
-                chunk = await anyio.to_thread.run_sync(os.read, fd, CHUNK_BYTES, abandon_on_cancel=True)
+                chunk = await anyio.to_thread.run_sync(
+                    os.read, fd, CHUNK_BYTES, abandon_on_cancel=True
+                )
             except OSError as exc:
                 msg = f"cannot read: {exc.strerror or exc}"
                 raise SourceError(msg, location=Location(file=self.name)) from None

@@ -83,7 +83,7 @@ class TraceSnapshot(msgspec.Struct, kw_only=True, array_like=True):
     tainted: str | None
     sealed: list[bool]
     #: One msgpack-encoded grader state per grader; None once that grader is final.
-    states: list[msgspec.Raw | None]
+    states: list[bytes | None]
     open_calls: list[str]
 
 
@@ -261,7 +261,7 @@ class Engine:
             opened_at=tr.opened_at,
             tainted=tr.tainted,
             sealed=list(tr.sealed),
-            states=[None if st is None else msgspec.Raw(enc(st)) for st in tr.states],
+            states=[None if st is None else enc(st) for st in tr.states],
             open_calls=list(tr.calls),
         )
 

@@ -175,18 +175,14 @@ def _opt(source: str | None, field: str, timeout: float) -> Pattern | None:
 
 
 def _label(spec: ToolMatch) -> str:
-    parts = {
-        k: v
-        for k, v in msgspec.structs.asdict(spec).items()
-        if v is not None and k != "name"
-    }
-    if not parts:
-        return repr(spec.name)
-    inner = ", ".join(f"{k}: {v!r}" for k, v in {"name": spec.name, **parts}.items())
+    # Patterns are shown as the user wrote them (no repr escaping of backslashes).
+    parts = {k: v for k, v in msgspec.structs.asdict(spec).items() if v is not None}
+    if len(parts) == 1:
+        return f"'{spec.name}'"
+    inner = ", ".join(f"{k}: '{v}'" if isinstance(v, str) else f"{k}: {v}" for k, v in parts.items())
     return "{" + inner + "}"
 
 
-_EMPTY: Final[dict[str, Any]] = {}
 
 
 class ToolCalls:

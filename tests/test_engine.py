@@ -1,0 +1,92 @@
+"""Engine: routing, finality, taint, integrity anomalies, snapshots, statistics."""
+
+from __future__ import annotations
+
+import msgspec
+
+from tests._support import call, end, one, result, suite
+from trajgrade import Engine, TraceSnapshot
+from trajgrade.verdicts import Outcome, verdict_id
+
+POLICY = """
+graders:
+  - type: tool-calls
+    config: {required: [a], disallowed: [bad]}
+  - type: tool-call-count
+    config: {max: 5}
+"""
+
+
+def test_interleaved_traces_are_graded_independently() -> None:
+    """Events of two traces on one stream go to their own states."""
+    engine = Engine(suite(POLICY))
+    out = []
+    for ev in [call("a", "1", trace="x"), call("bad", "1", trace="y"), result("1", trace="x"), end("x"), end("y")]:
+        out.extend(engine.feed(ev))
+    by = {(v.trace_id, v.grader): v.outcome for v in out}
+    assert by[("x", "tool-calls")] is Outcome.PASS
+    assert by[("y", "tool-calls")] is Outcome.FAIL
+
+
+def test_each_grader_gives_exactly_one_final_verdict_per_trace() -> None:
+    """trace_end closes every still-open grader once; nothing is repeated."""
+    engine = Engine(suite(POLICY))
+    out = [v for ev in [call("bad", "1"), end()] for v in engine.feed(ev)] + engine.finish()
+    finals = [(v.trace_id, v.grader) for v in out if v.final]
+    assert sorted(finals) == [("t", "tool-call-count"), ("t", "tool-calls")]
+
+
+def test_events_after_trace_end_are_ignored() -> None:
+    """A closed trace is not reopened by late events; they are counted."""
+    engine = Engine(suite(POLICY))
+    engine.feed(end())
+    assert engine.feed(call("bad", "1")) == ()
+    assert engine.statistics().late_events == 1
+    assert engine.finish() == []
+
+
+def test_rejected_events_taint_open_graders_into_error() -> None:
+    """When an event of a trace was lost, its open graders end in error, naming why."""
+    engine = Engine(suite(POLICY))
+    engine.feed(call("a", "1"))
+    engine.reject("t", "in.jsonl:7: name: expected str")
+    out = engine.feed(result("1")) + tuple(engine.feed(end()))
+    assert {v.outcome for v in out if v.final} == {Outcome.ERROR}
+    assert "in.jsonl:7" in out[-1].evidence and out[-1].metadata["would_be"] == "pass"
+
+
+def test_integrity_anomalies_are_reported() -> None:
+    """Orphan results and reused call ids become anomalies, not crashes."""
+    engine = Engine(one("tool-call-count", "max: 9"))
+    engine.feed(result("nope"))
+    engine.feed(call("a", "1"))
+    engine.feed(call("a", "1"))
+    assert [a.kind for a in engine.anomalies] == ["orphan_result", "duplicate_call_id"]
+
+
+def test_snapshot_restores_into_a_fresh_engine() -> None:
+    """A snapshot taken mid-trace, encoded and restored, continues to the same verdict."""
+    s = suite(POLICY)
+    first = Engine(s)
+    first.feed(call("a", "1"))
+    blob = msgspec.msgpack.encode(first.snapshot())
+    second = Engine(s)
+    second.restore(msgspec.msgpack.decode(blob, type=list[TraceSnapshot]))
+    out = list(second.feed(result("1"))) + list(second.feed(end()))
+    assert {v.grader: v.outcome for v in out} == {"tool-calls": Outcome.PASS, "tool-call-count": Outcome.PASS}
+
+
+def test_verdict_ids_are_deterministic() -> None:
+    """The same trace and grader always give the same verdict id."""
+    a = Engine(suite(POLICY)).feed(call("bad", "1"))[0]
+    b = Engine(suite(POLICY)).feed(call("bad", "1"))[0]
+    assert a.id == b.id == verdict_id("t", "tool-calls", final=True)
+
+
+def test_statistics_count_events_and_verdicts() -> None:
+    """statistics() reports events, open traces and early verdicts."""
+    engine = Engine(suite(POLICY))
+    engine.feed(call("bad", "1", trace="x"))
+    engine.feed(call("a", "2", trace="y"))
+    st = engine.statistics()
+    assert (st.events, st.open_traces, st.early_verdicts) == (2, 2, 1)

@@ -1,0 +1,28 @@
+"""The README's promises that CI depends on."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """.ci/run executes exactly the test command the README shows."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    command = 'python -m pip install -e ".[test]" && python -m pytest'
+    assert command in ci
+    assert command in _readme()
+
+
+def test_readme_demo_files_exist() -> None:
+    """The bundled policy and log named by the README's first command exist."""
+    m = re.search(r"trajgrade grade -c (\S+) (\S+)", _readme())
+    assert m, "README lost its demo command"
+    assert (ROOT / m.group(1)).exists()
+    assert (ROOT / m.group(2)).exists()

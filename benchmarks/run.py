@@ -164,8 +164,9 @@ def load_manifest(corpus: Path) -> dict[str, Any]:
 
 def warm_page_cache(path: Path) -> None:
     """Read the file once so the first timed child does not pay for the disk."""
+    buf = bytearray(1 << 20)  # small: this process's RSS leaks into children's
     with path.open("rb") as f:
-        while f.read(1 << 24):
+        while f.readinto(buf):
             pass
 
 
@@ -190,18 +191,62 @@ def command(program: str, shared: Path, corpus: Path, out: Path) -> list[str]:
     ]
 
 
+# Forks the measured program, waits for it with os.wait4 and writes
+# "wall_seconds maxrss_kib wait_status" to the file named in argv[1].
+LAUNCHER = """\
+import os, sys, time
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+with open(sys.argv[1], "w") as f:
+    f.write(f"{wall!r} {usage.ru_maxrss} {status}")
+"""
+
+
 def run_child(argv: list[str], stdout: Path, stderr: Path) -> tuple[float, float, int]:
-    """Run one child; return (wall seconds, peak RSS MiB, exit code)."""
+    """Run one child; return (wall seconds, peak RSS MiB, exit code).
+
+    The child is forked by a bare launcher (``python -S``, a few MiB) rather
+    than by this process: Linux carries the pre-exec address space's
+    high-water RSS into the child's ``ru_maxrss``, and ``subprocess`` uses
+    vfork, so a child started from here would report at least this
+    harness's own peak (a fork: its current RSS). The launcher's wall time
+    starts at the fork, so its own start-up is not counted.
+    """
+    result = stdout.with_name(stdout.name + ".rusage")
+    launcher = [sys.executable, "-S", "-c", LAUNCHER, str(result), *argv]
     with stdout.open("wb") as out, stderr.open("wb") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=REPO
+        proc = subprocess.run(
+            launcher,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            cwd=REPO,
+            check=False,
         )
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    proc.returncode = code  # reaped by wait4; keep Popen from waiting again
-    return wall, usage.ru_maxrss / 1024.0, code  # ru_maxrss is KiB on Linux
+    if proc.returncode != 0 or not result.is_file():
+        return 0.0, 0.0, proc.returncode or -1
+    wall, maxrss_kib, status = result.read_text().split()
+    # ru_maxrss is KiB on Linux; it is the child's own (the programs fork nothing)
+    return float(wall), int(maxrss_kib) / 1024.0, os.waitstatus_to_exitcode(int(status))
+
+
+def interpreter_baseline(rounds: int) -> dict[str, float]:
+    """``python -c pass`` the same way: the fixed cost in every figure."""
+    walls, rss = [], []
+    with tempfile.TemporaryDirectory(prefix="trajgrade-bench-") as tmp:
+        out, err = Path(tmp) / "out", Path(tmp) / "err"
+        for _ in range(rounds):
+            wall, peak, _code = run_child([sys.executable, "-c", "pass"], out, err)
+            walls.append(wall)
+            rss.append(peak)
+    return {"wall_s": statistics.median(walls), "peak_rss_mib": statistics.median(rss)}
 
 
 def child_ok(program: str, code: int) -> bool:
@@ -538,6 +583,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     facts = machine_facts()
     print_facts(facts)
+    facts["interpreter_start"] = base = interpreter_baseline(args.rounds)
+    print(
+        f"interpreter start (python -c pass, in every figure below): "
+        f"{base['wall_s']:.3f} s, {base['peak_rss_mib']:.1f} MiB",
+        flush=True,
+    )
     try:
         preflight()
         shared = find_shared(args.shared)

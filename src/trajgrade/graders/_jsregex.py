@@ -35,9 +35,9 @@ _DOT = r"[^\n\r\u2028\u2029]"
 _ANY, _NOTHING = r"[\x00-\U0010ffff]", r"[^\x00-\U0010ffff]"
 _CONTROL = {"f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _SYNTAX = frozenset("^$\\.*+?()[]{}|")
-_QUANT = regex.compile(r"\{(\d+)(?:,(\d*))?\}")
+_QUANT = regex.compile(r"\{([0-9]+)(?:,([0-9]*))?\}")
 _OCTAL = regex.compile(r"[0-3][0-7]{0,2}|[4-7][0-7]?")  # Annex B LegacyOctalEscape
-_DIGITS = regex.compile(r"\d+")
+_DIGITS = regex.compile(r"[0-9]+")
 _NAMED = regex.compile(r"\(\?P?<(?![=!])([^>]*)>")
 _GROUP_REF = regex.compile(r"\(\?P=\w+\)")
 _FLAG_GROUP = regex.compile(r"\(\?-?i[:)]")

@@ -1,0 +1,404 @@
+"""Hypothesis strategies shared by the property tests: event streams and suites.
+
+Traces are lists of canonical events over a small tool vocabulary, with turns,
+calls and results paired by ``call_id`` (results sometimes missing, sometimes
+without an id, sometimes flagged ``is_error``), usage, errors, messages and
+non-decreasing timestamps (occasionally absent), optionally ending with
+``trace_end``. Suites are random but *valid* mixes of ``tool-calls`` and metric
+threshold graders, built through the public path: YAML text ->
+``decode_config`` -> ``compile_suite``. Regexes are taken from a fixed list of
+simple patterns so a test-side reference can evaluate them with Python ``re``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import yaml
+from hypothesis import strategies as st
+
+from trajgrade.config import Suite, compile_suite, decode_config
+from trajgrade.events import (
+    AgentError,
+    Event,
+    Message,
+    ToolCall,
+    ToolResult,
+    TraceEnd,
+    TraceStart,
+    TurnStart,
+    Usage,
+)
+
+__all__ = (
+    "COMMANDS",
+    "PATHS",
+    "TOOLS",
+    "Stream",
+    "SuiteCase",
+    "chunked",
+    "encode_jsonl",
+    "suites",
+    "streams",
+    "trace_events",
+)
+
+# ------------------------------------------------------------------ vocabulary
+TOOLS = ("bash", "view", "edit", "web_fetch", "rm_rf")
+COMMANDS = ("ls", "cat .env", "rm -rf /", "git push", "echo secret", "pytest -q")
+PATHS = ("src/app.py", ".env", "/etc/passwd", "README.md", "secret.txt")
+URLS = ("http://example.com", "https://api.test/x")
+_NATURAL_KEY = {
+    "bash": "command",
+    "view": "path",
+    "edit": "path",
+    "rm_rf": "path",
+    "web_fetch": "url",
+}
+_VALUES = {"command": COMMANDS, "path": PATHS, "url": URLS}
+RESULTS: tuple[Any, ...] = (
+    "ok",
+    "OK done",
+    "error: denied",
+    "secret=42",
+    "",
+    None,
+    7,
+    True,
+    {"status": "ok"},
+    {"status": "error", "code": 2},
+    ["a", 1],
+)
+_TS_STEPS = (0.0, 0.001, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5)
+
+# Simple regexes (JS flavour; literal fast path and the regex engine both used).
+NAME_PATTERNS = (
+    "bash",
+    "^bash$",
+    "view",
+    "edit",
+    "e",
+    "^(bash|view)$",
+    "web_fetch",
+    "rm_rf",
+    "^rm",
+    "fetch$",
+    "nosuchtool",
+)
+COMMAND_PATTERNS = ("rm", "ls", "^cat", "secret", "\\.env", "^git push$")
+PATH_PATTERNS = ("\\.env$", "src/", "secret", "^/etc", "\\.py$")
+ARG_PATTERNS = {"command": COMMAND_PATTERNS, "path": PATH_PATTERNS, "url": ("http",)}
+RESULT_PATTERNS = ("ok", "OK", "secret", "error", "^$", "null", "status", "^7$")
+DURATIONS = ("0ms", "1ms", "500ms", "1s", "2s", "3.5s", "1s500ms", "1m")
+
+
+# ------------------------------------------------------------------ events
+@st.composite
+def _args(draw: st.DrawFn, name: str) -> dict[str, Any] | None:
+    kind = draw(
+        st.sampled_from(
+            ["natural"] * 6 + ["none", "empty", "non_string", "other", "both"]
+        )
+    )
+    key = _NATURAL_KEY[name]
+    if kind == "none":
+        return None
+    if kind == "empty":
+        return {}
+    if kind == "non_string":
+        return {key: draw(st.sampled_from([3, None, ["x"], {"k": "v"}, True]))}
+    other = draw(st.sampled_from([k for k in _VALUES if k != key]))
+    if kind == "other":
+        return {other: draw(st.sampled_from(_VALUES[other]))}
+    args = {key: draw(st.sampled_from(_VALUES[key]))}
+    if kind == "both":
+        args[other] = draw(st.sampled_from(_VALUES[other]))
+    return args
+
+
+_KINDS = (
+    ["call"] * 5
+    + ["result"] * 4
+    + ["turn"] * 3
+    + ["usage"] * 2
+    + ["error", "message", "orphan"]
+)
+
+
+@st.composite
+def trace_events(
+    draw: st.DrawFn,
+    trace_id: str = "t0",
+    *,
+    max_events: int = 24,
+    end: bool | None = None,
+    reuse_ids: bool = True,
+) -> list[Event]:
+    """One trace's events, in order; ``end`` None means "sometimes trace_end"."""
+    ts = draw(st.sampled_from([0.0, 1000.0, 1_700_000_000.0]))
+    events: list[Event] = []
+
+    def stamp() -> float | None:
+        nonlocal ts
+        ts += draw(st.sampled_from(_TS_STEPS))
+        return None if draw(st.integers(0, 15)) == 0 else ts
+
+    if draw(st.booleans()):
+        events.append(
+            TraceStart(trace_id=trace_id, ts=stamp(), metadata={"task": "demo"})
+        )
+    open_calls: list[str | None] = []
+    n_ids = 0
+    for _ in range(draw(st.integers(0, max_events))):
+        kind = draw(st.sampled_from(_KINDS))
+        if kind == "result" and not open_calls:
+            kind = "call"
+        if kind == "call":
+            name = draw(st.sampled_from(TOOLS))
+            id_kind = draw(
+                st.sampled_from(
+                    ["fresh"] * 6 + ["none"] + (["reuse"] if reuse_ids else [])
+                )
+            )
+            cid: str | None
+            if id_kind == "reuse" and any(c is not None for c in open_calls):
+                cid = draw(st.sampled_from([c for c in open_calls if c is not None]))
+            elif id_kind == "none":
+                cid = None
+            else:
+                n_ids += 1
+                cid = f"c{n_ids}"
+            open_calls.append(cid)
+            events.append(
+                ToolCall(
+                    trace_id=trace_id,
+                    ts=stamp(),
+                    name=name,
+                    call_id=cid,
+                    args=draw(_args(name)),
+                )
+            )
+        elif kind == "result":
+            i = draw(st.integers(0, len(open_calls) - 1))
+            cid = open_calls.pop(i)
+            if cid is not None and draw(st.integers(0, 5)) == 0:
+                cid = None  # a result that names no call: pairs with the oldest
+            events.append(
+                ToolResult(
+                    trace_id=trace_id,
+                    ts=stamp(),
+                    call_id=cid,
+                    result=draw(st.sampled_from(RESULTS)),
+                    is_error=draw(st.sampled_from([None, False, True])),
+                )
+            )
+        elif kind == "orphan":
+            events.append(
+                ToolResult(
+                    trace_id=trace_id,
+                    ts=stamp(),
+                    call_id="zz",
+                    result="ok",
+                    is_error=draw(st.sampled_from([None, True])),
+                )
+            )
+        elif kind == "turn":
+            events.append(TurnStart(trace_id=trace_id, ts=stamp(), source="agent"))
+        elif kind == "usage":
+            events.append(
+                Usage(
+                    trace_id=trace_id,
+                    ts=stamp(),
+                    input_tokens=draw(st.integers(0, 120)),
+                    output_tokens=draw(st.integers(0, 80)),
+                    cache_read_tokens=draw(st.sampled_from([0, 50])),
+                )
+            )
+        elif kind == "error":
+            events.append(AgentError(trace_id=trace_id, ts=stamp(), message="boom"))
+        else:
+            events.append(
+                Message(trace_id=trace_id, ts=stamp(), role="assistant", text="hi")
+            )
+    if end is None:
+        end = draw(st.booleans())
+    if end:
+        events.append(TraceEnd(trace_id=trace_id, ts=stamp()))
+    return events
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Several traces and one interleaving of their events."""
+
+    traces: dict[str, list[Event]]
+    events: list[Event]
+
+
+@st.composite
+def streams(
+    draw: st.DrawFn,
+    *,
+    max_traces: int = 3,
+    max_events: int = 20,
+    end: bool | None = None,
+    reuse_ids: bool = True,
+) -> Stream:
+    """1..max_traces traces with distinct ids, interleaved keeping each one's order."""
+    n = draw(st.integers(1, max_traces))
+    traces = {
+        f"t{i}": draw(
+            trace_events(f"t{i}", max_events=max_events, end=end, reuse_ids=reuse_ids)
+        )
+        for i in range(n)
+    }
+    slots = [tid for tid, evs in traces.items() for _ in evs]
+    order = draw(st.permutations(slots))
+    cursors = dict.fromkeys(traces, 0)
+    events: list[Event] = []
+    for tid in order:
+        events.append(traces[tid][cursors[tid]])
+        cursors[tid] += 1
+    return Stream(traces=traces, events=events)
+
+
+def encode_jsonl(events: list[Event]) -> bytes:
+    """Canonical JSONL: one encoded event a line."""
+    return b"".join(msgspec.json.encode(ev) + b"\n" for ev in events)
+
+
+@st.composite
+def chunked(draw: st.DrawFn, data: bytes) -> list[bytes]:
+    """``data`` cut at arbitrary byte positions (lines split across chunks)."""
+    if not data:
+        return [data]
+    cuts = sorted(
+        set(draw(st.lists(st.integers(0, len(data)), max_size=12)))
+    )
+    bounds = [0, *cuts, len(data)]
+    return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+# ------------------------------------------------------------------ suites
+@dataclass(frozen=True)
+class SuiteCase:
+    """A generated config: the plain dict, its YAML text and the compiled Suite."""
+
+    config: dict[str, Any]
+    yaml_text: str
+    suite: Suite
+
+    def grader_configs(self) -> dict[str, dict[str, Any]]:
+        """Grader name -> ``{type, config}`` as written."""
+        return {g["name"]: g for g in self.config["graders"]}
+
+    def __repr__(self) -> str:
+        return f"SuiteCase(yaml_text={self.yaml_text!r})"
+
+
+@st.composite
+def _filters(draw: st.DrawFn, entry: dict[str, Any]) -> None:
+    if draw(st.integers(0, 3)) == 0:
+        entry["command"] = draw(st.sampled_from(COMMAND_PATTERNS))
+    if draw(st.integers(0, 3)) == 0:
+        entry["path"] = draw(st.sampled_from(PATH_PATTERNS))
+    if draw(st.integers(0, 4)) == 0:
+        key = draw(st.sampled_from(sorted(ARG_PATTERNS)))
+        entry["args"] = {key: draw(st.sampled_from(ARG_PATTERNS[key]))}
+
+
+@st.composite
+def _entry(draw: st.DrawFn, where: str) -> str | dict[str, Any]:
+    name = draw(st.sampled_from(NAME_PATTERNS))
+    if draw(st.integers(0, 3)) == 0:
+        return name  # shorthand
+    entry: dict[str, Any] = {"name": name}
+    draw(_filters(entry))
+    if where != "sequence" and draw(st.integers(0, 2)) == 0:
+        entry["result"] = draw(st.sampled_from(RESULT_PATTERNS))
+    if where == "required":
+        if draw(st.integers(0, 2)) == 0:
+            entry["min_count"] = draw(st.integers(1, 3))
+        if draw(st.integers(0, 3)) == 0:
+            entry["final"] = draw(st.booleans())
+        window = draw(st.sampled_from(["none", "none", "at", "before", "both"]))
+        if window in ("at", "both"):
+            entry["at_step"] = draw(st.integers(0, 2))
+        if window in ("before", "both"):
+            lo = entry.get("at_step", -1) + 1
+            entry["before_step"] = draw(st.integers(max(lo, 1), 3))
+    return entry
+
+
+@st.composite
+def tool_calls_config(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid ``tool-calls`` config (at least one list given)."""
+    present = draw(
+        st.lists(
+            st.sampled_from(["required", "disallowed", "sequence"]),
+            min_size=1,
+            unique=True,
+        )
+    )
+    most = {"required": 3, "disallowed": 2, "sequence": 3}
+    return {
+        where: draw(st.lists(_entry(where), max_size=most[where]))
+        for where in ("required", "disallowed", "sequence")
+        if where in present
+    }
+
+
+def _metric() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
+    return st.one_of(
+        st.tuples(
+            st.just("token-budget"), st.fixed_dictionaries({"max": st.integers(0, 400)})
+        ),
+        st.tuples(
+            st.just("tool-call-count"),
+            st.fixed_dictionaries({"max": st.integers(0, 6)}),
+        ),
+        st.tuples(
+            st.just("turn-count"), st.fixed_dictionaries({"max": st.integers(0, 5)})
+        ),
+        st.tuples(
+            st.just("error-count"),
+            st.fixed_dictionaries(
+                {"max": st.integers(0, 2)},
+                optional={"include_tool_errors": st.booleans()},
+            ),
+        ),
+        st.tuples(
+            st.just("wall-time"),
+            st.fixed_dictionaries({"max": st.sampled_from(DURATIONS)}),
+        ),
+    )
+
+
+@st.composite
+def suites(
+    draw: st.DrawFn,
+    *,
+    min_graders: int = 1,
+    max_graders: int = 5,
+    metrics: bool = True,
+    tool_calls: bool = True,
+) -> SuiteCase:
+    """A valid suite mixing ``tool-calls`` and metric graders, compiled from YAML."""
+    choices: list[st.SearchStrategy[tuple[str, dict[str, Any]]]] = []
+    if tool_calls:
+        choices.append(st.tuples(st.just("tool-calls"), tool_calls_config()))
+    if metrics:
+        choices.append(_metric())
+    specs = draw(st.lists(st.one_of(choices), min_size=min_graders, max_size=max_graders))
+    config = {
+        "graders": [
+            {"type": kind, "name": f"g{i}", "config": cfg}
+            for i, (kind, cfg) in enumerate(specs)
+        ]
+    }
+    text = yaml.safe_dump(config, sort_keys=False)
+    return SuiteCase(
+        config=config, yaml_text=text, suite=compile_suite(decode_config(text))
+    )

@@ -1,0 +1,101 @@
+"""Config loading: layouts, located errors (file, line, field), all at once."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trajgrade import ConfigError, ConfigErrors, compile_suite, decode_config, load_config, load_suite
+
+BAD = textwrap.dedent(
+    """\
+    graders:
+      - type: tool-calls
+        config:
+          disallowed:
+            - name: view
+              min_count: 2
+      - type: tool-call
+        config: {max: 3}
+      - type: tool-calls
+        config:
+          required:
+            - name: bash
+              min_cout: 2
+      - type: wall-time
+        config:
+          max: 120
+    """
+)
+
+
+def _errors(text: str, name: str = "policy.yaml") -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        compile_suite(decode_config(text, name=name))
+    exc = info.value
+    return [str(e) for e in exc.errors] if isinstance(exc, ConfigErrors) else [str(exc)]
+
+
+def test_every_error_is_reported_with_file_line_and_field() -> None:
+    """All four problems come back together, each located precisely."""
+    errors = _errors(BAD)
+    assert len(errors) == 4
+    assert errors[0].startswith("policy.yaml:6: graders[0].config.disallowed[0].min_count: min_count is only allowed")
+    assert errors[1].startswith("policy.yaml:7: graders[1].type: unknown grader type 'tool-call'; did you mean 'tool-calls'")
+    assert errors[2].startswith("policy.yaml:13: graders[2].config.required[0].min_cout: unknown field `min_cout`; did you mean `min_count`?")
+    assert errors[3].startswith("policy.yaml:16: graders[3].config.max: wall-time max must be")
+
+
+def test_yaml_syntax_errors_name_the_line() -> None:
+    """A YAML syntax error reports its line and asks for a fix."""
+    (err,) = _errors("graders:\n  - type: tool-calls\n    config: {required: [a}\n")
+    assert err.startswith("policy.yaml:3:") and "not valid YAML" in err
+
+
+def test_json_config_is_accepted(tmp_path: Path) -> None:
+    """A .json config file works like YAML."""
+    path = tmp_path / "policy.json"
+    path.write_text('{"graders": [{"type": "turn-count", "config": {"max": 3}}]}')
+    assert [g.name for g in load_suite(path).graders] == ["turn-count"]
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    """An unreadable config names the path and the flag to fix."""
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_layout_must_have_graders() -> None:
+    """A file without a graders list explains the expected layout."""
+    (err,) = _errors("required: [a]\n")
+    assert "expected a mapping with a 'graders' list" in err
+
+
+def test_unknown_top_level_keys_are_errors() -> None:
+    """A typo at the top level is reported, not ignored."""
+    errors = _errors("grader: []\ngraders:\n  - type: turn-count\n    config: {max: 1}\n")
+    assert any("unknown top-level key 'grader'" in e for e in errors)
+
+
+def test_duplicate_types_get_unique_names() -> None:
+    """Two graders of one type are named type and type#2; explicit names must be unique."""
+    text = "graders:\n  - {type: turn-count, config: {max: 1}}\n  - {type: turn-count, config: {max: 2}}\n"
+    assert [g.name for g in compile_suite(decode_config(text)).graders] == ["turn-count", "turn-count#2"]
+    (err,) = _errors("graders:\n  - {type: turn-count, name: x, config: {max: 1}}\n  - {type: tool-call-count, name: x, config: {max: 2}}\n")
+    assert "grader name 'x' is used twice" in err
+
+
+def test_empty_config_block_means_no_options() -> None:
+    """`config:` left empty is read as {} (and then validated)."""
+    (err,) = _errors("graders:\n  - type: tool-calls\n    config:\n")
+    assert "at least one of required, disallowed or sequence" in err
+
+
+def test_fingerprint_changes_with_the_config() -> None:
+    """Suites from different configs have different fingerprints; equal ones match."""
+    a = compile_suite(decode_config("graders: [{type: turn-count, config: {max: 1}}]"))
+    b = compile_suite(decode_config("graders: [{type: turn-count, config: {max: 2}}]"))
+    c = compile_suite(decode_config("graders:\n  - type: turn-count\n    config:\n      max: 1\n"))
+    assert a.fingerprint != b.fingerprint and a.fingerprint == c.fingerprint

@@ -25,7 +25,9 @@ def call(name: str, cid: str | None = None, trace: str = "t", **args: Any) -> To
     return ToolCall(trace_id=trace, name=name, call_id=cid, args=args or None)
 
 
-def result(cid: str | None, value: Any = "ok", trace: str = "t", *, error: bool | None = None) -> ToolResult:
+def result(
+    cid: str | None, value: Any = "ok", trace: str = "t", *, error: bool | None = None
+) -> ToolResult:
     return ToolResult(trace_id=trace, call_id=cid, result=value, is_error=error)
 
 

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from trajgrade import ConfigError, ConfigErrors, compile_suite, decode_config, load_config, load_suite
+from trajgrade import (
+    ConfigError,
+    ConfigErrors,
+    compile_suite,
+    decode_config,
+    load_config,
+    load_suite,
+)
 
 BAD = textwrap.dedent(
     """\
@@ -42,10 +49,18 @@ def test_every_error_is_reported_with_file_line_and_field() -> None:
     """All four problems come back together, each located precisely."""
     errors = _errors(BAD)
     assert len(errors) == 4
-    assert errors[0].startswith("policy.yaml:6: graders[0].config.disallowed[0].min_count: min_count is only allowed")
-    assert errors[1].startswith("policy.yaml:7: graders[1].type: unknown grader type 'tool-call'; did you mean 'tool-calls'")
-    assert errors[2].startswith("policy.yaml:13: graders[2].config.required[0].min_cout: unknown field `min_cout`; did you mean `min_count`?")
-    assert errors[3].startswith("policy.yaml:16: graders[3].config.max: wall-time max must be")
+    assert errors[0].startswith(
+        "policy.yaml:6: graders[0].config.disallowed[0].min_count: min_count is only allowed"
+    )
+    assert errors[1].startswith(
+        "policy.yaml:7: graders[1].type: unknown grader type 'tool-call'; did you mean 'tool-calls'"
+    )
+    assert errors[2].startswith(
+        "policy.yaml:13: graders[2].config.required[0].min_cout: unknown field `min_cout`; did you mean `min_count`?"
+    )
+    assert errors[3].startswith(
+        "policy.yaml:16: graders[3].config.max: wall-time max must be"
+    )
 
 
 def test_yaml_syntax_errors_name_the_line() -> None:
@@ -75,15 +90,22 @@ def test_layout_must_have_graders() -> None:
 
 def test_unknown_top_level_keys_are_errors() -> None:
     """A typo at the top level is reported, not ignored."""
-    errors = _errors("grader: []\ngraders:\n  - type: turn-count\n    config: {max: 1}\n")
+    errors = _errors(
+        "grader: []\ngraders:\n  - type: turn-count\n    config: {max: 1}\n"
+    )
     assert any("unknown top-level key 'grader'" in e for e in errors)
 
 
 def test_duplicate_types_get_unique_names() -> None:
     """Two graders of one type are named type and type#2; explicit names must be unique."""
     text = "graders:\n  - {type: turn-count, config: {max: 1}}\n  - {type: turn-count, config: {max: 2}}\n"
-    assert [g.name for g in compile_suite(decode_config(text)).graders] == ["turn-count", "turn-count#2"]
-    (err,) = _errors("graders:\n  - {type: turn-count, name: x, config: {max: 1}}\n  - {type: tool-call-count, name: x, config: {max: 2}}\n")
+    assert [g.name for g in compile_suite(decode_config(text)).graders] == [
+        "turn-count",
+        "turn-count#2",
+    ]
+    (err,) = _errors(
+        "graders:\n  - {type: turn-count, name: x, config: {max: 1}}\n  - {type: tool-call-count, name: x, config: {max: 2}}\n"
+    )
     assert "grader name 'x' is used twice" in err
 
 
@@ -97,5 +119,7 @@ def test_fingerprint_changes_with_the_config() -> None:
     """Suites from different configs have different fingerprints; equal ones match."""
     a = compile_suite(decode_config("graders: [{type: turn-count, config: {max: 1}}]"))
     b = compile_suite(decode_config("graders: [{type: turn-count, config: {max: 2}}]"))
-    c = compile_suite(decode_config("graders:\n  - type: turn-count\n    config:\n      max: 1\n"))
+    c = compile_suite(
+        decode_config("graders:\n  - type: turn-count\n    config:\n      max: 1\n")
+    )
     assert a.fingerprint != b.fingerprint and a.fingerprint == c.fingerprint

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import msgspec
-
 from tests._support import call, end, one, result, suite
+
 from trajgrade import Engine, TraceSnapshot
 from trajgrade.verdicts import Outcome, verdict_id
 
@@ -21,7 +21,13 @@ def test_interleaved_traces_are_graded_independently() -> None:
     """Events of two traces on one stream go to their own states."""
     engine = Engine(suite(POLICY))
     out = []
-    for ev in [call("a", "1", trace="x"), call("bad", "1", trace="y"), result("1", trace="x"), end("x"), end("y")]:
+    for ev in [
+        call("a", "1", trace="x"),
+        call("bad", "1", trace="y"),
+        result("1", trace="x"),
+        end("x"),
+        end("y"),
+    ]:
         out.extend(engine.feed(ev))
     by = {(v.trace_id, v.grader): v.outcome for v in out}
     assert by[("x", "tool-calls")] is Outcome.PASS
@@ -31,7 +37,9 @@ def test_interleaved_traces_are_graded_independently() -> None:
 def test_each_grader_gives_exactly_one_final_verdict_per_trace() -> None:
     """trace_end closes every still-open grader once; nothing is repeated."""
     engine = Engine(suite(POLICY))
-    out = [v for ev in [call("bad", "1"), end()] for v in engine.feed(ev)] + engine.finish()
+    out = [
+        v for ev in [call("bad", "1"), end()] for v in engine.feed(ev)
+    ] + engine.finish()
     finals = [(v.trace_id, v.grader) for v in out if v.final]
     assert sorted(finals) == [("t", "tool-call-count"), ("t", "tool-calls")]
 
@@ -73,7 +81,10 @@ def test_snapshot_restores_into_a_fresh_engine() -> None:
     second = Engine(s)
     second.restore(msgspec.msgpack.decode(blob, type=list[TraceSnapshot]))
     out = list(second.feed(result("1"))) + list(second.feed(end()))
-    assert {v.grader: v.outcome for v in out} == {"tool-calls": Outcome.PASS, "tool-call-count": Outcome.PASS}
+    assert {v.grader: v.outcome for v in out} == {
+        "tool-calls": Outcome.PASS,
+        "tool-call-count": Outcome.PASS,
+    }
 
 
 def test_verdict_ids_are_deterministic() -> None:

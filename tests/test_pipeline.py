@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests._support import suite
+
 from trajgrade.pipeline import SourceDecoder, grade_bytes
 
 LINE = b'{"type":"tool_call","trace_id":"t","name":"bash","call_id":"%d"}\n'
@@ -13,7 +14,11 @@ def test_lines_split_across_chunks_are_reassembled() -> None:
     data = b"".join(LINE % i for i in range(5))
     for cut in range(1, len(data)):
         dec = SourceDecoder("s")
-        events = dec.feed(data[:cut]).events + dec.feed(data[cut:]).events + dec.close().events
+        events = (
+            dec.feed(data[:cut]).events
+            + dec.feed(data[cut:]).events
+            + dec.close().events
+        )
         assert [e.call_id for e in events] == [str(i) for i in range(5)]  # type: ignore[union-attr]
 
 
@@ -27,13 +32,25 @@ def test_final_line_without_newline_counts() -> None:
 
 def test_oversize_lines_are_skipped_and_located() -> None:
     """A line over the limit is dropped with its line number and trace id; the stream goes on."""
-    big = b'{"trace_id":"t3","type":"message","role":"user","text":"' + b"x" * 5000 + b'"}\n'
+    big = (
+        b'{"trace_id":"t3","type":"message","role":"user","text":"'
+        + b"x" * 5000
+        + b'"}\n'
+    )
     dec = SourceDecoder("s", max_line_bytes=1024)
-    batches = [dec.feed(LINE % 1), dec.feed(big[:3000]), dec.feed(big[3000:] + LINE % 2), dec.close()]
+    batches = [
+        dec.feed(LINE % 1),
+        dec.feed(big[:3000]),
+        dec.feed(big[3000:] + LINE % 2),
+        dec.close(),
+    ]
     errors = [e for b in batches for e in b.errors]
     events = [e for b in batches for e in b.events]
     (err,) = errors
-    assert (err.location.line, err.trace_id) == (2, "t3") and "1,024-byte limit" in err.message
+    assert (err.location.line, err.trace_id) == (
+        2,
+        "t3",
+    ) and "1,024-byte limit" in err.message
     assert [e.call_id for e in events] == ["1", "2"]  # type: ignore[union-attr]
 
 

@@ -44,7 +44,9 @@ def _cases() -> list[Any]:
     for path in _case_files():
         if not path.exists():
             continue
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for n, line in enumerate(
+            path.read_text(encoding="utf-8").splitlines(), start=1
+        ):
             if line.strip():
                 case = json.loads(line)
                 params.append(pytest.param(case, id=case["source"], marks=()))
@@ -56,12 +58,17 @@ CASES = _cases()
 
 def test_shared_cases_are_present() -> None:
     """The shared conformance files are found, so the parametrised run is not empty."""
-    assert (SHARED / "conformance" / "vally.jsonl").exists(), f"set TRAJGRADE_SHARED (looked in {SHARED})"
+    assert (SHARED / "conformance" / "vally.jsonl").exists(), (
+        f"set TRAJGRADE_SHARED (looked in {SHARED})"
+    )
     assert len(CASES) >= 72
 
 
 def _config_text(case: dict[str, Any]) -> str:
-    return yaml.safe_dump({"graders": [{"type": case["grader"], "config": case["config"]}]}, sort_keys=False)
+    return yaml.safe_dump(
+        {"graders": [{"type": case["grader"], "config": case["config"]}]},
+        sort_keys=False,
+    )
 
 
 def _trace_bytes(case: dict[str, Any]) -> bytes:
@@ -82,7 +89,9 @@ def test_conformance(case: dict[str, Any]) -> None:
             return
         result = grade_bytes(suite, _trace_bytes(case), source="case")
         (verdict,) = [v for v in result.verdicts if v.final]
-        assert verdict.outcome is Outcome.ERROR, f"expected a configuration error, got {verdict}"
+        assert verdict.outcome is Outcome.ERROR, (
+            f"expected a configuration error, got {verdict}"
+        )
         assert needle in verdict.evidence
         return
     suite = compile_suite(decode_config(text, name="case.yaml"))

@@ -20,7 +20,9 @@ def test_benchmark_corpus_lines_decode_unchanged() -> None:
     """gen_traces.py's usage spelling (tokens: {input, output}) folds into the canonical fields."""
     line = b'{"trace_id":"tr-1","type":"usage","step":0,"tokens":{"input":20,"output":3},"ts":1.5}\n'
     (ev,), _ = _reader().feed(line, 1)
-    assert ev == Usage(trace_id="tr-1", step=0, ts=1.5, input_tokens=20, output_tokens=3)
+    assert ev == Usage(
+        trace_id="tr-1", step=0, ts=1.5, input_tokens=20, output_tokens=3
+    )
 
 
 def test_one_bad_line_does_not_cost_its_neighbours() -> None:
@@ -42,5 +44,7 @@ def test_wrong_field_type_names_field_and_trace() -> None:
 def test_unknown_event_type_lists_the_known_ones() -> None:
     """A misspelt type says which types exist."""
     _, (err,) = _reader().feed(b'{"type":"tool_cal","trace_id":"t"}\n', 1)
-    assert err.location.field == "type" and "unknown event type 'tool_cal'" in err.message
+    assert (
+        err.location.field == "type" and "unknown event type 'tool_cal'" in err.message
+    )
     assert "tool_call" in err.message

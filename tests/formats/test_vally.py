@@ -18,23 +18,55 @@ def _feed(*records: object) -> tuple[list[object], list[object]]:
 def test_tool_call_and_result_map_to_canonical_events() -> None:
     """toolName/toolCallId/arguments/success become name/call_id/args/is_error."""
     events, _ = _feed(
-        {"type": "tool_call", "timestamp": "2025-01-15T10:30:00Z", "data": {"toolName": "bash", "toolCallId": "c1", "arguments": {"command": "ls"}}},
-        {"type": "tool_result", "timestamp": "2025-01-15T10:30:01Z", "data": {"toolCallId": "c1", "result": "x", "success": False}},
+        {
+            "type": "tool_call",
+            "timestamp": "2025-01-15T10:30:00Z",
+            "data": {
+                "toolName": "bash",
+                "toolCallId": "c1",
+                "arguments": {"command": "ls"},
+            },
+        },
+        {
+            "type": "tool_result",
+            "timestamp": "2025-01-15T10:30:01Z",
+            "data": {"toolCallId": "c1", "result": "x", "success": False},
+        },
     )
-    assert events[0] == ToolCall(trace_id="v", ts=1736937000.0, name="bash", call_id="c1", args={"command": "ls"})
-    assert events[1] == ToolResult(trace_id="v", ts=1736937001.0, call_id="c1", result="x", is_error=True)
+    assert events[0] == ToolCall(
+        trace_id="v", ts=1736937000.0, name="bash", call_id="c1", args={"command": "ls"}
+    )
+    assert events[1] == ToolResult(
+        trace_id="v", ts=1736937001.0, call_id="c1", result="x", is_error=True
+    )
 
 
 def test_string_arguments_are_parsed_once_and_kept_raw() -> None:
     """JSON-string arguments give both the object and the raw text."""
-    events, _ = _feed({"type": "tool_call", "data": {"toolName": "f", "arguments": '{"a": 1}'}})
-    assert events[0] == ToolCall(trace_id="v", name="f", args={"a": 1}, args_raw='{"a": 1}')
+    events, _ = _feed(
+        {"type": "tool_call", "data": {"toolName": "f", "arguments": '{"a": 1}'}}
+    )
+    assert events[0] == ToolCall(
+        trace_id="v", name="f", args={"a": 1}, args_raw='{"a": 1}'
+    )
 
 
 def test_a_trajectory_record_is_one_whole_trace() -> None:
     """{"id", "events": [...]} gives its events under that id and then trace_end."""
-    events, _ = _feed({"id": "run-7", "events": [{"type": "turn_start", "data": {}}, {"type": "usage", "input_tokens": 5, "output_tokens": 1}]})
-    assert events == [TurnStart(trace_id="run-7"), Usage(trace_id="run-7", input_tokens=5, output_tokens=1), TraceEnd(trace_id="run-7")]
+    events, _ = _feed(
+        {
+            "id": "run-7",
+            "events": [
+                {"type": "turn_start", "data": {}},
+                {"type": "usage", "input_tokens": 5, "output_tokens": 1},
+            ],
+        }
+    )
+    assert events == [
+        TurnStart(trace_id="run-7"),
+        Usage(trace_id="run-7", input_tokens=5, output_tokens=1),
+        TraceEnd(trace_id="run-7"),
+    ]
 
 
 def test_bad_payload_is_located() -> None:

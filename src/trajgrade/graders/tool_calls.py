@@ -179,10 +179,10 @@ def _label(spec: ToolMatch) -> str:
     parts = {k: v for k, v in msgspec.structs.asdict(spec).items() if v is not None}
     if len(parts) == 1:
         return f"'{spec.name}'"
-    inner = ", ".join(f"{k}: '{v}'" if isinstance(v, str) else f"{k}: {v}" for k, v in parts.items())
+    inner = ", ".join(
+        f"{k}: '{v}'" if isinstance(v, str) else f"{k}: {v}" for k, v in parts.items()
+    )
     return "{" + inner + "}"
-
-
 
 
 class ToolCalls:

@@ -1,0 +1,39 @@
+"""Shared test helpers: run the ``trajgrade`` command line as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: Seconds one CLI run may take before the test fails with TimeoutExpired.
+CLI_TIMEOUT = 30.0
+
+
+def run_cli(
+    *args: str | os.PathLike[str],
+    input: str | None = None,  # noqa: A002 - mirrors subprocess.run
+    timeout: float = CLI_TIMEOUT,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m trajgrade ARGS`` to completion; stdout/stderr as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "trajgrade", *map(os.fspath, args)],
+        input=input,
+        stdin=subprocess.DEVNULL if input is None else None,
+        capture_output=True,
+        encoding="utf-8",
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(name="run_cli")
+def run_cli_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The :func:`run_cli` helper (conftest is not importable in importlib mode)."""
+    return run_cli

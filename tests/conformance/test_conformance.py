@@ -44,9 +44,7 @@ def _cases() -> list[Any]:
     for path in _case_files():
         if not path.exists():
             continue
-        for n, line in enumerate(
-            path.read_text(encoding="utf-8").splitlines(), start=1
-        ):
+        for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 case = json.loads(line)
                 params.append(pytest.param(case, id=case["source"], marks=()))

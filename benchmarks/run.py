@@ -220,6 +220,7 @@ def run_child(argv: list[str], stdout: Path, stderr: Path) -> tuple[float, float
     starts at the fork, so its own start-up is not counted.
     """
     result = stdout.with_name(stdout.name + ".rusage")
+    result.unlink(missing_ok=True)
     launcher = [sys.executable, "-S", "-c", LAUNCHER, str(result), *argv]
     with stdout.open("wb") as out, stderr.open("wb") as err:
         proc = subprocess.run(
@@ -239,7 +240,8 @@ def run_child(argv: list[str], stdout: Path, stderr: Path) -> tuple[float, float
 
 def interpreter_baseline(rounds: int) -> dict[str, float]:
     """``python -c pass`` the same way: the fixed cost in every figure."""
-    walls, rss = [], []
+    walls: list[float] = []
+    rss: list[float] = []
     with tempfile.TemporaryDirectory(prefix="trajgrade-bench-") as tmp:
         out, err = Path(tmp) / "out", Path(tmp) / "err"
         for _ in range(rounds):

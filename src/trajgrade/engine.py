@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ("Anomaly", "Engine", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
+_GONE: Final = object()
 #: How many closed trace ids are remembered to drop late events.
 CLOSED_MEMORY: Final = 65_536
 #: How many open call ids per trace the integrity check keeps.
@@ -122,8 +123,14 @@ class Engine:
         self._graders = suite.graders
         self._traces: dict[str, _Trace] = {}
         self._closed: dict[str, bool] = {}
-        self._routes: dict[type[Any], tuple[int, ...]] = {
-            cls: tuple(i for i, g in enumerate(self._graders) if cls in g.event_types)
+        # Per event type: (grader index, callable). A grader may offer
+        # ``handlers`` (event type -> function) to skip its own dispatch.
+        self._routes: dict[type[Any], tuple[tuple[int, Any], ...]] = {
+            cls: tuple(
+                (i, getattr(g, "handlers", {}).get(cls, g.step))
+                for i, g in enumerate(self._graders)
+                if cls in g.event_types
+            )
             for cls in _EVENT_TYPES.values()
         }
         self._clocked = tuple(i for i, g in enumerate(self._graders) if g.uses_clock)
@@ -152,17 +159,30 @@ class Engine:
         if event.ts is not None:
             tr.last_ts = event.ts
         kind = type(event)
-        if self._integrity and (kind is ToolCall or kind is ToolResult):
-            self._check_call(tr, event)
+        if self._integrity:
+            # Inlined: this runs for most events of a real log.
+            if kind is ToolCall:
+                cid = event.call_id  # type: ignore[union-attr]
+                if cid is not None:
+                    calls = tr.calls
+                    n = len(calls)
+                    calls[cid] = None
+                    if len(calls) == n:
+                        self._anomaly(tr, "duplicate_call_id", cid)
+                    elif n >= OPEN_CALLS_MAX:
+                        del calls[next(iter(calls))]
+            elif kind is ToolResult:
+                cid = event.call_id  # type: ignore[union-attr]
+                if cid is not None and tr.calls.pop(cid, _GONE) is _GONE:
+                    self._anomaly(tr, "orphan_result", cid)
         out: list[Verdict] | None = None
         states = tr.states
-        graders = self._graders
-        for i in self._routes[kind]:
+        for i, handler in self._routes[kind]:
             st = states[i]
             if st is None:
                 continue
             try:
-                d = graders[i].step(st, event)
+                d = handler(st, event)
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
             if d is not None:
@@ -357,30 +377,9 @@ class Engine:
         if len(closed) > CLOSED_MEMORY:
             del closed[next(iter(closed))]
 
-    def _check_call(self, tr: _Trace, event: Any) -> None:
-        cid = event.call_id
-        if cid is None:
-            return
-        calls = tr.calls
-        if type(event) is ToolCall:
-            if cid in calls:
-                self.anomalies.append(
-                    Anomaly(
-                        trace_id=tr.id,
-                        kind="duplicate_call_id",
-                        message=f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call",
-                    )
-                )
-            elif len(calls) >= OPEN_CALLS_MAX:
-                del calls[next(iter(calls))]
-            calls[cid] = None
-        elif cid in calls:
-            del calls[cid]
+    def _anomaly(self, tr: _Trace, kind: str, cid: str) -> None:
+        if kind == "duplicate_call_id":
+            msg = f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call"
         else:
-            self.anomalies.append(
-                Anomaly(
-                    trace_id=tr.id,
-                    kind="orphan_result",
-                    message=f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls",
-                )
-            )
+            msg = f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls"
+        self.anomalies.append(Anomaly(trace_id=tr.id, kind=kind, message=msg))

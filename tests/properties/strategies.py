@@ -12,6 +12,7 @@ simple patterns so a test-side reference can evaluate them with Python ``re``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,36 +96,59 @@ DURATIONS = ("0ms", "1ms", "500ms", "1s", "2s", "3.5s", "1s500ms", "1m")
 
 
 # ------------------------------------------------------------------ events
+@functools.cache
+def _pick(*values: Any) -> st.SearchStrategy[Any]:
+    # Strategies are built once and reused: building them per draw is slow.
+    return st.sampled_from(values)
+
+
+@functools.cache
+def _ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
 @st.composite
 def _args(draw: st.DrawFn, name: str) -> dict[str, Any] | None:
-    kind = draw(
-        st.sampled_from(
-            ["natural"] * 6 + ["none", "empty", "non_string", "other", "both"]
-        )
-    )
+    kind = draw(_ARG_KIND)
     key = _NATURAL_KEY[name]
     if kind == "none":
         return None
     if kind == "empty":
         return {}
     if kind == "non_string":
-        return {key: draw(st.sampled_from([3, None, ["x"], {"k": "v"}, True]))}
-    other = draw(st.sampled_from([k for k in _VALUES if k != key]))
+        return {key: draw(_NON_STRING)}
+    other = draw(_pick(*(k for k in _VALUES if k != key)))
     if kind == "other":
-        return {other: draw(st.sampled_from(_VALUES[other]))}
-    args = {key: draw(st.sampled_from(_VALUES[key]))}
+        return {other: draw(_pick(*_VALUES[other]))}
+    args = {key: draw(_pick(*_VALUES[key]))}
     if kind == "both":
-        args[other] = draw(st.sampled_from(_VALUES[other]))
+        args[other] = draw(_pick(*_VALUES[other]))
     return args
 
 
-_KINDS = (
+_ARG_KIND = st.sampled_from(
+    ["natural"] * 6 + ["none", "empty", "non_string", "other", "both"]
+)
+_NON_STRING = st.sampled_from([3, None, ["x"], {"k": "v"}, True])
+_KINDS = st.sampled_from(
     ["call"] * 5
     + ["result"] * 4
     + ["turn"] * 3
     + ["usage"] * 2
     + ["error", "message", "orphan"]
 )
+_ID_KINDS = st.sampled_from(["fresh"] * 6 + ["none", "reuse"])
+_ID_KINDS_NO_REUSE = st.sampled_from(["fresh"] * 6 + ["none"])
+_TS_STEP = st.sampled_from(_TS_STEPS)
+_TS_MISSING = st.integers(0, 15)
+_TOOL = st.sampled_from(TOOLS)
+_RESULT = st.sampled_from(RESULTS)
+_IS_ERROR = st.sampled_from([None, False, True])
+_TOKENS_IN = st.integers(0, 120)
+_TOKENS_OUT = st.integers(0, 80)
+_CACHE = st.sampled_from([0, 50])
+_ONE_IN_SIX = st.integers(0, 5)
+
 
 
 @st.composite
@@ -137,13 +161,13 @@ def trace_events(
     reuse_ids: bool = True,
 ) -> list[Event]:
     """One trace's events, in order; ``end`` None means "sometimes trace_end"."""
-    ts = draw(st.sampled_from([0.0, 1000.0, 1_700_000_000.0]))
+    ts = draw(_pick(0.0, 1000.0, 1_700_000_000.0))
     events: list[Event] = []
 
     def stamp() -> float | None:
         nonlocal ts
-        ts += draw(st.sampled_from(_TS_STEPS))
-        return None if draw(st.integers(0, 15)) == 0 else ts
+        ts += draw(_TS_STEP)
+        return None if draw(_TS_MISSING) == 0 else ts
 
     if draw(st.booleans()):
         events.append(
@@ -151,20 +175,16 @@ def trace_events(
         )
     open_calls: list[str | None] = []
     n_ids = 0
-    for _ in range(draw(st.integers(0, max_events))):
-        kind = draw(st.sampled_from(_KINDS))
+    for _ in range(draw(_ints(0, max_events))):
+        kind = draw(_KINDS)
         if kind == "result" and not open_calls:
             kind = "call"
         if kind == "call":
-            name = draw(st.sampled_from(TOOLS))
-            id_kind = draw(
-                st.sampled_from(
-                    ["fresh"] * 6 + ["none"] + (["reuse"] if reuse_ids else [])
-                )
-            )
+            name = draw(_TOOL)
+            id_kind = draw(_ID_KINDS if reuse_ids else _ID_KINDS_NO_REUSE)
             cid: str | None
             if id_kind == "reuse" and any(c is not None for c in open_calls):
-                cid = draw(st.sampled_from([c for c in open_calls if c is not None]))
+                cid = draw(_pick(*(c for c in open_calls if c is not None)))
             elif id_kind == "none":
                 cid = None
             else:
@@ -177,21 +197,21 @@ def trace_events(
                     ts=stamp(),
                     name=name,
                     call_id=cid,
-                    args=draw(_args(name)),
+                    args=draw(_ARGS[name]),
                 )
             )
         elif kind == "result":
-            i = draw(st.integers(0, len(open_calls) - 1))
+            i = draw(_ints(0, len(open_calls) - 1))
             cid = open_calls.pop(i)
-            if cid is not None and draw(st.integers(0, 5)) == 0:
+            if cid is not None and draw(_ONE_IN_SIX) == 0:
                 cid = None  # a result that names no call: pairs with the oldest
             events.append(
                 ToolResult(
                     trace_id=trace_id,
                     ts=stamp(),
                     call_id=cid,
-                    result=draw(st.sampled_from(RESULTS)),
-                    is_error=draw(st.sampled_from([None, False, True])),
+                    result=draw(_RESULT),
+                    is_error=draw(_IS_ERROR),
                 )
             )
         elif kind == "orphan":
@@ -201,7 +221,7 @@ def trace_events(
                     ts=stamp(),
                     call_id="zz",
                     result="ok",
-                    is_error=draw(st.sampled_from([None, True])),
+                    is_error=draw(_pick(None, True)),
                 )
             )
         elif kind == "turn":
@@ -211,9 +231,9 @@ def trace_events(
                 Usage(
                     trace_id=trace_id,
                     ts=stamp(),
-                    input_tokens=draw(st.integers(0, 120)),
-                    output_tokens=draw(st.integers(0, 80)),
-                    cache_read_tokens=draw(st.sampled_from([0, 50])),
+                    input_tokens=draw(_TOKENS_IN),
+                    output_tokens=draw(_TOKENS_OUT),
+                    cache_read_tokens=draw(_CACHE),
                 )
             )
         elif kind == "error":
@@ -227,6 +247,9 @@ def trace_events(
     if end:
         events.append(TraceEnd(trace_id=trace_id, ts=stamp()))
     return events
+
+
+_ARGS = {name: _args(name) for name in TOOLS}
 
 
 @dataclass(frozen=True)
@@ -247,7 +270,7 @@ def streams(
     reuse_ids: bool = True,
 ) -> Stream:
     """1..max_traces traces with distinct ids, interleaved keeping each one's order."""
-    n = draw(st.integers(1, max_traces))
+    n = draw(_ints(1, max_traces))
     traces = {
         f"t{i}": draw(
             trace_events(f"t{i}", max_events=max_events, end=end, reuse_ids=reuse_ids)
@@ -275,7 +298,7 @@ def chunked(draw: st.DrawFn, data: bytes) -> list[bytes]:
     if not data:
         return [data]
     cuts = sorted(
-        set(draw(st.lists(st.integers(0, len(data)), max_size=12)))
+        set(draw(st.lists(_ints(0, len(data)), max_size=12)))
     )
     bounds = [0, *cuts, len(data)]
     return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
@@ -298,38 +321,43 @@ class SuiteCase:
         return f"SuiteCase(yaml_text={self.yaml_text!r})"
 
 
-@st.composite
-def _filters(draw: st.DrawFn, entry: dict[str, Any]) -> None:
-    if draw(st.integers(0, 3)) == 0:
-        entry["command"] = draw(st.sampled_from(COMMAND_PATTERNS))
-    if draw(st.integers(0, 3)) == 0:
-        entry["path"] = draw(st.sampled_from(PATH_PATTERNS))
-    if draw(st.integers(0, 4)) == 0:
-        key = draw(st.sampled_from(sorted(ARG_PATTERNS)))
-        entry["args"] = {key: draw(st.sampled_from(ARG_PATTERNS[key]))}
+def _add_filters(draw: st.DrawFn, entry: dict[str, Any]) -> None:
+    if draw(_ints(0, 3)) == 0:
+        entry["command"] = draw(_pick(*COMMAND_PATTERNS))
+    if draw(_ints(0, 3)) == 0:
+        entry["path"] = draw(_pick(*PATH_PATTERNS))
+    if draw(_ints(0, 4)) == 0:
+        key = draw(_pick(*sorted(ARG_PATTERNS)))
+        entry["args"] = {key: draw(_pick(*ARG_PATTERNS[key]))}
 
 
 @st.composite
 def _entry(draw: st.DrawFn, where: str) -> str | dict[str, Any]:
-    name = draw(st.sampled_from(NAME_PATTERNS))
-    if draw(st.integers(0, 3)) == 0:
+    name = draw(_pick(*NAME_PATTERNS))
+    if draw(_ints(0, 3)) == 0:
         return name  # shorthand
     entry: dict[str, Any] = {"name": name}
-    draw(_filters(entry))
-    if where != "sequence" and draw(st.integers(0, 2)) == 0:
-        entry["result"] = draw(st.sampled_from(RESULT_PATTERNS))
+    _add_filters(draw, entry)
+    if where != "sequence" and draw(_ints(0, 2)) == 0:
+        entry["result"] = draw(_pick(*RESULT_PATTERNS))
     if where == "required":
-        if draw(st.integers(0, 2)) == 0:
-            entry["min_count"] = draw(st.integers(1, 3))
-        if draw(st.integers(0, 3)) == 0:
+        if draw(_ints(0, 2)) == 0:
+            entry["min_count"] = draw(_ints(1, 3))
+        if draw(_ints(0, 3)) == 0:
             entry["final"] = draw(st.booleans())
-        window = draw(st.sampled_from(["none", "none", "at", "before", "both"]))
+        window = draw(_pick("none", "none", "at", "before", "both"))
         if window in ("at", "both"):
-            entry["at_step"] = draw(st.integers(0, 2))
+            entry["at_step"] = draw(_ints(0, 2))
         if window in ("before", "both"):
             lo = entry.get("at_step", -1) + 1
-            entry["before_step"] = draw(st.integers(max(lo, 1), 3))
+            entry["before_step"] = draw(_ints(max(lo, 1), 3))
     return entry
+
+
+_ENTRY_LISTS = {
+    where: st.lists(_entry(where), max_size=most)
+    for where, most in (("required", 3), ("disallowed", 2), ("sequence", 3))
+}
 
 
 @st.composite
@@ -337,43 +365,55 @@ def tool_calls_config(draw: st.DrawFn) -> dict[str, Any]:
     """A valid ``tool-calls`` config (at least one list given)."""
     present = draw(
         st.lists(
-            st.sampled_from(["required", "disallowed", "sequence"]),
+            _pick("required", "disallowed", "sequence"),
             min_size=1,
             unique=True,
         )
     )
-    most = {"required": 3, "disallowed": 2, "sequence": 3}
     return {
-        where: draw(st.lists(_entry(where), max_size=most[where]))
+        where: draw(_ENTRY_LISTS[where])
         for where in ("required", "disallowed", "sequence")
         if where in present
     }
 
 
+@functools.cache
 def _metric() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
     return st.one_of(
         st.tuples(
-            st.just("token-budget"), st.fixed_dictionaries({"max": st.integers(0, 400)})
+            st.just("token-budget"), st.fixed_dictionaries({"max": _ints(0, 400)})
         ),
         st.tuples(
             st.just("tool-call-count"),
-            st.fixed_dictionaries({"max": st.integers(0, 6)}),
+            st.fixed_dictionaries({"max": _ints(0, 6)}),
         ),
         st.tuples(
-            st.just("turn-count"), st.fixed_dictionaries({"max": st.integers(0, 5)})
+            st.just("turn-count"), st.fixed_dictionaries({"max": _ints(0, 5)})
         ),
         st.tuples(
             st.just("error-count"),
             st.fixed_dictionaries(
-                {"max": st.integers(0, 2)},
+                {"max": _ints(0, 2)},
                 optional={"include_tool_errors": st.booleans()},
             ),
         ),
         st.tuples(
             st.just("wall-time"),
-            st.fixed_dictionaries({"max": st.sampled_from(DURATIONS)}),
+            st.fixed_dictionaries({"max": _pick(*DURATIONS)}),
         ),
     )
+
+
+@functools.cache
+def _specs(
+    lo: int, hi: int, metrics: bool, tool_calls: bool
+) -> st.SearchStrategy[list[tuple[str, dict[str, Any]]]]:
+    choices: list[st.SearchStrategy[tuple[str, dict[str, Any]]]] = []
+    if tool_calls:
+        choices.append(st.tuples(st.just("tool-calls"), tool_calls_config()))
+    if metrics:
+        choices.append(_metric())
+    return st.lists(st.one_of(choices), min_size=lo, max_size=hi)
 
 
 @st.composite
@@ -386,12 +426,7 @@ def suites(
     tool_calls: bool = True,
 ) -> SuiteCase:
     """A valid suite mixing ``tool-calls`` and metric graders, compiled from YAML."""
-    choices: list[st.SearchStrategy[tuple[str, dict[str, Any]]]] = []
-    if tool_calls:
-        choices.append(st.tuples(st.just("tool-calls"), tool_calls_config()))
-    if metrics:
-        choices.append(_metric())
-    specs = draw(st.lists(st.one_of(choices), min_size=min_graders, max_size=max_graders))
+    specs = draw(_specs(min_graders, max_graders, metrics, tool_calls))
     config = {
         "graders": [
             {"type": kind, "name": f"g{i}", "config": cfg}

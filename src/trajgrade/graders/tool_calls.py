@@ -101,6 +101,7 @@ class _Matcher:
         "args",
         "at_step",
         "before_step",
+        "checks",
         "command",
         "final",
         "label",
@@ -109,6 +110,7 @@ class _Matcher:
         "path",
         "result",
         "where",
+        "windowed",
     )
 
     def __init__(self, spec: ToolMatch, where: str, timeout: float) -> None:
@@ -128,34 +130,37 @@ class _Matcher:
         self.final = bool(spec.final)
         self.at_step = spec.at_step
         self.before_step = spec.before_step
+        self.windowed = spec.at_step is not None or spec.before_step is not None
+        #: (argument, pattern, absent-is-an-error) in evaluation order.
+        self.checks = tuple(
+            (key, pattern, True)
+            for key, pattern in (("command", self.command), ("path", self.path))
+            if pattern is not None
+        ) + tuple((key, pattern, False) for key, pattern in self.args)
 
     def matches_call(self, call: ToolCall) -> bool:
         if not self.name(call.name):
             return False
-        args = call.args
-        for key, pattern in (("command", self.command), ("path", self.path)):
-            if pattern is None:
-                continue
-            value = args.get(key) if args else None
+        if not self.checks:
+            return True
+        args = call.args or {}
+        for key, pattern, strict in self.checks:
+            value = args.get(key)
             if not isinstance(value, str):
-                got = (
-                    "absent"
-                    if value is None
-                    else f"a {type(value).__name__}, not a string"
-                )
-                msg = (
-                    f"configuration error: {self.where} filters on '{key}', but call "
-                    f"{call.call_id or '?'} to {call.name!r} has '{key}' {got}; use "
-                    f"args: {{{key}: ...}} to skip tools without it, or narrow the name"
-                )
-                raise _ArgMissingError(msg)
+                if strict:
+                    raise _ArgMissingError(self._missing(call, key, value))
+                return False
             if not pattern.search(value):
                 return False
-        for key, pattern in self.args:
-            value = args.get(key) if args else None
-            if not isinstance(value, str) or not pattern.search(value):
-                return False
         return True
+
+    def _missing(self, call: ToolCall, key: str, value: Any) -> str:
+        got = "absent" if value is None else f"a {type(value).__name__}, not a string"
+        return (
+            f"configuration error: {self.where} filters on '{key}', but call "
+            f"{call.call_id or '?'} to {call.name!r} has '{key}' {got}; use "
+            f"args: {{{key}: ...}} to skip tools without it, or narrow the name"
+        )
 
     def in_window(self, step: int) -> bool:
         if self.at_step is not None and step != self.at_step:
@@ -190,7 +195,6 @@ class ToolCalls:
 
     kind: Final = "tool-calls"
     state_type = ToolCallsState
-    event_types: frozenset[type[Event]] = frozenset({ToolCall, ToolResult, TurnStart})
     uses_clock = False
 
     def __init__(self, config: ToolCallsConfig, *, name: str, timeout: float) -> None:
@@ -221,7 +225,19 @@ class ToolCalls:
             (i, m, end) for i, m in enumerate(req) if (end := m.window_end) is not None
         )
         self._track_results = bool(req or self._disallowed_on_result)
+        # Steps only matter to at_step/before_step; without them turn_start
+        # events are not routed here at all.
+        self._track_steps = any(
+            m.at_step is not None or m.before_step is not None for m in req
+        )
         self._can_pass_early = not dis and not self._final_mask
+        #: Event type -> handler: the engine's fast path (same logic as step).
+        self.handlers: dict[type[Any], Any] = {ToolCall: self._on_call}
+        if self._track_results:
+            self.handlers[ToolResult] = self._on_result
+        if self._track_steps:
+            self.handlers[TurnStart] = self._on_turn
+        self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
 
     @staticmethod
     def _compile(
@@ -251,19 +267,8 @@ class ToolCalls:
         )
 
     def step(self, state: ToolCallsState, event: Event) -> Decision | None:
-        kind = type(event)
-        try:
-            if kind is ToolCall:
-                return self._on_call(state, event)  # type: ignore[arg-type]
-            if kind is ToolResult:
-                return self._on_result(state, event)  # type: ignore[arg-type]
-        except _ArgMissingError as exc:
-            return Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
-        if kind is TurnStart:
-            state.turns += 1
-            if self._windows:
-                return self._close_windows(state)
-        return None
+        handler = self.handlers.get(type(event))
+        return None if handler is None else handler(state, event)
 
     def tick(self, state: ToolCallsState, *, elapsed: float) -> Decision | None:
         return None
@@ -284,39 +289,49 @@ class ToolCalls:
         return self._decide(state, Outcome.PASS, self._pass_text())
 
     # ------------------------------------------------------------ events
+    def _on_turn(self, state: ToolCallsState, event: TurnStart) -> Decision | None:
+        state.turns += 1
+        return self._close_windows(state) if self._windows else None
+
     def _on_call(self, state: ToolCallsState, call: ToolCall) -> Decision | None:
-        seq = state.calls
-        state.calls = seq + 1
-        state.last_ok = 0
-        for m in self._disallowed_now:
-            if m.matches_call(call):
-                return self._violation(state, m, call)
-        dis = 0
-        for bit, m in self._disallowed_on_result:
-            if m.matches_call(call):
-                dis |= bit
-        step = state.turns - 1 if state.turns else 0
-        req = 0
-        for i, m in enumerate(self._required):
-            if m.in_window(step) and m.matches_call(call):
-                req |= 1 << i
-        advanced = False
-        cursor = state.cursor
-        if cursor < len(self._sequence) and self._sequence[cursor].matches_call(call):
-            state.cursor = cursor + 1
-            advanced = True
-        if self._track_results:
-            # Every call is kept (not only candidates) so that results without
-            # a call_id pair with the oldest open call, whatever its name.
-            state.pending[call.call_id or f"#{seq}"] = Pending(seq, req, dis)
-        if (
-            advanced
-            and self._can_pass_early
-            and not state.unmet
-            and self._sequence_done(state)
-        ):
-            return self._decide(state, Outcome.PASS, self._pass_text())
-        return None
+        # try is free in 3.11; a handler per layer is not (this is the hot path)
+        try:
+            seq = state.calls
+            state.calls = seq + 1
+            state.last_ok = 0
+            for m in self._disallowed_now:
+                if m.matches_call(call):
+                    return self._violation(state, m, call)
+            dis = 0
+            for bit, m in self._disallowed_on_result:
+                if m.matches_call(call):
+                    dis |= bit
+            step = state.turns - 1 if state.turns else 0
+            req = 0
+            for i, m in enumerate(self._required):
+                if (not m.windowed or m.in_window(step)) and m.matches_call(call):
+                    req |= 1 << i
+            advanced = False
+            cursor = state.cursor
+            if cursor < len(self._sequence) and self._sequence[cursor].matches_call(
+                call
+            ):
+                state.cursor = cursor + 1
+                advanced = True
+            if self._track_results:
+                # Every call is kept (not only candidates) so that results without
+                # a call_id pair with the oldest open call, whatever its name.
+                state.pending[call.call_id or f"#{seq}"] = Pending(seq, req, dis)
+            if (
+                advanced
+                and self._can_pass_early
+                and not state.unmet
+                and self._sequence_done(state)
+            ):
+                return self._decide(state, Outcome.PASS, self._pass_text())
+            return None
+        except _ArgMissingError as exc:
+            return Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
 
     def _on_result(self, state: ToolCallsState, result: ToolResult) -> Decision | None:
         pending = state.pending
@@ -394,7 +409,8 @@ class ToolCalls:
             assert result is not None
             what = f"the result of call {result.call_id or '?'}"
         step = state.turns - 1 if state.turns else 0
-        text = f"{m.where} {m.label} matched {what} at step {step}"
+        at = f" at step {step}" if self._track_steps else ""
+        text = f"{m.where} {m.label} matched {what}{at}"
         return self._decide(state, Outcome.FAIL, text, violated=m.where)
 
     def _sequence_text(self, state: ToolCallsState) -> str:
@@ -421,7 +437,9 @@ class ToolCalls:
         *,
         violated: str | None = None,
     ) -> Decision:
-        meta: dict[str, Any] = {"tool_calls": state.calls, "steps": max(state.turns, 1)}
+        meta: dict[str, Any] = {"tool_calls": state.calls}
+        if self._track_steps:
+            meta["steps"] = max(state.turns, 1)
         if self._required:
             meta["required"] = [
                 {"matcher": m.where, "count": state.counts[i], "min_count": m.min_count}

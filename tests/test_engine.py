@@ -48,7 +48,7 @@ def test_events_after_trace_end_are_ignored() -> None:
     """A closed trace is not reopened by late events; they are counted."""
     engine = Engine(suite(POLICY))
     engine.feed(end())
-    assert engine.feed(call("bad", "1")) == ()
+    assert engine.feed(call("bad", "1")) == []
     assert engine.statistics().late_events == 1
     assert engine.finish() == []
 
@@ -58,7 +58,7 @@ def test_rejected_events_taint_open_graders_into_error() -> None:
     engine = Engine(suite(POLICY))
     engine.feed(call("a", "1"))
     engine.reject("t", "in.jsonl:7: name: expected str")
-    out = engine.feed(result("1")) + tuple(engine.feed(end()))
+    out = engine.feed(result("1")) + engine.feed(end())
     assert {v.outcome for v in out if v.final} == {Outcome.ERROR}
     assert "in.jsonl:7" in out[-1].evidence and out[-1].metadata["would_be"] == "pass"
 

@@ -18,6 +18,7 @@ compiling are pure.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import os
@@ -193,10 +194,11 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
             )
             continue
         cpath: _Path = (*spec.path, "config")
-        try:
-            cfg = msgspec.convert(spec.config or {}, gtype.config_type)
-        except msgspec.ValidationError as exc:
-            errors.append(_validation_error(exc, config, cpath, gtype.config_type))
+        cfg, structural = _convert_all(
+            spec.config or {}, gtype.config_type, config, cpath
+        )
+        errors.extend(structural)
+        if cfg is None:
             continue
         name = spec.name or spec.type
         if name in taken:
@@ -212,7 +214,9 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
             name = f"{name}#{taken[name]}"
         taken.setdefault(name, 1)
         try:
-            graders.append(gtype.build(cfg, name=name, context=context))
+            grader = gtype.build(cfg, name=name, context=context)
+            if not structural:
+                graders.append(grader)
         except ConfigErrors as many:
             errors.extend(_relocate(e, config, cpath) for e in many.errors)
         except ConfigError as exc:
@@ -258,6 +262,12 @@ def _parse_path(text: str) -> _Path:
 def _validation_error(
     exc: msgspec.ValidationError, config: SuiteConfig, base: _Path, struct: type[Any]
 ) -> ConfigError:
+    return _validation_error_at(exc, config, base, struct)[0]
+
+
+def _validation_error_at(
+    exc: msgspec.ValidationError, config: SuiteConfig, base: _Path, struct: type[Any]
+) -> tuple[ConfigError, _Path]:
     m = _AT.match(str(exc))
     assert m is not None
     message, rel = m["msg"], _parse_path(m["path"] or "")
@@ -274,7 +284,53 @@ def _validation_error(
         message = f"missing required field `{missing.group(1)}`"
     if message.startswith("Expected") and rel:
         message = f"{message[0].lower()}{message[1:]} for `{rel[-1]}`"
-    return ConfigError(message, location=config.locate((*base, *rel)))
+    return ConfigError(message, location=config.locate((*base, *rel))), rel
+
+
+def _convert_all(
+    raw: dict[str, Any], struct: type[Any], config: SuiteConfig, base: _Path
+) -> tuple[Any | None, list[ConfigError]]:
+    """Convert ``raw`` into ``struct``, collecting every structural error.
+
+    msgspec stops at the first error; to report the others too, the offending
+    key is dropped from a copy and conversion is retried. The returned config
+    (None when a problem cannot be dropped) is only used to look for semantic
+    errors as well; a grader with structural errors is never built.
+    """
+    data = copy.deepcopy(raw)
+    errors: list[ConfigError] = []
+    dropped: set[_Path] = set()
+    for _ in range(_MAX_ERRORS_PER_GRADER):
+        try:
+            return msgspec.convert(data, struct), errors
+        except msgspec.ValidationError as exc:
+            error, rel = _validation_error_at(exc, config, base, struct)
+            if rel in dropped:
+                return None, errors
+            errors.append(error)
+            dropped.add(rel)
+            if not _drop(data, rel):
+                return None, errors
+    return None, errors
+
+
+_MAX_ERRORS_PER_GRADER: Final = 50
+
+
+def _drop(data: Any, rel: _Path) -> bool:
+    """Delete the mapping key at ``rel``; False if ``rel`` is not such a key."""
+    if not rel or not isinstance(rel[-1], str):
+        return False
+    node = data
+    for seg in rel[:-1]:
+        try:
+            node = node[seg]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(node, dict) and rel[-1] in node:
+        del node[rel[-1]]
+        return True
+    return False
 
 
 def _relocate(exc: ConfigError, config: SuiteConfig, base: _Path) -> ConfigError:

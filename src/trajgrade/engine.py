@@ -49,6 +49,8 @@ __all__ = ("Anomaly", "Engine", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
+#: Marks a forgotten trace's state list, so a cached reference is not reused.
+_DROPPED: Final[list[Any]] = []
 #: How many closed trace ids are remembered to drop late events.
 CLOSED_MEMORY: Final = 65_536
 #: How many open call ids per trace the integrity check keeps.
@@ -61,6 +63,8 @@ class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
     trace_id: str
     kind: str
     message: str
+    #: Position of the event in the sequence given to ``feed_many``.
+    index: int = 0
 
 
 class EngineStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -147,63 +151,74 @@ class Engine:
     # ------------------------------------------------------------ feeding
     def feed(self, event: Event, *, now: float | None = None) -> Sequence[Verdict]:
         """Process one event; return the verdicts it decided (often none)."""
-        self._n_events += 1
-        tid = event.trace_id
-        tr = self._traces.get(tid)
-        if tr is None:
-            if tid in self._closed:
-                self._n_late += 1
-                return _NOTHING
-            tr = self._open(tid, now)
-        tr.events += 1
-        if event.ts is not None:
-            tr.last_ts = event.ts
-        kind = type(event)
-        if self._integrity:
-            # Inlined: this runs for most events of a real log.
-            if kind is ToolCall:
-                cid = event.call_id  # type: ignore[union-attr]
-                if cid is not None:
-                    calls = tr.calls
-                    n = len(calls)
-                    calls[cid] = None
-                    if len(calls) == n:
-                        self._anomaly(tr, "duplicate_call_id", cid)
-                    elif n >= OPEN_CALLS_MAX:
-                        del calls[next(iter(calls))]
-            elif kind is ToolResult:
-                cid = event.call_id  # type: ignore[union-attr]
-                if cid is not None and tr.calls.pop(cid, _GONE) is _GONE:
-                    self._anomaly(tr, "orphan_result", cid)
-        out: list[Verdict] | None = None
-        states = tr.states
-        for i, handler in self._routes[kind]:
-            st = states[i]
-            if st is None:
-                continue
-            try:
-                d = handler(st, event)
-            except GradeError as exc:
-                d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
-            if d is not None:
-                v = self._stamp(tr, i, d, early=True)
-                if v is not None:
-                    if out is None:
-                        out = []
-                    out.append(v)
-        if kind is TraceEnd:
-            closing = self._close(tr, ended=True)
-            if closing:
-                out = [*(out or ()), *closing]
-        elif tr.live == 0:
-            self._forget(tr, ended=False)
-        return out if out is not None else _NOTHING
+        return self.feed_many((event,), now=now)
 
     def feed_all(self, events: Iterable[Event]) -> list[Verdict]:
         """Feed many events; return all their verdicts (batch convenience)."""
+        return self.feed_many(list(events))
+
+    def feed_many(
+        self, events: Sequence[Event], *, now: float | None = None
+    ) -> list[Verdict]:
+        """Process events in order; return the verdicts they decided, in order.
+
+        Anomalies found are appended to ``anomalies`` with the position of
+        their event in ``events``. This is the one implementation of feeding;
+        its loop is written out in full because it runs once per event.
+        """
         out: list[Verdict] = []
-        for ev in events:
-            out.extend(self.feed(ev))
+        traces = self._traces
+        routes = self._routes
+        integrity = self._integrity
+        tr: _Trace | None = None
+        tid: str | None = None
+        for index, event in enumerate(events):
+            # Consecutive events of one trace skip the lookup.
+            if event.trace_id != tid or tr is None or tr.states is _DROPPED:
+                tid = event.trace_id
+                tr = traces.get(tid)
+                if tr is None:
+                    if tid in self._closed:
+                        self._n_late += 1
+                        continue
+                    tr = self._open(tid, now)
+            tr.events += 1
+            if event.ts is not None:
+                tr.last_ts = event.ts
+            kind = type(event)
+            if integrity:
+                if kind is ToolCall:
+                    cid = event.call_id  # type: ignore[union-attr]
+                    if cid is not None:
+                        calls = tr.calls
+                        n = len(calls)
+                        calls[cid] = None
+                        if len(calls) == n:
+                            self._anomaly(tr, "duplicate_call_id", cid, index)
+                        elif n >= OPEN_CALLS_MAX:
+                            del calls[next(iter(calls))]
+                elif kind is ToolResult:
+                    cid = event.call_id  # type: ignore[union-attr]
+                    if cid is not None and tr.calls.pop(cid, _GONE) is _GONE:
+                        self._anomaly(tr, "orphan_result", cid, index)
+            states = tr.states
+            for i, handler in routes[kind]:
+                st = states[i]
+                if st is None:
+                    continue
+                try:
+                    d = handler(st, event)
+                except GradeError as exc:
+                    d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+                if d is not None:
+                    v = self._stamp(tr, i, d, early=True)
+                    if v is not None:
+                        out.append(v)
+            if kind is TraceEnd:
+                out.extend(self._close(tr, ended=True))
+            elif tr.live == 0:
+                self._forget(tr, ended=False)
+        self._n_events += len(events)
         return out
 
     def tick(self, now: float) -> list[Verdict]:
@@ -371,15 +386,18 @@ class Engine:
 
     def _forget(self, tr: _Trace, *, ended: bool) -> None:
         del self._traces[tr.id]
+        tr.states = _DROPPED
         self._n_closed += 1
         closed = self._closed
         closed[tr.id] = ended
         if len(closed) > CLOSED_MEMORY:
             del closed[next(iter(closed))]
 
-    def _anomaly(self, tr: _Trace, kind: str, cid: str) -> None:
+    def _anomaly(self, tr: _Trace, kind: str, cid: str, index: int) -> None:
         if kind == "duplicate_call_id":
             msg = f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call"
         else:
             msg = f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls"
-        self.anomalies.append(Anomaly(trace_id=tr.id, kind=kind, message=msg))
+        self.anomalies.append(
+            Anomaly(trace_id=tr.id, kind=kind, message=msg, index=index)
+        )

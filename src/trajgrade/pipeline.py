@@ -2,8 +2,9 @@
 
 :class:`SourceDecoder` is one input source's byte stream: it frames lines
 across chunk boundaries (a partial last line is held until it completes),
-enforces the line-length limit, detects the format from the first non-blank
-line, and runs that format's reader. :class:`Grading` wires decoders to one
+enforces the line-length limit without holding an oversize line in memory,
+detects the format from the first readable line, and runs that format's
+reader. :class:`Grading` wires decoders to one
 :class:`~trajgrade.engine.Engine` and collects what a runner needs to report:
 verdicts, located input errors and anomalies.
 
@@ -13,7 +14,6 @@ grading is the same calls with the whole input at once (:func:`grade_bytes`).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -21,7 +21,7 @@ import msgspec
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event
-from trajgrade.formats import Reader, detect, open_reader
+from trajgrade.formats import Reader, detect, open_reader, sniff_trace_id
 from trajgrade.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -40,17 +40,34 @@ __all__ = (
 
 #: Longest accepted line. Large enough for a 10 MB tool output in one event.
 DEFAULT_MAX_LINE_BYTES: Final = 32 * 1024 * 1024
-_TRACE_ID: Final = re.compile(rb'"trace_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 class Batch(msgspec.Struct, kw_only=True):
-    """Events and errors decoded from one chunk."""
+    """Events and errors decoded from one run of complete lines."""
 
     events: list[Event]
     errors: list[InputError]
-    #: 1-based line number of each event when it is known exactly (else empty).
+    #: 1-based number of the first line of ``body``.
     first_line: int = 0
-    exact_lines: bool = False
+    #: The line of each event, when the reader knew it (else derived lazily).
+    lines: list[int] | None = None
+    #: The decoded bytes, kept only to derive line numbers when needed.
+    body: bytes = b""
+
+    def line_of(self, index: int) -> int | None:
+        """The 1-based line of ``events[index]``.
+
+        Readers that map one line to one event leave ``lines`` unset on their
+        fast path; the mapping (the non-blank lines, in order) is computed
+        only here, when a message needs it.
+        """
+        if self.lines is None:
+            self.lines = [
+                n
+                for n, line in enumerate(self.body.split(b"\n"), start=self.first_line)
+                if line.strip()
+            ]
+        return self.lines[index] if 0 <= index < len(self.lines) else None
 
 
 class SourceDecoder:
@@ -69,12 +86,12 @@ class SourceDecoder:
         self._default = default_trace if default_trace is not None else source
         self._max = max_line_bytes
         self._tail = b""
+        #: Inside an oversize line: drop bytes until its newline.
         self._skipping = False
-        self._skip_line = 0
         self._line = 1  # number of the next line to start
         self._reader: Reader | None = None
         #: Bytes consumed so far (complete lines handed to the reader, plus
-        #: skipped oversize lines); a resume position.
+        #: skipped oversize lines): a resume position.
         self.offset = 0
 
     @property
@@ -89,7 +106,7 @@ class SourceDecoder:
             cut = chunk.find(b"\n")
             if cut < 0:
                 self.offset += len(chunk)
-                return Batch(events=[], errors=[])
+                return Batch(events=[], errors=[], first_line=self._line)
             self.offset += cut + 1
             chunk = chunk[cut + 1 :]
             self._skipping = False
@@ -99,84 +116,86 @@ class SourceDecoder:
         if cut < 0:
             self._tail = data
             if len(data) > self._max:
-                errors.append(self._oversize(data))
-                self.offset += len(data)
-                self._tail = b""
-                self._skipping = True
-            return Batch(events=[], errors=errors)
+                self._skip(data, self._line, errors)
+            return Batch(events=[], errors=errors, first_line=self._line)
         body, self._tail = data[: cut + 1], data[cut + 1 :]
         if len(self._tail) > self._max:
-            errors.append(
-                self._oversize(self._tail, line=self._line + body.count(b"\n"))
-            )
-            self.offset += len(self._tail)
-            self._tail = b""
-            self._skipping = True
-        batch = self._decode(body, errors)
-        return batch
+            self._skip(self._tail, self._line + body.count(b"\n"), errors)
+        return self._decode(body, errors)
 
     def close(self) -> Batch:
         """End of the source: a final line without newline is still a line."""
-        errors: list[InputError] = []
-        events: list[Event] = []
-        first = self._line
+        batch = Batch(events=[], errors=[], first_line=self._line)
         if self._tail and not self._skipping:
             tail, self._tail = self._tail, b""
-            b = self._decode(tail + b"\n", errors)
-            events, errors, first = b.events, b.errors, b.first_line
-            self.offset -= 1  # the newline was ours, not the file's
+            batch = self._decode(tail + b"\n", [])
+            self.offset -= 1  # that newline was ours, not the source's
         if self._reader is not None:
             more, errs = self._reader.close()
-            events.extend(more)
-            errors.extend(errs)
-        return Batch(events=events, errors=errors, first_line=first)
+            if more:
+                known = [batch.line_of(i) or 0 for i in range(len(batch.events))]
+                batch.lines = known + [max(self._line - 1, 1)] * len(more)
+                batch.events.extend(more)
+            batch.errors.extend(errs)
+        return batch
+
+    def _skip(self, head: bytes, line: int, errors: list[InputError]) -> None:
+        msg = (
+            f"line is longer than the {self._max:,}-byte limit and was skipped; "
+            "raise --max-line-bytes if such records are expected"
+        )
+        where = Location(file=self.source, line=line)
+        errors.append(InputError(msg, location=where, trace_id=sniff_trace_id(head)))
+        self.offset += len(head)
+        self._tail = b""
+        self._skipping = True
 
     def _decode(self, body: bytes, errors: list[InputError]) -> Batch:
         first = self._line
-        n_lines = body.count(b"\n")
-        self._line += n_lines
+        self._line += body.count(b"\n")
         self.offset += len(body)
         if len(body) > self._max:
             body = self._drop_long_lines(body, first, errors)
         if self._reader is None:
-            reader = self._start_reader(body, first, errors)
-            if reader is None:
+            body, first = self._start_reader(body, first, errors)
+            if self._reader is None:
                 return Batch(events=[], errors=errors, first_line=first)
-        events, errs = self._reader.feed(body, first)  # type: ignore[union-attr]
+        events, errs, lines = self._reader.feed(body, first)
         errors.extend(errs)
         return Batch(
-            events=events,
-            errors=errors,
-            first_line=first,
-            exact_lines=len(events) == n_lines,
+            events=events, errors=errors, first_line=first, lines=lines, body=body
         )
 
     def _start_reader(
         self, body: bytes, first: int, errors: list[InputError]
-    ) -> Reader | None:
+    ) -> tuple[bytes, int]:
+        """Detect the format; return ``body`` from the first readable line on,
+        and that line's number (lines before it were reported here)."""
         fmt = self._fmt
-        if fmt == "auto":
-            for n, line in enumerate(body.split(b"\n"), start=first):
-                if not line.strip():
-                    continue
+        start, n = 0, first
+        while fmt == "auto" and start < len(body):
+            end = body.find(b"\n", start)
+            end = len(body) if end < 0 else end
+            line = body[start:end]
+            if line.strip():
                 found = detect(line)
-                if found is None:
-                    head = line[:80].decode("utf-8", "replace")
-                    msg = (
-                        f"cannot tell the log format from its first record ({head!r}); "
-                        "pass --format (see `trajgrade formats`)"
-                    )
-                    errors.append(
-                        InputError(msg, location=Location(file=self.source, line=n))
-                    )
-                    # Keep trying: the next line may be readable.
-                    continue
-                fmt = found
-                break
-            else:
-                return None
+                if found is not None:
+                    fmt = found
+                    break
+                head = line[:80].decode("utf-8", "replace")
+                msg = (
+                    f"cannot tell the log format from this record ({head!r}); "
+                    "pass --format (see `trajgrade formats`)"
+                )
+                where = Location(file=self.source, line=n)
+                errors.append(
+                    InputError(msg, location=where, trace_id=sniff_trace_id(line))
+                )
+            start, n = end + 1, n + 1
+        if fmt == "auto":
+            return b"", n
         self._reader = open_reader(fmt, source=self.source, default_trace=self._default)
-        return self._reader
+        return body[start:], n
 
     def _drop_long_lines(
         self, body: bytes, first: int, errors: list[InputError]
@@ -184,23 +203,14 @@ class SourceDecoder:
         kept = []
         for n, line in enumerate(body.split(b"\n"), start=first):
             if len(line) > self._max:
-                errors.append(self._oversize(line, line=n))
+                before = self.offset
+                self._skip(line, n, errors)
+                # _skip's bookkeeping is for streamed lines; this one is whole.
+                self.offset, self._skipping = before, False
                 kept.append(b"")
             else:
                 kept.append(line)
         return b"\n".join(kept)
-
-    def _oversize(self, head: bytes, *, line: int | None = None) -> InputError:
-        n = line if line is not None else self._line
-        m = _TRACE_ID.search(head[:4096])
-        trace = m.group(1).decode("utf-8", "replace") if m else None
-        msg = (
-            f"line is longer than the {self._max:,}-byte limit and was skipped; "
-            "raise --max-line-bytes if such records are expected"
-        )
-        return InputError(
-            msg, location=Location(file=self.source, line=n), trace_id=trace
-        )
 
 
 class GradeResult(msgspec.Struct, kw_only=True):
@@ -224,22 +234,16 @@ class Grading:
     ) -> list[Verdict]:
         """Feed one batch; bad records taint their traces; return verdicts."""
         engine = self.engine
-        out: list[Verdict] = []
         for err in batch.errors:
             self.errors.append(err)
             if err.trace_id is not None:
                 engine.reject(err.trace_id, str(err))
-        feed = engine.feed
-        anomalies = engine.anomalies
-        for i, ev in enumerate(batch.events):
-            verdicts = feed(ev, now=now)
-            if verdicts:
-                out.extend(verdicts)
-            if anomalies:
-                line = batch.first_line + i if batch.exact_lines else None
-                where = Location(file=decoder.source, line=line)
-                self.anomalies.extend((a, where) for a in anomalies)
-                anomalies.clear()
+        out = engine.feed_many(batch.events, now=now) if batch.events else []
+        if engine.anomalies:
+            for a in engine.anomalies:
+                where = Location(file=decoder.source, line=batch.line_of(a.index))
+                self.anomalies.append((a, where))
+            engine.anomalies.clear()
         return out
 
 

@@ -12,14 +12,14 @@ def _reader() -> NativeReader:
 
 def test_events_without_trace_id_join_the_default_trace() -> None:
     """A single agent's log needs no trace ids."""
-    events, errors = _reader().feed(b'{"type":"tool_call","name":"bash"}\n', 1)
+    events, errors, _ = _reader().feed(b'{"type":"tool_call","name":"bash"}\n', 1)
     assert errors == [] and events == [ToolCall(trace_id="log.jsonl", name="bash")]
 
 
 def test_benchmark_corpus_lines_decode_unchanged() -> None:
     """gen_traces.py's usage spelling (tokens: {input, output}) folds into the canonical fields."""
     line = b'{"trace_id":"tr-1","type":"usage","step":0,"tokens":{"input":20,"output":3},"ts":1.5}\n'
-    (ev,), _ = _reader().feed(line, 1)
+    (ev,), _, _ = _reader().feed(line, 1)
     assert ev == Usage(
         trace_id="tr-1", step=0, ts=1.5, input_tokens=20, output_tokens=3
     )
@@ -28,7 +28,7 @@ def test_benchmark_corpus_lines_decode_unchanged() -> None:
 def test_one_bad_line_does_not_cost_its_neighbours() -> None:
     """Good lines around a bad one are still decoded; the bad one is located."""
     buf = b'{"type":"turn_start","trace_id":"a"}\n{oops\n\n{"type":"turn_start","trace_id":"b"}\n'
-    events, errors = _reader().feed(buf, 10)
+    events, errors, _ = _reader().feed(buf, 10)
     assert [e.trace_id for e in events] == ["a", "b"]
     (err,) = errors
     assert err.location.line == 11 and "not valid JSON" in err.message
@@ -36,14 +36,14 @@ def test_one_bad_line_does_not_cost_its_neighbours() -> None:
 
 def test_wrong_field_type_names_field_and_trace() -> None:
     """A type error names the field and remembers the trace, so it can be tainted."""
-    _, (err,) = _reader().feed(b'{"type":"tool_call","trace_id":"t2","name":5}\n', 3)
+    _, (err,), _ = _reader().feed(b'{"type":"tool_call","trace_id":"t2","name":5}\n', 3)
     assert (err.location.line, err.location.field, err.trace_id) == (3, "name", "t2")
     assert "expected `str`, got `int`" in err.message
 
 
 def test_unknown_event_type_lists_the_known_ones() -> None:
     """A misspelt type says which types exist."""
-    _, (err,) = _reader().feed(b'{"type":"tool_cal","trace_id":"t"}\n', 1)
+    _, (err,), _ = _reader().feed(b'{"type":"tool_cal","trace_id":"t"}\n', 1)
     assert (
         err.location.field == "type" and "unknown event type 'tool_cal'" in err.message
     )

@@ -11,7 +11,7 @@ from trajgrade.formats.vally import VallyReader, parse_timestamp
 
 def _feed(*records: object) -> tuple[list[object], list[object]]:
     buf = b"".join(json.dumps(r).encode() + b"\n" for r in records)
-    events, errors = VallyReader(source="v.jsonl", default_trace="v").feed(buf, 1)
+    events, errors, _ = VallyReader(source="v.jsonl", default_trace="v").feed(buf, 1)
     return list(events), list(errors)
 
 

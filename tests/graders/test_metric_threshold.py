@@ -81,7 +81,7 @@ def test_wall_time_fires_on_the_runner_clock_without_events() -> None:
     """tick(now) fails a live trace that stopped producing events."""
     s = one("wall-time", "max: '2s'")
     engine = Engine(s)
-    assert engine.feed(Message(trace_id="t", role="user", text="go"), now=1000.0) == ()
+    assert engine.feed(Message(trace_id="t", role="user", text="go"), now=1000.0) == []
     assert engine.tick(1001.5) == []
     (v,) = engine.tick(1003.0)
     assert v.outcome is Outcome.FAIL and not v.final and v.metadata["value"] == 3000

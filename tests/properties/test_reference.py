@@ -25,16 +25,26 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from hypothesis import given, settings
-from strategies import streams, suites
+from hypothesis import strategies as st
+from strategies import (
+    COMMAND_PATTERNS,
+    COMMANDS,
+    PATH_PATTERNS,
+    PATHS,
+    Stream,
+    SuiteCase,
+    streams,
+    suites,
+)
 
+from trajgrade.config import compile_suite, decode_config
 from trajgrade.engine import Engine
 from trajgrade.events import AgentError, ToolCall, ToolResult, TurnStart, Usage
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
-    from strategies import Stream, SuiteCase
-
     from trajgrade.events import Event
 
 INF = float("inf")
@@ -266,7 +276,9 @@ def reference_metric(kind: str, cfg: dict[str, Any], events: list[Event]) -> flo
     return round((max(stamps) - min(stamps)) * 1000) if stamps else 0
 
 
-def reference(kind: str, cfg: dict[str, Any], events: list[Event]) -> tuple[Outcome, float]:
+def reference(
+    kind: str, cfg: dict[str, Any], events: list[Event]
+) -> tuple[Outcome, float]:
     """(outcome, score) a whole-trace re-grade gives."""
     if kind == "tool-calls":
         outcome = reference_tool_calls(cfg, events)
@@ -297,21 +309,127 @@ def _check(case: SuiteCase, stream: Stream) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(case=suites(metrics=False, max_graders=3), stream=streams(max_traces=2))
+@given(case=suites(metrics=False, max_graders=3), stream=streams(max_traces=2, reuse_ids=False))
 def test_tool_calls_match_reference(case: SuiteCase, stream: Stream) -> None:
     """Each tool-calls final verdict has the outcome and score of the whole-trace reference."""
     _check(case, stream)
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=suites(tool_calls=False), stream=streams(max_traces=2))
+@given(case=suites(tool_calls=False), stream=streams(max_traces=2, reuse_ids=False))
 def test_metrics_match_reference(case: SuiteCase, stream: Stream) -> None:
     """Each metric final verdict has the outcome and linear score of the whole-trace value."""
     _check(case, stream)
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=suites(), stream=streams(max_traces=3))
+@given(case=suites(), stream=streams(max_traces=3, reuse_ids=False))
 def test_mixed_suites_match_reference(case: SuiteCase, stream: Stream) -> None:
     """In mixed suites on interleaved traces, every final verdict matches the reference."""
     _check(case, stream)
+
+
+# ------------------------------------------------------------------ targeted
+_ID = st.sampled_from(["c1", "c2", None])
+
+
+@st.composite
+def _reuse_traces(draw: st.DrawFn) -> list[Event]:
+    """Calls and results over two ids (often reused) and none (often absent)."""
+    events: list[Event] = []
+    for i in range(draw(st.integers(1, 10))):
+        op = draw(st.sampled_from(["call", "call", "result", "result", "turn"]))
+        if op == "call":
+            events.append(
+                ToolCall(
+                    trace_id="t0",
+                    ts=float(i),
+                    name=draw(st.sampled_from(["bash", "view"])),
+                    call_id=draw(_ID),
+                    args={"command": "ls", "path": "src/app.py"},
+                )
+            )
+        elif op == "result":
+            events.append(
+                ToolResult(
+                    trace_id="t0",
+                    ts=float(i),
+                    call_id=draw(_ID),
+                    result=draw(st.sampled_from(["ok", "error"])),
+                )
+            )
+        else:
+            events.append(TurnStart(trace_id="t0", ts=float(i)))
+    return events
+
+
+def _case(config: dict[str, Any]) -> SuiteCase:
+    text = yaml.safe_dump(config, sort_keys=False)
+    return SuiteCase(
+        config=config, yaml_text=text, suite=compile_suite(decode_config(text))
+    )
+
+
+_REQUIRED_ONLY = st.builds(
+    lambda entries: _case(
+        {"graders": [{"type": "tool-calls", "name": "g0", "config": {"required": entries}}]}
+    ),
+    st.lists(
+        st.fixed_dictionaries(
+            {"name": st.sampled_from(["bash", "view"])},
+            optional={
+                "min_count": st.integers(1, 2),
+                "result": st.just("ok"),
+                "final": st.booleans(),
+            },
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=_REQUIRED_ONLY, events=_reuse_traces())
+def test_results_pair_as_documented_with_reused_call_ids(
+    case: SuiteCase, events: list[Event]
+) -> None:
+    """With reused call ids, a result without an id still completes the oldest open call."""
+    _check(case, Stream(traces={"t0": events}, events=events))
+
+
+@st.composite
+def _two_filter_cases(draw: st.DrawFn) -> tuple[SuiteCase, list[Event]]:
+    """One entry filtering on both ``command`` and ``path``; calls with either,
+    both or neither."""
+    where = draw(st.sampled_from(["required", "disallowed", "sequence"]))
+    entry = {
+        "name": "bash",
+        "command": draw(st.sampled_from(COMMAND_PATTERNS)),
+        "path": draw(st.sampled_from(PATH_PATTERNS)),
+    }
+    case = _case(
+        {"graders": [{"type": "tool-calls", "name": "g0", "config": {where: [entry]}}]}
+    )
+    events: list[Event] = []
+    for i in range(draw(st.integers(1, 4))):
+        args = {}
+        if draw(st.booleans()):
+            args["command"] = draw(st.sampled_from(COMMANDS))
+        if draw(st.booleans()):
+            args["path"] = draw(st.sampled_from(PATHS))
+        events.append(
+            ToolCall(trace_id="t0", ts=float(i), name="bash", call_id=f"c{i}", args=args)
+        )
+        events.append(ToolResult(trace_id="t0", ts=float(i), call_id=f"c{i}", result="ok"))
+    return case, events
+
+
+@settings(max_examples=100, deadline=None)
+@given(case_events=_two_filter_cases())
+def test_missing_filtered_arg_is_a_config_error_whatever_other_filters_say(
+    case_events: tuple[SuiteCase, list[Event]],
+) -> None:
+    """A call whose name matches but lacks a filtered command/path gets an error verdict."""
+    case, events = case_events
+    _check(case, Stream(traces={"t0": events}, events=events))

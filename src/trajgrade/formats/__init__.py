@@ -24,11 +24,20 @@ import msgspec
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
 from trajgrade.formats import native, vally
+from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ("BUILTIN", "FormatType", "Reader", "detect", "open_reader")
+__all__ = (
+    "BUILTIN",
+    "EVENT_TAGS",
+    "FormatType",
+    "Reader",
+    "detect",
+    "open_reader",
+    "sniff_trace_id",
+)
 
 
 class Reader(Protocol):
@@ -37,8 +46,12 @@ class Reader(Protocol):
     #: The format's name.
     format: str
 
-    def feed(self, buf: bytes, first_line: int) -> tuple[list[Event], list[InputError]]:
-        """Decode complete lines; return their events and the errors of bad lines."""
+    def feed(
+        self, buf: bytes, first_line: int
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        """Decode complete lines; return their events, the errors of bad lines,
+        and each event's line number (None when events are exactly the
+        non-blank lines in order, so the caller can derive them if needed)."""
         ...
 
     def close(self) -> tuple[list[Event], list[InputError]]:

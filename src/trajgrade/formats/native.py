@@ -18,6 +18,7 @@ import msgspec
 
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
+from trajgrade.formats._sniff import sniff_trace_id
 
 __all__ = ("FORMAT", "NativeReader")
 
@@ -36,7 +37,9 @@ class NativeReader:
         self._typed = msgspec.json.Decoder(Event)
         self._loose = msgspec.json.Decoder()
 
-    def feed(self, buf: bytes, first_line: int) -> tuple[list[Event], list[InputError]]:
+    def feed(
+        self, buf: bytes, first_line: int
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
         try:
             events: list[Event] = self._typed.decode_lines(buf)
         except msgspec.DecodeError:
@@ -44,16 +47,17 @@ class NativeReader:
         for i, ev in enumerate(events):
             if not ev.trace_id:
                 events[i] = msgspec.structs.replace(ev, trace_id=self._default)
-        return events, []
+        return events, [], None
 
     def close(self) -> tuple[list[Event], list[InputError]]:
         return [], []
 
     def _slow(
         self, buf: bytes, first_line: int
-    ) -> tuple[list[Event], list[InputError]]:
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
         events: list[Event] = []
         errors: list[InputError] = []
+        lines: list[int] = []
         decode = self._typed.decode
         for n, line in enumerate(buf.split(b"\n"), start=first_line):
             if not line.strip():
@@ -66,7 +70,8 @@ class NativeReader:
             if not ev.trace_id:
                 ev = msgspec.structs.replace(ev, trace_id=self._default)
             events.append(ev)
-        return events, errors
+            lines.append(n)
+        return events, errors, lines
 
     def _explain(self, line: bytes, n: int, exc: msgspec.DecodeError) -> InputError:
         """Turn a msgspec error into a located, actionable InputError."""
@@ -78,7 +83,8 @@ class NativeReader:
             loose: Any = self._loose.decode(line)
         except msgspec.DecodeError:
             msg = f"not valid JSON ({text}); each line must be one JSON event object"
-            return InputError(msg, location=Location(file=self._source, line=n))
+            where = Location(file=self._source, line=n)
+            return InputError(msg, location=where, trace_id=sniff_trace_id(line))
         if isinstance(loose, dict):
             tid = loose.get("trace_id")
             trace = tid if isinstance(tid, str) and tid else self._default

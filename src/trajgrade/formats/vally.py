@@ -74,9 +74,12 @@ class VallyReader:
         self._default = default_trace
         self._trajectories = 0
 
-    def feed(self, buf: bytes, first_line: int) -> tuple[list[Event], list[InputError]]:
+    def feed(
+        self, buf: bytes, first_line: int
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
         events: list[Event] = []
         errors: list[InputError] = []
+        lines: list[int] = []
         for n, line in enumerate(buf.split(b"\n"), start=first_line):
             if not line.strip():
                 continue
@@ -98,7 +101,8 @@ class VallyReader:
                 self._trajectory(record, n, events, errors)
             else:
                 self._event(record, self._default, n, "", events, errors)
-        return events, errors
+            lines.extend([n] * (len(events) - len(lines)))
+        return events, errors, lines
 
     def close(self) -> tuple[list[Event], list[InputError]]:
         return [], []

@@ -91,8 +91,10 @@ class _Translator:
                 if m[1] is not None:
                     names.add(m[1])
         self.names = frozenset(names)
-        # Open groups: (repeatable once closed, number and name if capturing).
+        # Open groups: (repeatable once closed, i.e. not a lookbehind; number and
+        # name if capturing); ``closed`` holds the labels of completed groups.
         self.opened: list[tuple[bool, tuple[str, ...]]] = []
+        self.closed: set[str] = set()
         self.captures = 0
         self.pieces: list[tuple[int, str]] = []  # (source offset, translation)
 
@@ -125,7 +127,9 @@ class _Translator:
             elif ch == ")":
                 if not opened:
                     self.fail("unmatched )", start)
-                text, repeatable = ")", opened.pop()[0]
+                repeatable, labels = opened.pop()
+                self.closed.update(labels)
+                text = ")"
             elif ch in "*+?" or quant is not None:
                 if not repeatable:
                     self.fail("nothing to repeat", start)
@@ -157,6 +161,8 @@ class _Translator:
         if m := _NAMED.match(src, start):
             if not m[1].isidentifier():
                 self.fail(f"invalid or unsupported capture group name '{m[1]}'", start)
+            if m[1] in self.closed.union(*(labels for _, labels in self.opened)):
+                self.fail(f"duplicate capture group name '{m[1]}'", start)
             self.captures += 1
             return self.open(m.end(), f"(?P<{m[1]}>", True, str(self.captures), m[1])
         if m := _GROUP_REF.match(src, start):
@@ -206,9 +212,12 @@ class _Translator:
         return _lit(self.char_escape(in_class=False)), True
 
     def backref(self, label: str) -> str:
-        # JS: a reference to a group that has not matched, or is still open (so
-        # cannot have matched in this iteration), matches the empty string.
-        if any(label in labels for _, labels in self.opened):
+        # JS: a reference to a group that has not matched matches the empty string.
+        # Quantifiers reset captures per iteration, so a group still open, or (but
+        # for lookbehinds, which run right to left) not yet opened, has not matched.
+        if any(label in labels for _, labels in self.opened) or (
+            label not in self.closed and all(ahead for ahead, _ in self.opened)
+        ):
             return "(?:)"
         return f"(?({label})\\g<{label}>)"
 

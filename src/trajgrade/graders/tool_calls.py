@@ -108,6 +108,7 @@ class _Matcher:
         "min_count",
         "name",
         "path",
+        "required_args",
         "result",
         "where",
         "windowed",
@@ -131,12 +132,15 @@ class _Matcher:
         self.at_step = spec.at_step
         self.before_step = spec.before_step
         self.windowed = spec.at_step is not None or spec.before_step is not None
-        #: (argument, pattern, absent-is-an-error) in evaluation order.
-        self.checks = tuple(
-            (key, pattern, True)
+        strict = tuple(
+            (key, pattern)
             for key, pattern in (("command", self.command), ("path", self.path))
             if pattern is not None
-        ) + tuple((key, pattern, False) for key, pattern in self.args)
+        )
+        #: Arguments whose absence is a configuration error (command, path).
+        self.required_args = tuple(key for key, _ in strict)
+        #: (argument, pattern) in evaluation order.
+        self.checks = strict + self.args
 
     def matches_call(self, call: ToolCall) -> bool:
         if not self.name(call.name):
@@ -144,13 +148,15 @@ class _Matcher:
         if not self.checks:
             return True
         args = call.args or {}
-        for key, pattern, strict in self.checks:
+        # Presence first: a tool the entry names must carry command/path,
+        # whatever the other filters would say ("configuration error").
+        for key in self.required_args:
             value = args.get(key)
             if not isinstance(value, str):
-                if strict:
-                    raise _ArgMissingError(self._missing(call, key, value))
-                return False
-            if not pattern.search(value):
+                raise _ArgMissingError(self._missing(call, key, value))
+        for key, pattern in self.checks:
+            value = args.get(key)
+            if not isinstance(value, str) or not pattern.search(value):
                 return False
         return True
 

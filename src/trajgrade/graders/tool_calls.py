@@ -327,7 +327,13 @@ class ToolCalls:
             if self._track_results:
                 # Every call is kept (not only candidates) so that results without
                 # a call_id pair with the oldest open call, whatever its name.
-                state.pending[call.call_id or f"#{seq}"] = Pending(seq, req, dis)
+                key = call.call_id or f"#{seq}"
+                pending = state.pending
+                if key in pending:
+                    # A reused id: the later call takes it, and its place in
+                    # the oldest-first order is its own, not the earlier one's.
+                    del pending[key]
+                pending[key] = Pending(seq, req, dis)
             if (
                 advanced
                 and self._can_pass_early

@@ -85,6 +85,7 @@ class TraceSnapshot(msgspec.Struct, kw_only=True, array_like=True):
     trace_id: str
     events: int
     opened_at: float | None
+    last_ts: float | None
     tainted: str | None
     sealed: list[bool]
     #: One msgpack-encoded grader state per grader; None once that grader is final.
@@ -294,6 +295,7 @@ class Engine:
             trace_id=tr.id,
             events=tr.events,
             opened_at=tr.opened_at,
+            last_ts=tr.last_ts,
             tainted=tr.tainted,
             sealed=list(tr.sealed),
             states=[None if st is None else enc(st) for st in tr.states],
@@ -318,6 +320,7 @@ class Engine:
                 )
             tr = _Trace(snap.trace_id, states, snap.opened_at)
             tr.events = snap.events
+            tr.last_ts = snap.last_ts
             tr.tainted = snap.tainted
             tr.sealed = list(snap.sealed)
             tr.live = sum(st is not None for st in states)

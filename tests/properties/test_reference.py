@@ -330,22 +330,23 @@ def test_mixed_suites_match_reference(case: SuiteCase, stream: Stream) -> None:
 
 
 # ------------------------------------------------------------------ targeted
-_ID = st.sampled_from(["c1", "c2", None])
+_CALL_ID = st.sampled_from(["c1", "c1", "c2", None])
+_RESULT_ID = st.sampled_from([None, None, "c1", "c2"])
 
 
 @st.composite
 def _reuse_traces(draw: st.DrawFn) -> list[Event]:
     """Calls and results over two ids (often reused) and none (often absent)."""
     events: list[Event] = []
-    for i in range(draw(st.integers(1, 10))):
-        op = draw(st.sampled_from(["call", "call", "result", "result", "turn"]))
+    for i in range(draw(st.integers(2, 9))):
+        op = draw(st.sampled_from(["call", "call", "call", "result", "result", "turn"]))
         if op == "call":
             events.append(
                 ToolCall(
                     trace_id="t0",
                     ts=float(i),
                     name=draw(st.sampled_from(["bash", "view"])),
-                    call_id=draw(_ID),
+                    call_id=draw(_CALL_ID),
                     args={"command": "ls", "path": "src/app.py"},
                 )
             )
@@ -354,7 +355,7 @@ def _reuse_traces(draw: st.DrawFn) -> list[Event]:
                 ToolResult(
                     trace_id="t0",
                     ts=float(i),
-                    call_id=draw(_ID),
+                    call_id=draw(_RESULT_ID),
                     result=draw(st.sampled_from(["ok", "error"])),
                 )
             )
@@ -370,7 +371,11 @@ def _case(config: dict[str, Any]) -> SuiteCase:
     )
 
 
-_REQUIRED_ONLY = st.builds(
+_REQUIRED_ONLY = st.sampled_from(["bash", "view"]).map(
+    lambda name: _case(
+        {"graders": [{"type": "tool-calls", "name": "g0", "config": {"required": [name]}}]}
+    )
+) | st.builds(
     lambda entries: _case(
         {"graders": [{"type": "tool-calls", "name": "g0", "config": {"required": entries}}]}
     ),

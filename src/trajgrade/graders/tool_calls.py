@@ -143,10 +143,11 @@ class _Matcher:
         self.checks = strict + self.args
 
     def matches_call(self, call: ToolCall) -> bool:
-        if not self.name(call.name):
-            return False
-        if not self.checks:
-            return True
+        """Name and every argument filter match (raises for absent command/path)."""
+        return self.name(call.name) and (not self.checks or self.matches_args(call))
+
+    def matches_args(self, call: ToolCall) -> bool:
+        """The argument filters match; the caller has matched the name."""
         args = call.args or {}
         # Presence first: a tool the entry names must carry command/path,
         # whatever the other filters would say ("configuration error").
@@ -196,6 +197,28 @@ def _label(spec: ToolMatch) -> str:
     return "{" + inner + "}"
 
 
+_PLAN_CACHE_MAX: Final = 4096
+
+
+class _NamePlan:
+    """The entries one tool name can match (the rest need no look)."""
+
+    __slots__ = ("dis_now", "dis_res", "req", "seq")
+
+    def __init__(
+        self,
+        *,
+        dis_now: tuple[_Matcher, ...],
+        dis_res: tuple[tuple[int, _Matcher], ...],
+        req: tuple[tuple[int, _Matcher], ...],
+        seq: frozenset[int],
+    ) -> None:
+        self.dis_now = dis_now
+        self.dis_res = dis_res
+        self.req = req
+        self.seq = seq
+
+
 class ToolCalls:
     """The compiled ``tool-calls`` grader."""
 
@@ -237,6 +260,7 @@ class ToolCalls:
             m.at_step is not None or m.before_step is not None for m in req
         )
         self._can_pass_early = not dis and not self._final_mask
+        self._plans: dict[str, _NamePlan] = {}
         #: Event type -> handler: the engine's fast path (same logic as step).
         self.handlers: dict[type[Any], Any] = {ToolCall: self._on_call}
         if self._track_results:
@@ -299,51 +323,74 @@ class ToolCalls:
         state.turns += 1
         return self._close_windows(state) if self._windows else None
 
+    def _plan(self, name: str) -> _NamePlan:
+        """Which entries a tool name can match at all (memoised per name)."""
+        plan = self._plans.get(name)
+        if plan is None:
+            plan = _NamePlan(
+                dis_now=tuple(m for m in self._disallowed_now if m.name(name)),
+                dis_res=tuple(
+                    (b, m) for b, m in self._disallowed_on_result if m.name(name)
+                ),
+                req=tuple((i, m) for i, m in enumerate(self._required) if m.name(name)),
+                seq=frozenset(i for i, m in enumerate(self._sequence) if m.name(name)),
+            )
+            if len(self._plans) < _PLAN_CACHE_MAX:
+                self._plans[name] = plan
+        return plan
+
     def _on_call(self, state: ToolCallsState, call: ToolCall) -> Decision | None:
-        # try is free in 3.11; a handler per layer is not (this is the hot path)
-        try:
-            seq = state.calls
-            state.calls = seq + 1
+        # The hot path. Entries whose name pattern cannot match this tool are
+        # filtered once per tool name (_plan); try is free in 3.11.
+        plan = self._plans.get(call.name) or self._plan(call.name)
+        seq = state.calls
+        state.calls = seq + 1
+        if self._final_mask:
             state.last_ok = 0
-            for m in self._disallowed_now:
-                if m.matches_call(call):
+        try:
+            for m in plan.dis_now:
+                if not m.checks or m.matches_args(call):
                     return self._violation(state, m, call)
             dis = 0
-            for bit, m in self._disallowed_on_result:
-                if m.matches_call(call):
+            for bit, m in plan.dis_res:
+                if not m.checks or m.matches_args(call):
                     dis |= bit
-            step = state.turns - 1 if state.turns else 0
             req = 0
-            for i, m in enumerate(self._required):
-                if (not m.windowed or m.in_window(step)) and m.matches_call(call):
-                    req |= 1 << i
+            if plan.req:
+                step = state.turns - 1 if state.turns else 0
+                for i, m in plan.req:
+                    if m.windowed and not m.in_window(step):
+                        continue
+                    if not m.checks or m.matches_args(call):
+                        req |= 1 << i
             advanced = False
-            cursor = state.cursor
-            if cursor < len(self._sequence) and self._sequence[cursor].matches_call(
-                call
-            ):
-                state.cursor = cursor + 1
-                advanced = True
-            if self._track_results:
-                # Every call is kept (not only candidates) so that results without
-                # a call_id pair with the oldest open call, whatever its name.
-                key = call.call_id or f"#{seq}"
-                pending = state.pending
-                if key in pending:
-                    # A reused id: the later call takes it, and its place in
-                    # the oldest-first order is its own, not the earlier one's.
-                    del pending[key]
-                pending[key] = Pending(seq, req, dis)
-            if (
-                advanced
-                and self._can_pass_early
-                and not state.unmet
-                and self._sequence_done(state)
-            ):
-                return self._decide(state, Outcome.PASS, self._pass_text())
-            return None
+            if plan.seq:
+                cursor = state.cursor
+                if cursor in plan.seq:
+                    m = self._sequence[cursor]
+                    if not m.checks or m.matches_args(call):
+                        state.cursor = cursor + 1
+                        advanced = True
         except _ArgMissingError as exc:
             return Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+        if self._track_results:
+            # Every call is kept (not only candidates) so that results without
+            # a call_id pair with the oldest open call, whatever its name.
+            key = call.call_id or f"#{seq}"
+            pending = state.pending
+            if key in pending:
+                # A reused id: the later call takes it, and its place in the
+                # oldest-first order is its own, not the earlier one's.
+                del pending[key]
+            pending[key] = Pending(seq, req, dis)
+        if (
+            advanced
+            and self._can_pass_early
+            and not state.unmet
+            and state.cursor >= len(self._sequence)
+        ):
+            return self._decide(state, Outcome.PASS, self._pass_text())
+        return None
 
     def _on_result(self, state: ToolCallsState, result: ToolResult) -> Decision | None:
         pending = state.pending

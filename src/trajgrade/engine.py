@@ -159,12 +159,17 @@ class Engine:
         return self.feed_many(list(events))
 
     def feed_many(
-        self, events: Sequence[Event], *, now: float | None = None
+        self,
+        events: Sequence[Event],
+        *,
+        now: float | None = None,
+        default_trace: str = "",
     ) -> list[Verdict]:
         """Process events in order; return the verdicts they decided, in order.
 
-        Anomalies found are appended to ``anomalies`` with the position of
-        their event in ``events``. This is the one implementation of feeding;
+        Events with an empty ``trace_id`` belong to ``default_trace`` (a
+        source's own trace). Anomalies found are appended to ``anomalies``
+        with the position of their event in ``events``. This is the one implementation of feeding;
         its loop is written out in full because it runs once per event.
         """
         out: list[Verdict] = []
@@ -175,8 +180,9 @@ class Engine:
         tid: str | None = None
         for index, event in enumerate(events):
             # Consecutive events of one trace skip the lookup.
-            if event.trace_id != tid or tr is None or tr.states is _DROPPED:
-                tid = event.trace_id
+            etid = event.trace_id or default_trace
+            if etid != tid or tr is None or tr.states is _DROPPED:
+                tid = etid
                 tr = traces.get(tid)
                 if tr is None:
                     if tid in self._closed:

@@ -14,7 +14,7 @@ grading is the same calls with the whole input at once (:func:`grade_bytes`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -34,6 +34,7 @@ __all__ = (
     "Batch",
     "GradeResult",
     "Grading",
+    "Segment",
     "SourceDecoder",
     "grade_bytes",
 )
@@ -42,32 +43,44 @@ __all__ = (
 DEFAULT_MAX_LINE_BYTES: Final = 32 * 1024 * 1024
 
 
+class Segment(msgspec.Struct, array_like=True):
+    """A run of lines decoded in one reader call, for line-number lookups."""
+
+    #: How many events it produced.
+    count: int
+    first_line: int
+    #: The bytes (a view into the chunk: no copy), or the explicit lines.
+    body: Any = None
+    lines: list[int] | None = None
+
+
 class Batch(msgspec.Struct, kw_only=True):
-    """Events and errors decoded from one run of complete lines."""
+    """Events and errors decoded from the complete lines of one chunk."""
 
     events: list[Event]
     errors: list[InputError]
-    #: 1-based number of the first line of ``body``.
-    first_line: int = 0
-    #: The line of each event, when the reader knew it (else derived lazily).
-    lines: list[int] | None = None
-    #: The decoded bytes, kept only to derive line numbers when needed.
-    body: bytes = b""
+    segments: list[Segment] = msgspec.field(default_factory=list)
 
     def line_of(self, index: int) -> int | None:
         """The 1-based line of ``events[index]``.
 
-        Readers that map one line to one event leave ``lines`` unset on their
-        fast path; the mapping (the non-blank lines, in order) is computed
-        only here, when a message needs it.
+        Readers that map one line to one event give no explicit lines on their
+        fast path; the mapping (the non-blank lines, in order) is computed only
+        here, when a message needs it.
         """
-        if self.lines is None:
-            self.lines = [
-                n
-                for n, line in enumerate(self.body.split(b"\n"), start=self.first_line)
-                if line.strip()
-            ]
-        return self.lines[index] if 0 <= index < len(self.lines) else None
+        for seg in self.segments:
+            if index < seg.count:
+                if seg.lines is None:
+                    seg.lines = [
+                        n
+                        for n, line in enumerate(
+                            bytes(seg.body).split(b"\n"), start=seg.first_line
+                        )
+                        if line.strip()
+                    ]
+                return seg.lines[index] if index < len(seg.lines) else None
+            index -= seg.count
+        return None
 
 
 class SourceDecoder:
@@ -83,7 +96,8 @@ class SourceDecoder:
     ) -> None:
         self.source = source
         self._fmt = fmt
-        self._default = default_trace if default_trace is not None else source
+        #: Trace of events that carry no trace_id.
+        self.default_trace = default_trace if default_trace is not None else source
         self._max = max_line_bytes
         self._tail = b""
         #: Inside an oversize line: drop bytes until its newline.
@@ -100,41 +114,56 @@ class SourceDecoder:
         return self._reader.format if self._reader is not None else None
 
     def feed(self, chunk: bytes) -> Batch:
-        """Take the next bytes of the source."""
-        errors: list[InputError] = []
+        """Take the next bytes of the source.
+
+        The complete lines are decoded straight from ``chunk`` (a memoryview,
+        no copy); only a line cut by the chunk boundary is joined up.
+        """
+        batch = Batch(events=[], errors=[])
+        start = 0
         if self._skipping:
-            cut = chunk.find(b"\n")
-            if cut < 0:
+            nl = chunk.find(b"\n")
+            if nl < 0:
                 self.offset += len(chunk)
-                return Batch(events=[], errors=[], first_line=self._line)
-            self.offset += cut + 1
-            chunk = chunk[cut + 1 :]
+                return batch
+            self.offset += nl + 1
+            start = nl + 1
             self._skipping = False
             self._line += 1
-        data = self._tail + chunk if self._tail else chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            self._tail = data
-            if len(data) > self._max:
-                self._skip(data, self._line, errors)
-            return Batch(events=[], errors=errors, first_line=self._line)
-        body, self._tail = data[: cut + 1], data[cut + 1 :]
+        if self._tail:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                self._tail += chunk[start:]
+                if len(self._tail) > self._max:
+                    self._skip(self._tail, self._line, batch.errors)
+                return batch
+            head, self._tail = self._tail + chunk[start : nl + 1], b""
+            start = nl + 1
+            self._decode(head, 1, batch)
+        cut = chunk.rfind(b"\n", start)
+        if cut >= start:
+            n = chunk.count(b"\n", start, cut + 1)
+            self._decode(memoryview(chunk)[start : cut + 1], n, batch)
+            start = cut + 1
+        self._tail = chunk[start:]
         if len(self._tail) > self._max:
-            self._skip(self._tail, self._line + body.count(b"\n"), errors)
-        return self._decode(body, errors)
+            self._skip(self._tail, self._line, batch.errors)
+        return batch
 
     def close(self) -> Batch:
         """End of the source: a final line without newline is still a line."""
-        batch = Batch(events=[], errors=[], first_line=self._line)
+        batch = Batch(events=[], errors=[])
         if self._tail and not self._skipping:
             tail, self._tail = self._tail, b""
-            batch = self._decode(tail + b"\n", [])
+            self._decode(tail + b"\n", 1, batch)
             self.offset -= 1  # that newline was ours, not the source's
         if self._reader is not None:
             more, errs = self._reader.close()
             if more:
-                known = [batch.line_of(i) or 0 for i in range(len(batch.events))]
-                batch.lines = known + [max(self._line - 1, 1)] * len(more)
+                line = max(self._line - 1, 1)
+                batch.segments.append(
+                    Segment(len(more), line, lines=[line] * len(more))
+                )
                 batch.events.extend(more)
             batch.errors.extend(errs)
         return batch
@@ -150,21 +179,26 @@ class SourceDecoder:
         self._tail = b""
         self._skipping = True
 
-    def _decode(self, body: bytes, errors: list[InputError]) -> Batch:
+    def _decode(self, body: bytes | memoryview, n_lines: int, batch: Batch) -> None:
+        """Decode ``n_lines`` complete lines into ``batch``."""
         first = self._line
-        self._line += body.count(b"\n")
+        self._line += n_lines
         self.offset += len(body)
+        errors = batch.errors
         if len(body) > self._max:
-            body = self._drop_long_lines(body, first, errors)
+            body = self._drop_long_lines(bytes(body), first, errors)
         if self._reader is None:
-            body, first = self._start_reader(body, first, errors)
+            body, first = self._start_reader(bytes(body), first, errors)
             if self._reader is None:
-                return Batch(events=[], errors=errors, first_line=first)
+                return
         events, errs, lines = self._reader.feed(body, first)
         errors.extend(errs)
-        return Batch(
-            events=events, errors=errors, first_line=first, lines=lines, body=body
-        )
+        if events:
+            batch.segments.append(Segment(len(events), first, body, lines))
+            if batch.events:
+                batch.events.extend(events)
+            else:
+                batch.events = events
 
     def _start_reader(
         self, body: bytes, first: int, errors: list[InputError]
@@ -194,7 +228,9 @@ class SourceDecoder:
             start, n = end + 1, n + 1
         if fmt == "auto":
             return b"", n
-        self._reader = open_reader(fmt, source=self.source, default_trace=self._default)
+        self._reader = open_reader(
+            fmt, source=self.source, default_trace=self.default_trace
+        )
         return body[start:], n
 
     def _drop_long_lines(
@@ -238,7 +274,11 @@ class Grading:
             self.errors.append(err)
             if err.trace_id is not None:
                 engine.reject(err.trace_id, str(err))
-        out = engine.feed_many(batch.events, now=now) if batch.events else []
+        out = (
+            engine.feed_many(batch.events, now=now, default_trace=decoder.default_trace)
+            if batch.events
+            else []
+        )
         if engine.anomalies:
             for a in engine.anomalies:
                 where = Location(file=decoder.source, line=batch.line_of(a.index))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from tests._support import suite
 from trajgrade.events import ToolCall, Usage
+from trajgrade.pipeline import grade_bytes
 from trajgrade.formats.native import NativeReader
 
 
@@ -11,9 +13,14 @@ def _reader() -> NativeReader:
 
 
 def test_events_without_trace_id_join_the_default_trace() -> None:
-    """A single agent's log needs no trace ids."""
+    """A single agent's log needs no trace ids: its events form the source's trace."""
     events, errors, _ = _reader().feed(b'{"type":"tool_call","name":"bash"}\n', 1)
-    assert errors == [] and events == [ToolCall(trace_id="log.jsonl", name="bash")]
+    assert errors == [] and events == [ToolCall(name="bash")]
+    s = suite("graders:\n  - {type: tool-call-count, config: {max: 5}}\n")
+    (v,) = grade_bytes(
+        s, b'{"type":"tool_call","name":"bash"}\n', source="log.jsonl"
+    ).verdicts
+    assert v.trace_id == "log.jsonl"
 
 
 def test_benchmark_corpus_lines_decode_unchanged() -> None:

@@ -13,6 +13,7 @@ simple patterns so a test-side reference can evaluate them with Python ``re``.
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,13 +37,15 @@ from trajgrade.events import (
 __all__ = (
     "COMMANDS",
     "PATHS",
+    "RESULTS",
     "TOOLS",
     "Stream",
     "SuiteCase",
+    "args_for",
     "chunked",
     "encode_jsonl",
-    "suites",
     "streams",
+    "suites",
     "trace_events",
 )
 
@@ -150,7 +153,6 @@ _CACHE = st.sampled_from([0, 50])
 _ONE_IN_SIX = st.integers(0, 5)
 
 
-
 @st.composite
 def trace_events(
     draw: st.DrawFn,
@@ -252,6 +254,12 @@ def trace_events(
 _ARGS = {name: _args(name) for name in TOOLS}
 
 
+def args_for(name: str) -> st.SearchStrategy[dict[str, Any] | None]:
+    """Arguments of a call to ``name``: usually its natural key, sometimes
+    missing, empty, not a string, or another tool's key."""
+    return _ARGS[name]
+
+
 @dataclass(frozen=True)
 class Stream:
     """Several traces and one interleaving of their events."""
@@ -297,11 +305,9 @@ def chunked(draw: st.DrawFn, data: bytes) -> list[bytes]:
     """``data`` cut at arbitrary byte positions (lines split across chunks)."""
     if not data:
         return [data]
-    cuts = sorted(
-        set(draw(st.lists(_ints(0, len(data)), max_size=12)))
-    )
+    cuts = sorted(set(draw(st.lists(_ints(0, len(data)), max_size=12))))
     bounds = [0, *cuts, len(data)]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 # ------------------------------------------------------------------ suites
@@ -387,9 +393,7 @@ def _metric() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
             st.just("tool-call-count"),
             st.fixed_dictionaries({"max": _ints(0, 6)}),
         ),
-        st.tuples(
-            st.just("turn-count"), st.fixed_dictionaries({"max": _ints(0, 5)})
-        ),
+        st.tuples(st.just("turn-count"), st.fixed_dictionaries({"max": _ints(0, 5)})),
         st.tuples(
             st.just("error-count"),
             st.fixed_dictionaries(

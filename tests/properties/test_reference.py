@@ -309,7 +309,10 @@ def _check(case: SuiteCase, stream: Stream) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(case=suites(metrics=False, max_graders=3), stream=streams(max_traces=2, reuse_ids=False))
+@given(
+    case=suites(metrics=False, max_graders=3),
+    stream=streams(max_traces=2, reuse_ids=False),
+)
 def test_tool_calls_match_reference(case: SuiteCase, stream: Stream) -> None:
     """Each tool-calls final verdict has the outcome and score of the whole-trace reference."""
     _check(case, stream)
@@ -373,11 +376,19 @@ def _case(config: dict[str, Any]) -> SuiteCase:
 
 _REQUIRED_ONLY = st.sampled_from(["bash", "view"]).map(
     lambda name: _case(
-        {"graders": [{"type": "tool-calls", "name": "g0", "config": {"required": [name]}}]}
+        {
+            "graders": [
+                {"type": "tool-calls", "name": "g0", "config": {"required": [name]}}
+            ]
+        }
     )
 ) | st.builds(
     lambda entries: _case(
-        {"graders": [{"type": "tool-calls", "name": "g0", "config": {"required": entries}}]}
+        {
+            "graders": [
+                {"type": "tool-calls", "name": "g0", "config": {"required": entries}}
+            ]
+        }
     ),
     st.lists(
         st.fixed_dictionaries(
@@ -424,9 +435,13 @@ def _two_filter_cases(draw: st.DrawFn) -> tuple[SuiteCase, list[Event]]:
         if draw(st.booleans()):
             args["path"] = draw(st.sampled_from(PATHS))
         events.append(
-            ToolCall(trace_id="t0", ts=float(i), name="bash", call_id=f"c{i}", args=args)
+            ToolCall(
+                trace_id="t0", ts=float(i), name="bash", call_id=f"c{i}", args=args
+            )
         )
-        events.append(ToolResult(trace_id="t0", ts=float(i), call_id=f"c{i}", result="ok"))
+        events.append(
+            ToolResult(trace_id="t0", ts=float(i), call_id=f"c{i}", result="ok")
+        )
     return case, events
 
 

@@ -47,7 +47,7 @@ class Reader(Protocol):
     format: str
 
     def feed(
-        self, buf: bytes, first_line: int
+        self, buf: bytes | memoryview, first_line: int
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
         """Decode complete lines; return their events, the errors of bad lines,
         and each event's line number (None when events are exactly the

@@ -5,8 +5,9 @@ This is the fast path. A whole buffer of lines is decoded in one typed
 buffer re-read line by line to find and report the bad lines, so one broken
 line never costs the good ones around it.
 
-An event without ``trace_id`` belongs to the source's default trace (the file
-name, or ``-`` for stdin), so a single agent's log needs no ids at all.
+An event without ``trace_id`` keeps it empty; the engine files it under the
+source's default trace (the file name, or ``-`` for stdin), so a single
+agent's log needs no ids at all.
 """
 
 from __future__ import annotations
@@ -38,15 +39,14 @@ class NativeReader:
         self._loose = msgspec.json.Decoder()
 
     def feed(
-        self, buf: bytes, first_line: int
+        self, buf: bytes | memoryview, first_line: int
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
         try:
             events: list[Event] = self._typed.decode_lines(buf)
         except msgspec.DecodeError:
-            return self._slow(buf, first_line)
-        for i, ev in enumerate(events):
-            if not ev.trace_id:
-                events[i] = msgspec.structs.replace(ev, trace_id=self._default)
+            return self._slow(bytes(buf), first_line)
+        # Events without trace_id keep it empty: the engine files them under
+        # the source's default trace (no per-event pass here).
         return events, [], None
 
     def close(self) -> tuple[list[Event], list[InputError]]:
@@ -67,8 +67,6 @@ class NativeReader:
             except msgspec.DecodeError as exc:
                 errors.append(self._explain(line, n, exc))
                 continue
-            if not ev.trace_id:
-                ev = msgspec.structs.replace(ev, trace_id=self._default)
             events.append(ev)
             lines.append(n)
         return events, errors, lines

@@ -75,12 +75,12 @@ class VallyReader:
         self._trajectories = 0
 
     def feed(
-        self, buf: bytes, first_line: int
+        self, buf: bytes | memoryview, first_line: int
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
         events: list[Event] = []
         errors: list[InputError] = []
         lines: list[int] = []
-        for n, line in enumerate(buf.split(b"\n"), start=first_line):
+        for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
             if not line.strip():
                 continue
             try:

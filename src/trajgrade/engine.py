@@ -190,8 +190,9 @@ class Engine:
                         continue
                     tr = self._open(tid, now)
             tr.events += 1
-            if event.ts is not None:
-                tr.last_ts = event.ts
+            ts = event.ts
+            if ts is not None:
+                tr.last_ts = ts
             kind = type(event)
             if integrity:
                 if kind is ToolCall:

@@ -213,6 +213,32 @@ def test_backreferences() -> None:
     assert matches(r"^\1(a)$", "a")  # forward reference
 
 
+def test_reference_to_open_or_later_group_matches_empty() -> None:
+    """A group still open, or opened later, has no capture yet, even in a loop's later iterations."""
+    assert matches(r"^(a\1)+$", "aa")
+    assert matches(r"^(?:\2(a)(b))+$", "abab")
+    assert not matches(r"^(?:\2(a)(b))+$", "abba")
+
+
+@pytest.mark.xfail(reason="known deviation: captures are not reset per iteration")
+def test_reference_sees_only_current_iteration_capture() -> None:
+    """In JS a capture from an earlier loop iteration is reset before the next one."""
+    assert matches(r"^(?:(a)|b\1)+$", "ab")
+
+
+def test_lookbehind_references_run_right_to_left() -> None:
+    """Inside a lookbehind a reference to a group on its right sees that group's capture."""
+    assert matches(r"(?<=\1(a))b", "aab")
+    assert not matches(r"(?<=\1(a))b", "ab")
+
+
+def test_only_ascii_digits_count_in_quantifiers_and_references() -> None:
+    """Non-ASCII decimal digits never extend a {n} quantifier or a \\N reference."""
+    assert matches("a{1\u0663}", "a{1\u0663}")
+    assert not matches("^a{1\u0663}$", "a")
+    assert matches("(a)\\1\u0663", "aa\u0663")
+
+
 def test_named_groups_and_named_backreferences() -> None:
     """(?<name>...) captures and \\k<name> refers back to it."""
     pattern = compile_js(r"(?<y>\d{4})-\k<y>")
@@ -244,6 +270,15 @@ def test_other_extension_groups_are_rejected() -> None:
     for pattern in ("(?s)a", "(?#note)", "(?>a)", "(?u)a"):
         with pytest.raises(JSRegexError, match=r"invalid group .* at position 0"):
             compile_js(pattern)
+
+
+def test_duplicate_group_names_are_rejected() -> None:
+    """A repeated group name is reported rather than silently merged by the engine."""
+    with pytest.raises(
+        JSRegexError, match="duplicate capture group name 'y' at position 8"
+    ):
+        compile_js("(?<y>a)|(?<y>b)")
+    assert matches("(?<y>a)|(?<z>b)", "b")
 
 
 def test_group_names_must_be_python_identifiers() -> None:

@@ -327,11 +327,13 @@ def translate(pattern: str) -> str:
 
     Unavoidable deviations from JavaScript: strings are matched as code points, not
     UTF-16 units (an astral char is one char for ``.``, classes and quantifiers, and
-    ``\\uD83D\\uDE00`` is fused into one char); captures inside a repeated group are
-    not reset per iteration; lookbehinds capture left-to-right; ``\\u{...}``,
+    ``\\uD83D\\uDE00`` is fused into one char); a backreference to a group closed
+    earlier inside the same quantified group may see an earlier iteration's (or an
+    empty iteration's) capture, where JavaScript resets it; ``\\u{...}``,
     ``\\p{...}`` and ``\\P{...}`` (literal text without the u flag) are rejected as
-    almost certainly unintended; group names must be Python identifiers (no ``$``);
-    ``(?i)`` folds ASCII only.
+    almost certainly unintended; group names must be Python identifiers (no ``$``)
+    and may not repeat (ES2025 allows repeats across alternatives); ``(?i)`` folds
+    ASCII only.
     """
     return _Translator(pattern).run()
 

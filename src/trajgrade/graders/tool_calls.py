@@ -203,7 +203,7 @@ _PLAN_CACHE_MAX: Final = 4096
 class _NamePlan:
     """The entries one tool name can match (the rest need no look)."""
 
-    __slots__ = ("dis_now", "dis_res", "req", "seq")
+    __slots__ = ("dis_now", "dis_res", "idle", "req", "seq")
 
     def __init__(
         self,
@@ -217,6 +217,8 @@ class _NamePlan:
         self.dis_res = dis_res
         self.req = req
         self.seq = seq
+        #: No entry can match this name: only the call counter moves.
+        self.idle = not (dis_now or dis_res or req or seq)
 
 
 class ToolCalls:
@@ -347,6 +349,10 @@ class ToolCalls:
         state.calls = seq + 1
         if self._final_mask:
             state.last_ok = 0
+        if plan.idle:
+            if self._track_results:
+                self._remember(state, call, seq, 0, 0)
+            return None
         try:
             for m in plan.dis_now:
                 if not m.checks or m.matches_args(call):
@@ -374,15 +380,7 @@ class ToolCalls:
         except _ArgMissingError as exc:
             return Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
         if self._track_results:
-            # Every call is kept (not only candidates) so that results without
-            # a call_id pair with the oldest open call, whatever its name.
-            key = call.call_id or f"#{seq}"
-            pending = state.pending
-            if key in pending:
-                # A reused id: the later call takes it, and its place in the
-                # oldest-first order is its own, not the earlier one's.
-                del pending[key]
-            pending[key] = Pending(seq, req, dis)
+            self._remember(state, call, seq, req, dis)
         if (
             advanced
             and self._can_pass_early
@@ -391,6 +389,20 @@ class ToolCalls:
         ):
             return self._decide(state, Outcome.PASS, self._pass_text())
         return None
+
+    @staticmethod
+    def _remember(
+        state: ToolCallsState, call: ToolCall, seq: int, req: int, dis: int
+    ) -> None:
+        # Every call is kept (not only candidates) so that results without a
+        # call_id pair with the oldest open call, whatever its name.
+        key = call.call_id or f"#{seq}"
+        pending = state.pending
+        if key in pending:
+            # A reused id: the later call takes it, and its place in the
+            # oldest-first order is its own, not the earlier one's.
+            del pending[key]
+        pending[key] = Pending(seq, req, dis)
 
     def _on_result(self, state: ToolCallsState, result: ToolResult) -> Decision | None:
         pending = state.pending

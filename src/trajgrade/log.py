@@ -3,6 +3,9 @@
 stdout is the verdict channel, so every log line goes to stderr. The core
 never logs; the runner logs what the core returns (errors, anomalies,
 summaries) as snake_case events with key/value context.
+
+structlog is imported on the first log line, not before: a quiet run with
+nothing to report never pays for it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import sys
 from typing import IO, Any, BinaryIO, Final, cast
 
 import msgspec
-import structlog
 
 __all__ = ("configure", "get_logger")
 
@@ -23,6 +25,7 @@ _LEVELS: Final = {
     "warning": logging.WARNING,
     "error": logging.ERROR,
 }
+_settings: dict[str, Any] = {}
 
 
 def _dumps(obj: Any, default: Any = None) -> bytes:
@@ -33,7 +36,18 @@ def _dumps(obj: Any, default: Any = None) -> bytes:
 def configure(
     *, level: str = "info", stream: IO[bytes] | None = None, json: bool | None = None
 ) -> None:
-    """Route structlog to ``stream`` (stderr), JSON unless it is a terminal."""
+    """Log to ``stream`` (stderr), JSON unless it is a terminal; applied on the
+    first log line."""
+    _settings.clear()
+    _settings.update(level=level, stream=stream, json=json)
+    _LazyLogger.ready = False
+
+
+def _setup(
+    *, level: str = "info", stream: IO[bytes] | None = None, json: bool | None = None
+) -> None:
+    import structlog
+
     out = stream if stream is not None else sys.stderr.buffer
     if json is None:
         json = not (hasattr(out, "isatty") and out.isatty())
@@ -57,6 +71,26 @@ def configure(
     )
 
 
+class _LazyLogger:
+    """Stands in for a bound structlog logger until the first log call."""
+
+    ready: bool = False
+
+    def __init__(self, context: dict[str, Any]) -> None:
+        self._context = context
+        self._logger: Any = None
+
+    def __getattr__(self, method: str) -> Any:
+        if self._logger is None:
+            import structlog
+
+            if not _LazyLogger.ready:
+                _setup(**_settings)
+                _LazyLogger.ready = True
+            self._logger = structlog.get_logger("trajgrade").bind(**self._context)
+        return getattr(self._logger, method)
+
+
 def get_logger(**context: Any) -> Any:
-    """A bound logger with ``context`` attached."""
-    return structlog.get_logger("trajgrade").bind(**context)
+    """A bound logger with ``context`` attached (structlog loads on first use)."""
+    return _LazyLogger(context)

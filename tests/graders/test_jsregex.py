@@ -388,6 +388,14 @@ def test_invalid_patterns_raise(pattern: str, reason: str) -> None:
     assert f"'{pattern}'" in str(info.value)
 
 
+def test_engine_limits_become_js_regex_errors() -> None:
+    """Huge repeat counts and very deep nesting are reported, not raised raw."""
+    with pytest.raises(JSRegexError, match="repeat count too big at position 1"):
+        compile_js("a{4294967295}")
+    with pytest.raises(JSRegexError, match="groups nested too deeply;"):
+        compile_js("(?:" * 2000 + "a" + ")" * 2000)
+
+
 def test_quantified_lookahead_is_allowed() -> None:
     """Annex B lets a lookahead take a quantifier, unlike lookbehind."""
     assert matches("^(?=a)*b", "b")

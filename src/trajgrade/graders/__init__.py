@@ -14,7 +14,6 @@ go through exactly the same path.
 from __future__ import annotations
 
 import difflib
-import importlib.metadata
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
 from trajgrade.errors import ConfigError
@@ -121,6 +120,10 @@ def registry() -> Mapping[str, GraderType]:
     """Built-ins plus every installed ``trajgrade.graders`` entry point."""
     global _registry
     if _registry is None:
+        # Scanning installed distributions costs tens of milliseconds, so it
+        # happens only when a type is not built in, or when all are listed.
+        import importlib.metadata
+
         found = dict(BUILTIN)
         _origins.update(dict.fromkeys(found, "trajgrade"))
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -149,12 +152,22 @@ def registry() -> Mapping[str, GraderType]:
 
 def provider(kind: str) -> str:
     """Which distribution provides a grader type (``trajgrade`` for built-ins)."""
+    if kind in BUILTIN:
+        return "trajgrade"
+    if kind in BUILTIN:
+        return "trajgrade"
     registry()
     return _origins.get(kind, "unknown")
 
 
 def lookup(kind: str) -> GraderType:
     """The grader type registered as ``kind``; ConfigError with suggestions otherwise."""
+    builtin = BUILTIN.get(kind)
+    if builtin is not None:
+        return builtin
+    builtin = BUILTIN.get(kind)
+    if builtin is not None:
+        return builtin
     types = registry()
     try:
         return types[kind]

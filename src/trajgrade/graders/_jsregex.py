@@ -333,7 +333,8 @@ def translate(pattern: str) -> str:
     ``\\p{...}`` and ``\\P{...}`` (literal text without the u flag) are rejected as
     almost certainly unintended; group names must be Python identifiers (no ``$``)
     and may not repeat (ES2025 allows repeats across alternatives); ``(?i)`` folds
-    ASCII only.
+    ASCII only; quantifier bounds beyond the engine's limit (about 4e9) and very
+    deep nesting are rejected.
     """
     return _Translator(pattern).run()
 
@@ -347,6 +348,8 @@ def compile_js(pattern: str) -> regex.Pattern[str]:
     except (regex.error, ValueError) as exc:  # ValueError: e.g. flag clashes
         pos = translator.origin(getattr(exc, "pos", None))
         raise JSRegexError(pattern, pos, getattr(exc, "msg", None) or str(exc)) from exc
+    except RecursionError as exc:  # the engine's parser recurses per nesting level
+        raise JSRegexError(pattern, None, "groups nested too deeply") from exc
 
 
 def literal_of(pattern: str) -> tuple[str, bool, bool] | None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from tests._support import suite
+
 from trajgrade.events import ToolCall, Usage
-from trajgrade.pipeline import grade_bytes
 from trajgrade.formats.native import NativeReader
+from trajgrade.pipeline import grade_bytes
 
 
 def _reader() -> NativeReader:

@@ -49,8 +49,6 @@ __all__ = ("Anomaly", "Engine", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
-#: Marks a forgotten trace's state list, so a cached reference is not reused.
-_DROPPED: Final[list[Any]] = []
 #: How many closed trace ids are remembered to drop late events.
 CLOSED_MEMORY: Final = 65_536
 #: How many open call ids per trace the integrity check keeps.
@@ -169,26 +167,22 @@ class Engine:
 
         Events with an empty ``trace_id`` belong to ``default_trace`` (a
         source's own trace). Anomalies found are appended to ``anomalies``
-        with the position of their event in ``events``. This is the one implementation of feeding;
-        its loop is written out in full because it runs once per event.
+        with the position of their event in ``events``. This is the one
+        implementation of feeding; its loop is written out in full because it
+        runs once per event.
         """
         out: list[Verdict] = []
         traces = self._traces
         routes = self._routes
         integrity = self._integrity
-        tr: _Trace | None = None
-        tid: str | None = None
         for index, event in enumerate(events):
-            # Consecutive events of one trace skip the lookup.
-            etid = event.trace_id or default_trace
-            if etid != tid or tr is None or tr.states is _DROPPED:
-                tid = etid
-                tr = traces.get(tid)
-                if tr is None:
-                    if tid in self._closed:
-                        self._n_late += 1
-                        continue
-                    tr = self._open(tid, now)
+            tid = event.trace_id or default_trace
+            tr = traces.get(tid)
+            if tr is None:
+                if tid in self._closed:
+                    self._n_late += 1
+                    continue
+                tr = self._open(tid, now)
             tr.events += 1
             ts = event.ts
             if ts is not None:
@@ -396,7 +390,6 @@ class Engine:
 
     def _forget(self, tr: _Trace, *, ended: bool) -> None:
         del self._traces[tr.id]
-        tr.states = _DROPPED
         self._n_closed += 1
         closed = self._closed
         closed[tr.id] = ended

@@ -85,7 +85,7 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 def test_layout_must_have_graders() -> None:
     """A file without a graders list explains the expected layout."""
     (err,) = _errors("required: [a]\n")
-    assert "expected a mapping with a 'graders' list" in err
+    assert "no graders found; expected one of the layouts" in err
 
 
 def test_unknown_top_level_keys_are_errors() -> None:

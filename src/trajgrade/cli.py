@@ -100,6 +100,30 @@ def main() -> None:
     show_default=True,
 )
 @click.option(
+    "--dataset",
+    "dataset_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Samples (JSONL, or a JSON/YAML list) giving traces their ground truth.",
+)
+@click.option(
+    "--dataset-key",
+    default="id",
+    show_default=True,
+    help="Sample field matched (as text) against the trace id.",
+)
+@click.option(
+    "--allow-code",
+    is_flag=True,
+    help="Allow graders/extractors named as path.py:function in the config to be imported and run.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Pass threshold for graders that have one (agentv tool_trajectory; default 0.8).",
+)
+@click.option(
     "-q",
     "--quiet",
     is_flag=True,
@@ -115,6 +139,10 @@ def grade(
     regex_timeout: float,
     max_line_bytes: int,
     log_level: str,
+    dataset_path: str | None,
+    dataset_key: str,
+    allow_code: bool,
+    threshold: float | None,
     quiet: bool,
 ) -> None:
     """Grade agent event logs; verdicts on stdout as they are decided."""
@@ -122,7 +150,7 @@ def grade(
 
     from trajgrade import log as tlog
     from trajgrade.config import load_suite
-    from trajgrade.errors import ConfigError, SourceError
+    from trajgrade.errors import ConfigError, InputError, SourceError
     from trajgrade.formats import BUILTIN as FORMATS
     from trajgrade.graders import BuildContext
     from trajgrade.runner import RunOptions, run
@@ -134,12 +162,26 @@ def grade(
         raise click.BadParameter(msg, param_hint="--format")
     try:
         suite = load_suite(
-            config_path, context=BuildContext(regex_timeout=regex_timeout)
+            config_path,
+            context=BuildContext(
+                regex_timeout=regex_timeout, allow_code=allow_code, threshold=threshold
+            ),
         )
     except ConfigError as exc:
         for line in _config_errors(exc):
             click.echo(f"error: {line}", err=True)
         sys.exit(EXIT_USAGE)
+    for warning in suite.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    samples = None
+    if dataset_path is not None:
+        from trajgrade.dataset import load_dataset
+
+        try:
+            samples = load_dataset(dataset_path, key=dataset_key)
+        except InputError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
     pretty = output == "pretty" or (output == "auto" and sys.stdout.isatty())
     sink: Any
     if pretty:
@@ -156,6 +198,7 @@ def grade(
         clock=clock,
         tick_interval=tick_interval,
         max_line_bytes=max_line_bytes,
+        samples=samples,
     )
     try:
         summary = anyio.run(run, suite, options, sink, logger)
@@ -214,6 +257,8 @@ def check(config_path: str) -> None:
         for line in _config_errors(exc):
             click.echo(f"error: {line}", err=True)
         sys.exit(EXIT_USAGE)
+    for warning in suite.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(
         f"{config_path}: ok, {len(suite.graders)} grader(s): {', '.join(g.name for g in suite.graders)}"
     )
@@ -228,9 +273,13 @@ def graders() -> None:
     width = max(len(k) for k in types)
     for kind in sorted(types):
         t = types[kind]
+        if t.kind != kind:
+            continue  # an alias; listed with its type
         origin = provider(kind)
         plugin = "" if origin == "trajgrade" else f" [plugin: {origin}]"
-        click.echo(f"{kind:<{width}}  {t.summary}{plugin}")
+        aliases = getattr(t, "aliases", ())
+        also = f" (also: {', '.join(aliases)})" if aliases else ""
+        click.echo(f"{kind:<{width}}  {t.summary}{also}{plugin}")
 
 
 @main.command()

@@ -33,6 +33,7 @@ from trajgrade.errors import ConfigError, ConfigErrors, Location
 from trajgrade.graders import BuildContext, Grader, lookup
 
 __all__ = (
+    "ConfigWarning",
     "GraderSpec",
     "Suite",
     "SuiteConfig",
@@ -54,6 +55,8 @@ class GraderSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     name: str | None = None
     #: Where the entry sits in the file (for messages).
     path: _Path = ()
+    #: Options sit in the entry itself (upstream layouts), not under ``config``.
+    inline: bool = False
 
 
 class SuiteConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -65,6 +68,8 @@ class SuiteConfig(msgspec.Struct, frozen=True, kw_only=True):
     #: Field path -> 1-based line, from the YAML node tree.
     lines: dict[_Path, int] = msgspec.field(default_factory=dict)
     base_dir: str | None = None
+    #: Suite-wide pass threshold from the layout (agentv ``execution.threshold``).
+    threshold: float | None = None
 
     def locate(self, path: Sequence[str | int]) -> Location:
         """The Location of a field path (nearest enclosing line)."""
@@ -78,15 +83,33 @@ class SuiteConfig(msgspec.Struct, frozen=True, kw_only=True):
         return Location(file=self.source, line=line, field=_render(tuple(path)) or None)
 
 
+class ConfigWarning(msgspec.Struct, frozen=True):
+    """A non-fatal config problem (what the upstream tool skips with a warning)."""
+
+    message: str
+    location: Location
+
+    def __str__(self) -> str:
+        where = str(self.location)
+        return f"{where}: {self.message}" if where else self.message
+
+
 class Suite:
     """Compiled graders, shared by every trace. Immutable once built."""
 
-    __slots__ = ("fingerprint", "graders", "source")
+    __slots__ = ("fingerprint", "graders", "source", "warnings")
 
     def __init__(
-        self, graders: Sequence[Grader[Any]], *, fingerprint: str, source: str
+        self,
+        graders: Sequence[Grader[Any]],
+        *,
+        fingerprint: str,
+        source: str,
+        warnings: Sequence[ConfigWarning] = (),
     ) -> None:
         self.graders: tuple[Grader[Any], ...] = tuple(graders)
+        #: Problems that did not stop compilation (`trajgrade check` prints them).
+        self.warnings: tuple[ConfigWarning, ...] = tuple(warnings)
         #: Hash of the normalised grader specs; checkpoints from another config
         #: are refused by comparing it.
         self.fingerprint = fingerprint
@@ -136,53 +159,197 @@ def decode_config(
     return _read_layout(doc, name=name, lines=lines, base_dir=base_dir)
 
 
+_LAYOUTS: Final = (
+    "trajgrade/vally: graders: [{type, name?, config}]",
+    "letta-evals: graders: {metric: {kind: tool, function, extractor, ...}}",
+    "agentv: execution: {evaluators: [{name, type: tool_trajectory, ...}]}",
+    "AI GO!: scorers: [{type: function_call_coverage, ...}]",
+)
+
+
 def _read_layout(
     doc: Any, *, name: str, lines: dict[_Path, int], base_dir: str | None
 ) -> SuiteConfig:
+    """Recognise the file's layout and turn its entries into GraderSpecs.
+
+    trajgrade's own layout is vally's ``graders:`` list, whose entries may
+    name any grader type (so one file can mix graders of every upstream).
+    Each upstream's whole-file layout is accepted as that tool's users write
+    it; keys that belong to the upstream tool and not to grading (datasets,
+    targets, descriptions) are left alone.
+    """
     shell = SuiteConfig(graders=(), source=name, lines=lines, base_dir=base_dir)
-    if not isinstance(doc, Mapping) or "graders" not in doc:
+    if not isinstance(doc, Mapping):
         got = "an empty file" if doc is None else f"a {type(doc).__name__}"
-        msg = f"expected a mapping with a 'graders' list (vally layout), got {got}; see README 'Config'"
+        msg = f"expected a mapping in one of the layouts: {'; '.join(_LAYOUTS)}, got {got}; see README 'Config'"
         raise ConfigError(msg, location=shell.locate(()))
-    unknown = [k for k in doc if k != "graders"]
-    errors: list[ConfigError] = [
-        ConfigError(
-            f"unknown top-level key {k!r}; only 'graders' is recognised",
-            location=shell.locate((str(k),)),
-        )
-        for k in unknown
-    ]
-    entries = doc["graders"]
-    if not isinstance(entries, list):
-        errors.append(
+    errors: list[ConfigError] = []
+    threshold: float | None = None
+    if isinstance(doc.get("graders"), list):
+        errors.extend(
             ConfigError(
-                "'graders' must be a list of {type, config} entries",
-                location=shell.locate(("graders",)),
+                f"unknown top-level key {k!r}; only 'graders' is recognised in this layout",
+                location=shell.locate((str(k),)),
             )
+            for k in doc
+            if k != "graders"
         )
-        raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
-    specs = []
-    for i, entry in enumerate(entries):
-        path: _Path = ("graders", i)
-        try:
-            spec = msgspec.convert(entry, GraderSpec)
-        except msgspec.ValidationError as exc:
-            errors.append(_validation_error(exc, shell, path, GraderSpec))
-            continue
-        specs.append(msgspec.structs.replace(spec, path=path))
+        specs = _entries(
+            [(("graders", i), e) for i, e in enumerate(doc["graders"])],
+            shell,
+            errors,
+            _trajgrade_entry,
+        )
+    elif isinstance(doc.get("graders"), Mapping):
+        specs = _entries(
+            [(("graders", k), e) for k, e in doc["graders"].items()],
+            shell,
+            errors,
+            _letta_entry,
+        )
+    elif isinstance(doc.get("execution"), Mapping):
+        execution = doc["execution"]
+        evaluators = execution.get("evaluators") or []
+        if not isinstance(evaluators, list):
+            msg = "execution.evaluators must be a list of evaluators"
+            raise ConfigError(msg, location=shell.locate(("execution", "evaluators")))
+        specs = _entries(
+            [(("execution", "evaluators", i), e) for i, e in enumerate(evaluators)],
+            shell,
+            errors,
+            _agentv_entry,
+        )
+        t = execution.get("threshold")
+        if t is not None:
+            if isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 1:
+                threshold = float(t)
+            else:
+                msg = (
+                    f"execution.threshold must be a number between 0 and 1 (got {t!r})"
+                )
+                errors.append(
+                    ConfigError(msg, location=shell.locate(("execution", "threshold")))
+                )
+    elif isinstance(doc.get("scorers"), list):
+        specs = _entries(
+            [(("scorers", i), e) for i, e in enumerate(doc["scorers"])],
+            shell,
+            errors,
+            _aigo_entry,
+        )
+    else:
+        msg = f"no graders found; expected one of the layouts: {'; '.join(_LAYOUTS)}"
+        raise ConfigError(msg, location=shell.locate(()))
     if errors:
         raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
     if not specs:
-        msg = "'graders' is empty; add at least one grader (see `trajgrade graders`)"
-        raise ConfigError(msg, location=shell.locate(("graders",)))
-    return msgspec.structs.replace(shell, graders=tuple(specs))
+        msg = "no graders configured; add at least one (see `trajgrade graders`)"
+        raise ConfigError(msg, location=shell.locate(()))
+    return msgspec.structs.replace(shell, graders=tuple(specs), threshold=threshold)
+
+
+def _entries(
+    raw: Sequence[tuple[Sequence[str | int], Any]],
+    shell: SuiteConfig,
+    errors: list[ConfigError],
+    read: Any,
+) -> list[GraderSpec]:
+    specs = []
+    for at, entry in raw:
+        path: _Path = tuple(at)
+        if not isinstance(entry, Mapping):
+            msg = f"expected a grader entry (a mapping), got {type(entry).__name__}"
+            errors.append(ConfigError(msg, location=shell.locate(path)))
+            continue
+        try:
+            spec = read(dict(entry), path)
+        except ConfigError as exc:
+            errors.append(
+                ConfigError(
+                    exc.message,
+                    location=shell.locate(
+                        (*path, *_parse_path("." + (exc.location.field or "")))
+                    ),
+                )
+            )
+            continue
+        specs.append(spec)
+    return specs
+
+
+def _string(entry: dict[str, Any], key: str, *, required: bool = True) -> str | None:
+    value = entry.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        got = "missing" if value is None else f"{value!r}"
+        msg = f"`{key}` must be a non-empty string (got {got})"
+        raise ConfigError(msg, location=Location(field=key))
+    return value
+
+
+def _trajgrade_entry(entry: dict[str, Any], path: _Path) -> GraderSpec:
+    kind = _string(entry, "type")
+    name = _string(entry, "name", required=False)
+    config = entry.get("config")
+    extra = {k: v for k, v in entry.items() if k not in ("type", "name", "config")}
+    if extra and config is not None:
+        key = next(iter(extra))
+        msg = f"unknown key `{key}` next to `config`; grader options go under `config:`"
+        raise ConfigError(msg, location=Location(field=key))
+    if config is not None and not isinstance(config, Mapping):
+        msg = f"`config` must be a mapping of grader options (got {type(config).__name__})"
+        raise ConfigError(msg, location=Location(field="config"))
+    if extra:
+        # An upstream entry pasted as is ({type: tool_trajectory, mode: ...}).
+        return GraderSpec(
+            type=str(kind), name=name, config=extra, path=path, inline=True
+        )
+    return GraderSpec(type=str(kind), name=name, config=dict(config or {}), path=path)
+
+
+def _letta_entry(entry: dict[str, Any], path: _Path) -> GraderSpec:
+    kind = _string(entry, "kind")
+    if kind != "tool":
+        msg = (
+            f"letta-evals grader kind {kind!r} is not supported: trajgrade runs "
+            "kind: tool graders (model judges need an LLM); remove this metric or grade it with letta-evals"
+        )
+        raise ConfigError(msg, location=Location(field="kind"))
+    config = {k: v for k, v in entry.items() if k != "kind"}
+    return GraderSpec(
+        type="letta-tool", name=str(path[-1]), config=config, path=path, inline=True
+    )
+
+
+def _agentv_entry(entry: dict[str, Any], path: _Path) -> GraderSpec:
+    kind = _string(entry, "type")
+    name = _string(entry, "name")
+    config = {k: v for k, v in entry.items() if k not in ("type", "name")}
+    return GraderSpec(type=str(kind), name=name, config=config, path=path, inline=True)
+
+
+def _aigo_entry(entry: dict[str, Any], path: _Path) -> GraderSpec:
+    kind = _string(entry, "type")
+    name = entry.get("key") or entry.get("display_name")
+    config = {k: v for k, v in entry.items() if k not in ("type", "key")}
+    return GraderSpec(
+        type=str(kind),
+        name=name if isinstance(name, str) else None,
+        config=config,
+        path=path,
+        inline=True,
+    )
 
 
 # ------------------------------------------------------------------ compiling
 def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -> Suite:
     """Validate every grader's config and compile it; all errors at once."""
     context = context or BuildContext(base_dir=config.base_dir)
+    if context.threshold is None:
+        context.threshold = config.threshold
     errors: list[ConfigError] = []
+    warnings: list[ConfigWarning] = []
     graders: list[Grader[Any]] = []
     taken: dict[str, int] = {}
     for spec in config.graders:
@@ -193,7 +360,7 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
                 ConfigError(exc.message, location=config.locate((*spec.path, "type")))
             )
             continue
-        cpath: _Path = (*spec.path, "config")
+        cpath: _Path = spec.path if spec.inline else (*spec.path, "config")
         cfg, structural = _convert_all(
             spec.config or {}, gtype.config_type, config, cpath
         )
@@ -213,6 +380,7 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
             taken[name] += 1
             name = f"{name}#{taken[name]}"
         taken.setdefault(name, 1)
+        context.warnings.clear()
         try:
             grader = gtype.build(cfg, name=name, context=context)
             if not structural:
@@ -221,9 +389,18 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
             errors.extend(_relocate(e, config, cpath) for e in many.errors)
         except ConfigError as exc:
             errors.append(_relocate(exc, config, cpath))
+        for field, message in context.warnings:
+            rel = _parse_path("." + field) if field else ()
+            warnings.append(ConfigWarning(message, config.locate((*cpath, *rel))))
+        context.warnings.clear()
     if errors:
         raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
-    return Suite(graders, fingerprint=_fingerprint(config), source=config.source)
+    return Suite(
+        graders,
+        fingerprint=_fingerprint(config),
+        source=config.source,
+        warnings=warnings,
+    )
 
 
 def load_suite(

@@ -37,11 +37,11 @@ import msgspec
 
 from trajgrade.errors import GradeError
 from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
-from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd
+from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
 from trajgrade.verdicts import Decision, Outcome, Verdict, verdict_id
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from trajgrade.config import Suite
 
@@ -121,8 +121,17 @@ class _Trace:
 class Engine:
     """Grades any number of interleaved traces with one compiled Suite."""
 
-    def __init__(self, suite: Suite, *, check_integrity: bool = True) -> None:
+    def __init__(
+        self,
+        suite: Suite,
+        *,
+        check_integrity: bool = True,
+        samples: Mapping[str, Any] | None = None,
+    ) -> None:
         self.suite = suite
+        #: Dataset rows by trace id; a trace's row reaches its graders as a
+        #: ``trace_start`` event with ``metadata["sample"]`` when it opens.
+        self._samples = samples
         self._graders = suite.graders
         self._traces: dict[str, _Trace] = {}
         self._closed: dict[str, bool] = {}
@@ -183,6 +192,8 @@ class Engine:
                     self._n_late += 1
                     continue
                 tr = self._open(tid, now)
+                if self._samples is not None and tid in self._samples:
+                    out.extend(self._introduce(tr, self._samples[tid]))
             tr.events += 1
             ts = event.ts
             if ts is not None:
@@ -334,6 +345,22 @@ class Engine:
         tr = _Trace(trace_id, [g.start() for g in self._graders], now)
         self._traces[trace_id] = tr
         return tr
+
+    def _introduce(self, tr: _Trace, sample: Any) -> list[Verdict]:
+        """Give a newly opened trace's graders its dataset row."""
+        event = TraceStart(trace_id=tr.id, metadata={"sample": sample})
+        out = []
+        for i, handler in self._routes[TraceStart]:
+            st = tr.states[i]
+            if st is None:
+                continue
+            try:
+                d = handler(st, event)
+            except GradeError as exc:
+                d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+            if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
+                out.append(v)
+        return out
 
     def _stamp(self, tr: _Trace, i: int, d: Decision, *, early: bool) -> Verdict | None:
         if d.final:

@@ -25,7 +25,7 @@ from trajgrade.formats import Reader, detect, open_reader, sniff_trace_id
 from trajgrade.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from trajgrade.config import Suite
 
@@ -294,9 +294,13 @@ def grade_bytes(
     source: str = "<input>",
     fmt: str = "auto",
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    samples: Mapping[str, Any] | None = None,
 ) -> GradeResult:
-    """Batch: grade a whole input (bytes, or chunks of it) and finish every trace."""
-    engine = Engine(suite)
+    """Batch: grade a whole input (bytes, or chunks of it) and finish every trace.
+
+    ``samples`` maps trace ids to dataset rows (ground truth, agent state).
+    """
+    engine = Engine(suite, samples=samples)
     grading = Grading(engine)
     decoder = SourceDecoder(source, fmt=fmt, max_line_bytes=max_line_bytes)
     verdicts: list[Verdict] = []

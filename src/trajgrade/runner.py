@@ -50,6 +50,8 @@ class RunOptions(msgspec.Struct, kw_only=True):
     clock: str = "auto"
     tick_interval: float = 0.1
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    #: Dataset rows by trace id (``--dataset``).
+    samples: dict[str, Any] | None = None
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -71,7 +73,7 @@ class RunSummary(msgspec.Struct, kw_only=True):
 
 class _Run:
     def __init__(self, suite: Suite, options: RunOptions, sink: Sink, log: Any) -> None:
-        self.engine = Engine(suite)
+        self.engine = Engine(suite, samples=options.samples)
         self.grading = Grading(self.engine)
         self.options = options
         self.sink = sink

@@ -23,7 +23,7 @@ import msgspec
 
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
-from trajgrade.formats import native, vally
+from trajgrade.formats import agentv, letta, native, openresponses, vally
 from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
@@ -74,8 +74,13 @@ class FormatType(Protocol):
         ...
 
 
+#: Detection order: the first format whose ``sniff`` accepts the first record
+#: wins, so more specific shapes come first (vally events carry a ``data``
+#: object; canonical events never do).
+_MODULES: Final = (vally, agentv, letta, openresponses, native)
+
 BUILTIN: Final[Mapping[str, FormatType]] = {
-    f.name: f for f in (native.FORMAT, vally.FORMAT)
+    f.name: f for module in _MODULES for f in module.FORMATS
 }
 
 _sniffer: Final = msgspec.json.Decoder()
@@ -87,10 +92,9 @@ def detect(first_line: bytes) -> str | None:
         record = _sniffer.decode(first_line)
     except msgspec.DecodeError:
         return None
-    # vally first: its events carry a ``data`` object, canonical events never do.
-    for name in ("vally", "trajgrade"):
-        if BUILTIN[name].sniff(record):
-            return name
+    for fmt in BUILTIN.values():
+        if fmt.sniff(record):
+            return fmt.name
     return None
 
 

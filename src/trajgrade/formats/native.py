@@ -21,7 +21,7 @@ from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
 from trajgrade.formats._sniff import sniff_trace_id
 
-__all__ = ("FORMAT", "NativeReader")
+__all__ = ("FORMAT", "FORMATS", "NativeReader")
 
 _TAGS: Final = frozenset(EVENT_TYPES)
 _AT: Final = re.compile(r" - at `\$\.?([^`]*)`$")
@@ -126,3 +126,6 @@ class _NativeFormat:
 
 
 FORMAT: Final = _NativeFormat()
+
+#: What this module contributes to the registry.
+FORMATS: Final = (FORMAT,)

@@ -35,7 +35,7 @@ from trajgrade.events import (
     Usage,
 )
 
-__all__ = ("FORMAT", "VallyReader", "parse_timestamp")
+__all__ = ("FORMAT", "FORMATS", "VallyReader", "parse_timestamp")
 
 _JSON: Final = msgspec.json.Decoder()
 
@@ -247,3 +247,6 @@ class _VallyFormat:
 
 
 FORMAT: Final = _VallyFormat()
+
+#: What this module contributes to the registry.
+FORMATS: Final = (FORMAT,)

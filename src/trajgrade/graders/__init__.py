@@ -17,7 +17,13 @@ import difflib
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
 from trajgrade.errors import ConfigError
-from trajgrade.graders import metric_threshold, tool_calls
+from trajgrade.graders import (
+    function_call_coverage,
+    letta_tool,
+    metric_threshold,
+    tool_calls,
+    tool_trajectory,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -44,7 +50,7 @@ ENTRY_POINT_GROUP: Final = "trajgrade.graders"
 class BuildContext:
     """Options every grader type may use while compiling (not per trace)."""
 
-    __slots__ = ("allow_code", "base_dir", "regex_timeout")
+    __slots__ = ("allow_code", "base_dir", "regex_timeout", "threshold", "warnings")
 
     def __init__(
         self,
@@ -52,13 +58,24 @@ class BuildContext:
         regex_timeout: float = 0.25,
         base_dir: str | None = None,
         allow_code: bool = False,
+        threshold: float | None = None,
     ) -> None:
         #: Seconds one user regex may run on one value before it is abandoned.
         self.regex_timeout = regex_timeout
         #: Directory of the config file, for relative paths in configs.
         self.base_dir = base_dir
-        #: Whether code named in a config file may be imported.
+        #: Whether code named in a config file may be imported (--allow-code).
         self.allow_code = allow_code
+        #: A suite-wide pass threshold from the config layout (agentv's
+        #: ``execution.threshold``), for graders that have one.
+        self.threshold = threshold
+        #: Warnings raised while compiling: (field relative to the grader's
+        #: config, message). The loader adds file and line.
+        self.warnings: list[tuple[str, str]] = []
+
+    def warn(self, field: str, message: str) -> None:
+        """Record a non-fatal config problem (upstream would skip or ignore)."""
+        self.warnings.append((field, message))
 
 
 @runtime_checkable
@@ -104,13 +121,24 @@ class GraderType(Protocol):
         ...
 
 
-BUILTIN: Final[Mapping[str, GraderType]] = {
-    t.kind: cast("GraderType", t)
-    for t in (
-        tool_calls.TOOL_CALLS,
-        *metric_threshold.METRIC_THRESHOLDS,
-    )
-}
+def _builtin() -> dict[str, GraderType]:
+    found: dict[str, GraderType] = {}
+    for module in (
+        tool_calls,
+        metric_threshold,
+        tool_trajectory,
+        letta_tool,
+        function_call_coverage,
+    ):
+        for t in module.GRADER_TYPES:
+            gtype = cast("GraderType", t)
+            for name in (gtype.kind, *getattr(gtype, "aliases", ())):
+                found[name] = gtype
+    return found
+
+
+#: Built-in grader types by config ``type`` (aliases included).
+BUILTIN: Final[Mapping[str, GraderType]] = _builtin()
 
 _registry: dict[str, GraderType] | None = None
 _origins: dict[str, str] = {}

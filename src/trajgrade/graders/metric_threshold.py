@@ -41,6 +41,7 @@ from trajgrade.graders._spec import ConfigBase
 from trajgrade.verdicts import Decision, Outcome
 
 __all__ = (
+    "GRADER_TYPES",
     "METRIC_THRESHOLDS",
     "CountConfig",
     "ErrorCountConfig",
@@ -323,3 +324,6 @@ METRIC_THRESHOLDS: Final = (
     _ErrorCountType(),
     _WallTimeType(),
 )
+
+#: What this module contributes to the registry.
+GRADER_TYPES: Final = METRIC_THRESHOLDS

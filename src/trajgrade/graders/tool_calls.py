@@ -37,7 +37,14 @@ from trajgrade.graders._match import NameMatcher, Pattern, js_stringify
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.verdicts import Decision, Outcome
 
-__all__ = ("TOOL_CALLS", "ToolCalls", "ToolCallsConfig", "ToolCallsState", "ToolMatch")
+__all__ = (
+    "GRADER_TYPES",
+    "TOOL_CALLS",
+    "ToolCalls",
+    "ToolCallsConfig",
+    "ToolCallsState",
+    "ToolMatch",
+)
 
 
 class ToolMatch(ConfigBase):
@@ -602,3 +609,6 @@ class _ToolCallsType:
 
 
 TOOL_CALLS: Final = _ToolCallsType()
+
+#: What this module contributes to the registry.
+GRADER_TYPES: Final = (TOOL_CALLS,)

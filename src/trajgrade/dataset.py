@@ -1,0 +1,81 @@
+"""Datasets: the rows (samples) that give traces their ground truth.
+
+letta-evals and AI GO! grade a trace against a dataset row (``input``,
+``ground_truth``, ``agent_state``, custom fields used in templates). A
+dataset is a JSONL file (one sample per line), or a JSON/YAML list of samples.
+Rows are matched to traces by one of their fields (``--dataset-key``,
+default ``id``), compared as text with the trace id.
+
+This module reads files: it is an edge, used by the CLI before grading
+starts; the engine receives the rows as plain data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import yaml
+
+from trajgrade.errors import InputError, Location
+
+__all__ = ("load_dataset",)
+
+
+def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, Any]:
+    """Read a dataset; return its samples by ``str(sample[key])``.
+
+    Raises InputError naming the file, line and field of the first bad row
+    (a dataset is small and is read whole before grading starts).
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        msg = f"cannot read dataset: {exc.strerror or exc}; check the --dataset path"
+        raise InputError(msg, location=Location(file=name)) from None
+    rows: list[tuple[int | None, Any]]
+    if name.endswith(".jsonl"):
+        rows = []
+        for n, line in enumerate(data.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((n, msgspec.json.decode(line)))
+            except msgspec.DecodeError as exc:
+                msg = f"not valid JSON ({exc}); a .jsonl dataset has one sample object per line"
+                raise InputError(msg, location=Location(file=name, line=n)) from None
+    else:
+        try:
+            doc = (
+                msgspec.json.decode(data)
+                if name.endswith(".json")
+                else yaml.safe_load(data)
+            )
+        except (msgspec.DecodeError, yaml.YAMLError) as exc:
+            msg = f"cannot parse dataset: {' '.join(str(exc).split())}"
+            raise InputError(msg, location=Location(file=name)) from None
+        if isinstance(doc, Mapping) and isinstance(doc.get("samples"), list):
+            doc = doc["samples"]
+        if not isinstance(doc, list):
+            msg = "a JSON/YAML dataset must be a list of samples (or {samples: [...]})"
+            raise InputError(msg, location=Location(file=name))
+        rows = [(None, row) for row in doc]
+    out: dict[str, Any] = {}
+    for i, (lineno, row) in enumerate(rows):
+        where = Location(file=name, line=lineno, field=None if lineno else f"[{i}]")
+        if not isinstance(row, Mapping):
+            msg = f"a sample must be an object, got {type(row).__name__}"
+            raise InputError(msg, location=where)
+        if key not in row:
+            msg = f"sample has no {key!r} field to match it to a trace; set --dataset-key to the field holding the trace id"
+            raise InputError(msg, location=where)
+        ident = str(row[key])
+        if ident in out:
+            msg = f"two samples have {key} = {ident!r}; sample ids must be unique"
+            raise InputError(msg, location=where)
+        out[ident] = dict(row)
+    return out

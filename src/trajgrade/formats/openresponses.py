@@ -1,0 +1,11 @@
+"""OpenAI Responses / OpenResponses items, the AI GO! trace shape (seed 004). Being implemented (issue #4):
+until then this module contributes no format."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = ("FORMATS",)
+
+#: What this module contributes to the registry.
+FORMATS: Final[tuple[Any, ...]] = ()

@@ -428,9 +428,13 @@ def suites(
     max_graders: int = 5,
     metrics: bool = True,
     tool_calls: bool = True,
+    wall_time: bool = False,
 ) -> SuiteCase:
-    """A valid suite mixing ``tool-calls`` and metric graders, compiled from YAML."""
+    """A valid suite mixing ``tool-calls`` and metric graders, compiled from YAML
+    (``wall_time``: always with one wall-time grader, for clock tests)."""
     specs = draw(_specs(min_graders, max_graders, metrics, tool_calls))
+    if wall_time:
+        specs = [*specs, ("wall-time", {"max": draw(_pick(*DURATIONS))})]
     config = {
         "graders": [
             {"type": kind, "name": f"g{i}", "config": cfg}

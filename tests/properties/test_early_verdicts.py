@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import streams, suites
@@ -55,20 +56,28 @@ def test_early_outcomes_equal_final_outcome(case: SuiteCase, stream: Stream) -> 
     assert engine.open_traces() == []
 
 
-@settings(max_examples=150, deadline=None)
-@given(case=suites(), stream=streams(end=False), data=st.data())
+_CLOCK_DT = st.sampled_from([0.0, 0.05, 0.3, 1.2])
+_TICK_DT = st.sampled_from([0.0, 0.7, 1.6, 4.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=suites(wall_time=True), stream=streams(end=False), data=st.data())
 def test_early_outcomes_survive_clock_ticks(
     case: SuiteCase, stream: Stream, data: st.DataObject
 ) -> None:
     """With the runner's clock ticking between events, early outcomes still never flip."""
+    events = stream.events
+    if data.draw(st.booleans(), label="no producer time"):
+        # Only the runner's clock then drives wall-time.
+        events = [msgspec.structs.replace(ev, ts=None) for ev in events]
     engine = Engine(case.suite)
     verdicts: list[Verdict] = []
     now = 0.0
-    for ev in stream.events:
-        now += data.draw(st.sampled_from([0.0, 0.2, 0.6, 1.5]), label="dt")
+    for ev in events:
+        now += data.draw(_CLOCK_DT, label="dt")
         verdicts.extend(engine.feed(ev, now=now))
         if data.draw(st.booleans(), label="tick"):
-            now += data.draw(st.sampled_from([0.0, 0.4, 2.0]), label="tick dt")
+            now += data.draw(_TICK_DT, label="tick dt")
             verdicts.extend(engine.tick(now))
     verdicts.extend(engine.finish())
     _check_finality(verdicts, _ids(stream), [g.name for g in case.suite.graders])

@@ -18,17 +18,27 @@ compiling are pure.
 
 from __future__ import annotations
 
-import copy
-import difflib
 import hashlib
 import os
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
 import yaml
 
+from trajgrade._locate import (
+    Path as _Path,
+)
+from trajgrade._locate import (
+    YamlLoader,
+    convert_all,
+    line_map,
+    one_line,
+    parse_path,
+    relocate,
+    render,
+    yaml_line,
+)
 from trajgrade.errors import ConfigError, ConfigErrors, Location
 from trajgrade.graders import BuildContext, Grader, lookup
 
@@ -42,8 +52,6 @@ __all__ = (
     "load_config",
     "load_suite",
 )
-
-_Path = tuple[str | int, ...]
 
 
 class GraderSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -80,7 +88,7 @@ class SuiteConfig(msgspec.Struct, frozen=True, kw_only=True):
             if line is not None or not p:
                 break
             p = p[:-1]
-        return Location(file=self.source, line=line, field=_render(tuple(path)) or None)
+        return Location(file=self.source, line=line, field=render(tuple(path)) or None)
 
 
 class ConfigWarning(msgspec.Struct, frozen=True):
@@ -147,14 +155,12 @@ def decode_config(
 ) -> SuiteConfig:
     """Decode config text into a SuiteConfig; ConfigError(s) name every problem."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    lines = _line_map(text)
+    lines = line_map(text)
     try:
-        doc = msgspec.json.decode(text) if json else yaml.load(text, Loader=_Loader)
+        doc = msgspec.json.decode(text) if json else yaml.load(text, Loader=YamlLoader)
     except (msgspec.DecodeError, yaml.YAMLError) as exc:
-        line = _yaml_line(exc)
-        msg = (
-            f"not valid {'JSON' if json else 'YAML'}: {_one_line(exc)}; fix the syntax"
-        )
+        line = yaml_line(exc)
+        msg = f"not valid {'JSON' if json else 'YAML'}: {one_line(exc)}; fix the syntax"
         raise ConfigError(msg, location=Location(file=name, line=line)) from None
     return _read_layout(doc, name=name, lines=lines, base_dir=base_dir)
 
@@ -268,7 +274,7 @@ def _entries(
                 ConfigError(
                     exc.message,
                     location=shell.locate(
-                        (*path, *_parse_path("." + (exc.location.field or "")))
+                        (*path, *parse_path("." + (exc.location.field or "")))
                     ),
                 )
             )
@@ -361,8 +367,8 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
             )
             continue
         cpath: _Path = spec.path if spec.inline else (*spec.path, "config")
-        cfg, structural = _convert_all(
-            spec.config or {}, gtype.config_type, config, cpath
+        cfg, structural = convert_all(
+            spec.config or {}, gtype.config_type, config.locate, cpath
         )
         errors.extend(structural)
         if cfg is None:
@@ -386,11 +392,11 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
             if not structural:
                 graders.append(grader)
         except ConfigErrors as many:
-            errors.extend(_relocate(e, config, cpath) for e in many.errors)
+            errors.extend(relocate(e, config.locate, cpath) for e in many.errors)
         except ConfigError as exc:
-            errors.append(_relocate(exc, config, cpath))
+            errors.append(relocate(exc, config.locate, cpath))
         for field, message in context.warnings:
-            rel = _parse_path("." + field) if field else ()
+            rel = parse_path("." + field) if field else ()
             warnings.append(ConfigWarning(message, config.locate((*cpath, *rel))))
         context.warnings.clear()
     if errors:
@@ -416,182 +422,3 @@ def load_suite(
 def _fingerprint(config: SuiteConfig) -> str:
     canon = [[s.type, s.name, s.config] for s in config.graders]
     return hashlib.sha256(msgspec.json.encode(canon, order="sorted")).hexdigest()[:16]
-
-
-# ------------------------------------------------------------------ locations
-_AT: Final = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
-_SEG: Final = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\"(?:[^\"\\]|\\.)*\")\]|\[\.\.\.\]")
-
-
-def _parse_path(text: str) -> _Path:
-    out: list[str | int] = []
-    for m in _SEG.finditer(text):
-        key, idx, quoted = m.groups()
-        if key is not None:
-            out.append(key)
-        elif idx is not None:
-            out.append(int(idx))
-        elif quoted is not None:
-            out.append(msgspec.json.decode(quoted))
-    return tuple(out)
-
-
-def _validation_error(
-    exc: msgspec.ValidationError, config: SuiteConfig, base: _Path, struct: type[Any]
-) -> ConfigError:
-    return _validation_error_at(exc, config, base, struct)[0]
-
-
-def _validation_error_at(
-    exc: msgspec.ValidationError, config: SuiteConfig, base: _Path, struct: type[Any]
-) -> tuple[ConfigError, _Path]:
-    m = _AT.match(str(exc))
-    assert m is not None
-    message, rel = m["msg"], _parse_path(m["path"] or "")
-    unknown = re.match(r"Object contains unknown field `(.+)`", message)
-    if unknown:
-        field = unknown.group(1)
-        rel = (*rel, field)
-        close = difflib.get_close_matches(field, sorted(_field_names(struct)), n=1)
-        hint = f"; did you mean `{close[0]}`?" if close else "; remove it"
-        message = f"unknown field `{field}`{hint}"
-    missing = re.match(r"Object missing required field `(.+)`", message)
-    if missing:
-        rel = (*rel, missing.group(1))
-        message = f"missing required field `{missing.group(1)}`"
-    if message.startswith("Expected") and rel:
-        message = f"{message[0].lower()}{message[1:]} for `{rel[-1]}`"
-    return ConfigError(message, location=config.locate((*base, *rel))), rel
-
-
-def _convert_all(
-    raw: dict[str, Any], struct: type[Any], config: SuiteConfig, base: _Path
-) -> tuple[Any | None, list[ConfigError]]:
-    """Convert ``raw`` into ``struct``, collecting every structural error.
-
-    msgspec stops at the first error; to report the others too, the offending
-    key is dropped from a copy and conversion is retried. The returned config
-    (None when a problem cannot be dropped) is only used to look for semantic
-    errors as well; a grader with structural errors is never built.
-    """
-    data = copy.deepcopy(raw)
-    errors: list[ConfigError] = []
-    dropped: set[_Path] = set()
-    for _ in range(_MAX_ERRORS_PER_GRADER):
-        try:
-            return msgspec.convert(data, struct), errors
-        except msgspec.ValidationError as exc:
-            error, rel = _validation_error_at(exc, config, base, struct)
-            if rel in dropped:
-                return None, errors
-            errors.append(error)
-            dropped.add(rel)
-            if not _drop(data, rel):
-                return None, errors
-    return None, errors
-
-
-_MAX_ERRORS_PER_GRADER: Final = 50
-
-
-def _drop(data: Any, rel: _Path) -> bool:
-    """Delete the mapping key at ``rel``; False if ``rel`` is not such a key."""
-    if not rel or not isinstance(rel[-1], str):
-        return False
-    node = data
-    for seg in rel[:-1]:
-        try:
-            node = node[seg]
-        except (KeyError, IndexError, TypeError):
-            return False
-    if isinstance(node, dict) and rel[-1] in node:
-        del node[rel[-1]]
-        return True
-    return False
-
-
-def _relocate(exc: ConfigError, config: SuiteConfig, base: _Path) -> ConfigError:
-    rel = _parse_path("." + exc.location.field) if exc.location.field else ()
-    return ConfigError(exc.message, location=config.locate((*base, *rel)))
-
-
-def _field_names(struct: type[Any], seen: set[type[Any]] | None = None) -> set[str]:
-    seen = seen if seen is not None else set()
-    if struct in seen or not (
-        isinstance(struct, type) and issubclass(struct, msgspec.Struct)
-    ):
-        return set()
-    seen.add(struct)
-    names = set(struct.__struct_fields__)
-    for info in msgspec.inspect.type_info(struct).fields:  # type: ignore[attr-defined]
-        for inner in _struct_types(info.type):
-            names |= _field_names(inner, seen)
-    return names
-
-
-def _struct_types(t: msgspec.inspect.Type) -> Iterator[type[Any]]:
-    if isinstance(t, msgspec.inspect.StructType):
-        yield t.cls
-    for attr in ("item_type", "value_type", "types"):
-        inner = getattr(t, attr, None)
-        if isinstance(inner, tuple):
-            for x in inner:
-                yield from _struct_types(x)
-        elif inner is not None:
-            yield from _struct_types(inner)
-
-
-def _render(path: _Path) -> str:
-    out = ""
-    for seg in path:
-        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
-    return out
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader; the C loader is used for data when PyYAML was built with it."""
-
-
-if hasattr(yaml, "CSafeLoader"):
-    _Loader = yaml.CSafeLoader  # type: ignore[misc, assignment]
-
-
-def _line_map(text: str) -> dict[_Path, int]:
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return {}
-    out: dict[_Path, int] = {}
-
-    def walk(node: yaml.Node, path: _Path) -> None:
-        out[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            for knode, vnode in node.value:
-                key = (
-                    knode.value
-                    if isinstance(knode, yaml.ScalarNode)
-                    else str(knode.start_mark.line)
-                )
-                out[(*path, key)] = knode.start_mark.line + 1
-                walk(vnode, (*path, key))
-                # a key's own line beats its value's (block values start below it)
-                out[(*path, key)] = knode.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return out
-
-
-def _yaml_line(exc: Exception) -> int | None:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    if mark is not None:
-        return int(mark.line) + 1
-    m = re.search(r"line (\d+)", str(exc))
-    return int(m.group(1)) if m else None
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())

@@ -1,0 +1,215 @@
+r"""Where config problems are: YAML line maps, msgspec error paths, messages.
+
+Helpers for ``trajgrade.config``: they turn msgspec's ``- at `$.a[0].b```
+paths and PyYAML's node marks into :class:`~trajgrade.errors.Location`\ s,
+and collect every structural error of a grader's config, not just the first.
+A ``locate`` callable (path -> Location) stands for the config file.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final
+
+import msgspec
+import yaml
+
+from trajgrade.errors import ConfigError, Location
+
+__all__ = (
+    "Locate",
+    "Path",
+    "YamlLoader",
+    "convert_all",
+    "line_map",
+    "one_line",
+    "parse_path",
+    "relocate",
+    "render",
+    "validation_error",
+    "yaml_line",
+)
+
+Path = tuple[str | int, ...]
+#: Maps a field path to its place in the config file.
+Locate = Callable[[Sequence[str | int]], Location]
+
+_AT: Final = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_SEG: Final = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\"(?:[^\"\\]|\\.)*\")\]|\[\.\.\.\]")
+
+
+def parse_path(text: str) -> Path:
+    out: list[str | int] = []
+    for m in _SEG.finditer(text):
+        key, idx, quoted = m.groups()
+        if key is not None:
+            out.append(key)
+        elif idx is not None:
+            out.append(int(idx))
+        elif quoted is not None:
+            out.append(msgspec.json.decode(quoted))
+    return tuple(out)
+
+
+def validation_error(
+    exc: msgspec.ValidationError, locate: Locate, base: Path, struct: type[Any]
+) -> ConfigError:
+    return _validation_error_at(exc, locate, base, struct)[0]
+
+
+def _validation_error_at(
+    exc: msgspec.ValidationError, locate: Locate, base: Path, struct: type[Any]
+) -> tuple[ConfigError, Path]:
+    m = _AT.match(str(exc))
+    assert m is not None
+    message, rel = m["msg"], parse_path(m["path"] or "")
+    unknown = re.match(r"Object contains unknown field `(.+)`", message)
+    if unknown:
+        field = unknown.group(1)
+        rel = (*rel, field)
+        close = difflib.get_close_matches(field, sorted(_field_names(struct)), n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else "; remove it"
+        message = f"unknown field `{field}`{hint}"
+    missing = re.match(r"Object missing required field `(.+)`", message)
+    if missing:
+        rel = (*rel, missing.group(1))
+        message = f"missing required field `{missing.group(1)}`"
+    if message.startswith("Expected") and rel:
+        message = f"{message[0].lower()}{message[1:]} for `{rel[-1]}`"
+    return ConfigError(message, location=locate((*base, *rel))), rel
+
+
+def convert_all(
+    raw: dict[str, Any], struct: type[Any], locate: Locate, base: Path
+) -> tuple[Any | None, list[ConfigError]]:
+    """Convert ``raw`` into ``struct``, collecting every structural error.
+
+    msgspec stops at the first error; to report the others too, the offending
+    key is dropped from a copy and conversion is retried. The returned config
+    (None when a problem cannot be dropped) is only used to look for semantic
+    errors as well; a grader with structural errors is never built.
+    """
+    data = copy.deepcopy(raw)
+    errors: list[ConfigError] = []
+    dropped: set[Path] = set()
+    for _ in range(_MAX_ERRORS_PER_GRADER):
+        try:
+            return msgspec.convert(data, struct), errors
+        except msgspec.ValidationError as exc:
+            error, rel = _validation_error_at(exc, locate, base, struct)
+            if rel in dropped:
+                return None, errors
+            errors.append(error)
+            dropped.add(rel)
+            if not _drop(data, rel):
+                return None, errors
+    return None, errors
+
+
+_MAX_ERRORS_PER_GRADER: Final = 50
+
+
+def _drop(data: Any, rel: Path) -> bool:
+    """Delete the mapping key at ``rel``; False if ``rel`` is not such a key."""
+    if not rel or not isinstance(rel[-1], str):
+        return False
+    node = data
+    for seg in rel[:-1]:
+        try:
+            node = node[seg]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(node, dict) and rel[-1] in node:
+        del node[rel[-1]]
+        return True
+    return False
+
+
+def relocate(exc: ConfigError, locate: Locate, base: Path) -> ConfigError:
+    rel = parse_path("." + exc.location.field) if exc.location.field else ()
+    return ConfigError(exc.message, location=locate((*base, *rel)))
+
+
+def _field_names(struct: type[Any], seen: set[type[Any]] | None = None) -> set[str]:
+    seen = seen if seen is not None else set()
+    if struct in seen or not (
+        isinstance(struct, type) and issubclass(struct, msgspec.Struct)
+    ):
+        return set()
+    seen.add(struct)
+    names = set(struct.__struct_fields__)
+    for info in msgspec.inspect.type_info(struct).fields:  # type: ignore[attr-defined]
+        for inner in _struct_types(info.type):
+            names |= _field_names(inner, seen)
+    return names
+
+
+def _struct_types(t: msgspec.inspect.Type) -> Iterator[type[Any]]:
+    if isinstance(t, msgspec.inspect.StructType):
+        yield t.cls
+    for attr in ("item_type", "value_type", "types"):
+        inner = getattr(t, attr, None)
+        if isinstance(inner, tuple):
+            for x in inner:
+                yield from _struct_types(x)
+        elif inner is not None:
+            yield from _struct_types(inner)
+
+
+def render(path: Path) -> str:
+    out = ""
+    for seg in path:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out
+
+
+class YamlLoader(yaml.SafeLoader):
+    """SafeLoader; the C loader is used for data when PyYAML was built with it."""
+
+
+if hasattr(yaml, "CSafeLoader"):
+    YamlLoader = yaml.CSafeLoader  # type: ignore[misc, assignment]
+
+
+def line_map(text: str) -> dict[Path, int]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    out: dict[Path, int] = {}
+
+    def walk(node: yaml.Node, path: Path) -> None:
+        out[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for knode, vnode in node.value:
+                key = (
+                    knode.value
+                    if isinstance(knode, yaml.ScalarNode)
+                    else str(knode.start_mark.line)
+                )
+                out[(*path, key)] = knode.start_mark.line + 1
+                walk(vnode, (*path, key))
+                # a key's own line beats its value's (block values start below it)
+                out[(*path, key)] = knode.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*path, i))
+
+    if root is not None:
+        walk(root, ())
+    return out
+
+
+def yaml_line(exc: Exception) -> int | None:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return int(mark.line) + 1
+    m = re.search(r"line (\d+)", str(exc))
+    return int(m.group(1)) if m else None
+
+
+def one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())

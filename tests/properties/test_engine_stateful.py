@@ -14,7 +14,6 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -217,7 +216,6 @@ class EngineMachine(RuleBasedStateMachine):
         assert all(v.early for v in out)
         self._settle()
 
-    @precondition(lambda self: self.engine is not None)
     @rule()
     def checkpoint(self) -> None:
         assert self.engine is not None

@@ -311,7 +311,7 @@ def _check(case: SuiteCase, stream: Stream) -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     case=suites(metrics=False, max_graders=3),
-    stream=streams(max_traces=2, reuse_ids=False),
+    stream=streams(max_traces=2),
 )
 def test_tool_calls_match_reference(case: SuiteCase, stream: Stream) -> None:
     """Each tool-calls final verdict has the outcome and score of the whole-trace reference."""
@@ -319,14 +319,14 @@ def test_tool_calls_match_reference(case: SuiteCase, stream: Stream) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=suites(tool_calls=False), stream=streams(max_traces=2, reuse_ids=False))
+@given(case=suites(tool_calls=False), stream=streams(max_traces=2))
 def test_metrics_match_reference(case: SuiteCase, stream: Stream) -> None:
     """Each metric final verdict has the outcome and linear score of the whole-trace value."""
     _check(case, stream)
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=suites(), stream=streams(max_traces=3, reuse_ids=False))
+@given(case=suites(), stream=streams(max_traces=3))
 def test_mixed_suites_match_reference(case: SuiteCase, stream: Stream) -> None:
     """In mixed suites on interleaved traces, every final verdict matches the reference."""
     _check(case, stream)
@@ -405,7 +405,7 @@ _REQUIRED_ONLY = st.sampled_from(["bash", "view"]).map(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(case=_REQUIRED_ONLY, events=_reuse_traces())
 def test_results_pair_as_documented_with_reused_call_ids(
     case: SuiteCase, events: list[Event]

@@ -1,9 +1,9 @@
 """Read a file or stdin in chunks, as soon as bytes are available.
 
-Reads run in a worker thread (``os.read`` on the descriptor), so a pipe yields
-whatever its writer has written so far: a line typed into a live agent's log
-is graded without waiting for a full buffer. Regular files are read in large
-chunks for throughput.
+A pipe or terminal is read as soon as it is readable (the event loop waits on
+the descriptor), so it yields whatever its writer has written so far: a line
+written into a live agent's log is graded without waiting for a full buffer.
+Regular files are read in a worker thread.
 """
 
 from __future__ import annotations
@@ -46,9 +46,16 @@ class StreamSource:
         fd = self._fd
         while True:
             try:
-                chunk = await anyio.to_thread.run_sync(
-                    os.read, fd, CHUNK_BYTES, abandon_on_cancel=True
-                )
+                if self.regular:
+                    # Disk reads do not block for long; a worker thread keeps
+                    # the event loop free meanwhile.
+                    chunk = await anyio.to_thread.run_sync(os.read, fd, CHUNK_BYTES)
+                else:
+                    # Pipes and terminals: wait in the event loop, then read
+                    # what is there. No thread is left blocked in read() when
+                    # the run is cancelled (a signal), so the process can exit.
+                    await anyio.wait_readable(fd)
+                    chunk = os.read(fd, CHUNK_BYTES)
             except OSError as exc:
                 msg = f"cannot read: {exc.strerror or exc}"
                 raise SourceError(msg, location=Location(file=self.name)) from None

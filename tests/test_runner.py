@@ -1,0 +1,128 @@
+"""The runner at runtime: shutdown on signals, the clock without events."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+import contextlib
+
+POLICY = """\
+graders:
+  - type: tool-calls
+    config: {required: [finish]}
+  - type: tool-calls
+    name: guard
+    config: {disallowed: [boom]}
+  - type: wall-time
+    config: {max: '1s'}
+"""
+
+
+@contextlib.contextmanager
+def _grader(
+    tmp_path: Path, *extra: str
+) -> Iterator[tuple[subprocess.Popen[bytes], queue.Queue[dict[str, Any]]]]:
+    """A running `trajgrade grade` on a pipe, its verdicts in a queue; always reaped."""
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text(POLICY)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajgrade", "grade", "-q", "-c", str(cfg), *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    verdicts: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            verdicts.put(json.loads(line))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        yield proc, verdicts
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def _send(proc: subprocess.Popen[bytes], line: bytes) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(line + b"\n")
+    proc.stdin.flush()
+
+
+def _drain(q: queue.Queue[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    with contextlib.suppress(queue.Empty):
+        while True:
+            out.append(q.get_nowait())
+    return out
+
+
+def test_sigterm_finishes_open_traces_and_exits_with_the_verdict_status(
+    tmp_path: Path,
+) -> None:
+    """On SIGTERM every open trace gets its final verdicts, flushed, and the exit status reflects them."""
+    with _grader(tmp_path, "--clock", "event") as (proc, verdicts):
+        _send(
+            proc, b'{"trace_id":"t1","type":"tool_call","name":"start","call_id":"1"}'
+        )
+        _send(proc, b'{"trace_id":"t2","type":"tool_call","name":"boom","call_id":"1"}')
+        first = verdicts.get(timeout=20)  # the runner is up and reading
+        assert (first["trace_id"], first["grader"], first["outcome"]) == (
+            "t2",
+            "guard",
+            "fail",
+        )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 1
+    finals = {
+        (v["trace_id"], v["grader"]): v["outcome"]
+        for v in [first, *_drain(verdicts)]
+        if v["final"]
+    }
+    assert finals == {
+        ("t1", "tool-calls"): "fail",
+        ("t1", "guard"): "pass",
+        ("t1", "wall-time"): "pass",
+        ("t2", "guard"): "fail",
+        ("t2", "tool-calls"): "fail",
+        ("t2", "wall-time"): "pass",
+    }
+
+
+def test_wall_time_fires_on_the_clock_while_no_event_arrives(tmp_path: Path) -> None:
+    """A live trace that stops producing events fails its wall-time budget on the runner's clock."""
+    with _grader(tmp_path, "--clock", "wall", "--tick", "0.05") as (proc, verdicts):
+        _send(
+            proc, b'{"trace_id":"hung","type":"tool_call","name":"sleep","call_id":"1"}'
+        )
+        verdict = verdicts.get(
+            timeout=20
+        )  # about 1 s after the event; stdin still open
+        assert (verdict["grader"], verdict["outcome"], verdict["early"]) == (
+            "wall-time",
+            "fail",
+            True,
+        )
+        assert proc.poll() is None
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 1

@@ -81,6 +81,13 @@ class _LazyLogger:
         self._logger: Any = None
 
     def __getattr__(self, method: str) -> Any:
+        level = _LEVELS.get(method)
+        if (
+            self._logger is None
+            and level is not None
+            and level < _LEVELS.get(_settings.get("level", "info"), logging.INFO)
+        ):
+            return _ignore  # filtered out anyway: do not load structlog for it
         if self._logger is None:
             import structlog
 
@@ -89,6 +96,10 @@ class _LazyLogger:
                 _LazyLogger.ready = True
             self._logger = structlog.get_logger("trajgrade").bind(**self._context)
         return getattr(self._logger, method)
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    """A log call below the configured level."""
 
 
 def get_logger(**context: Any) -> Any:

@@ -37,6 +37,9 @@ class StreamSource:
         mode = os.fstat(fd).st_mode
         #: A regular file has a known size and is not live.
         self.regular = stat.S_ISREG(mode)
+        # epoll works on pipes, sockets and terminals, not on files or
+        # devices such as /dev/null: those are read in a worker thread.
+        self._pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
         self.size = os.fstat(fd).st_size if self.regular else None
         #: Default trace id for events that carry none.
         self.default_trace = "-" if name == "-" else name
@@ -46,7 +49,7 @@ class StreamSource:
         fd = self._fd
         while True:
             try:
-                if self.regular:
+                if not self._pollable:
                     # Disk reads do not block for long; a worker thread keeps
                     # the event loop free meanwhile.
                     chunk = await anyio.to_thread.run_sync(os.read, fd, CHUNK_BYTES)

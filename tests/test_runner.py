@@ -126,3 +126,18 @@ def test_wall_time_fires_on_the_clock_while_no_event_arrives(tmp_path: Path) -> 
         assert proc.stdin is not None
         proc.stdin.close()
         assert proc.wait(timeout=30) == 1
+
+
+def test_devices_and_empty_inputs_are_read_without_error(tmp_path: Path) -> None:
+    """/dev/null (a character device that cannot be polled) is an empty input, not a failure."""
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text(POLICY)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "grade", "-c", str(cfg), "/dev/null"],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b""
+    assert b"source_failed" not in proc.stderr

@@ -238,6 +238,8 @@ class _VallyFormat:
     def sniff(self, record: object) -> bool:
         if not isinstance(record, dict):
             return False
+        if isinstance(record.get("items"), list):
+            return False  # an AI GO! Trace (items, and maybe events too)
         return isinstance(record.get("events"), list) or (
             isinstance(record.get("data"), dict) and isinstance(record.get("type"), str)
         )

@@ -246,13 +246,19 @@ def grade(
     type=click.Path(dir_okay=False),
     help="Grader config to validate.",
 )
-def check(config_path: str) -> None:
+@click.option(
+    "--allow-code",
+    is_flag=True,
+    help="Also import graders/extractors named as path.py:function, to validate them.",
+)
+def check(config_path: str, allow_code: bool) -> None:
     """Validate a config; print every error with file, line and field."""
     from trajgrade.config import load_suite
     from trajgrade.errors import ConfigError
+    from trajgrade.graders import BuildContext
 
     try:
-        suite = load_suite(config_path)
+        suite = load_suite(config_path, context=BuildContext(allow_code=allow_code))
     except ConfigError as exc:
         for line in _config_errors(exc):
             click.echo(f"error: {line}", err=True)

@@ -28,7 +28,7 @@ from trajgrade.pipeline import grade_bytes
 HERE = Path(__file__).resolve()
 SHARED = Path(os.environ.get("TRAJGRADE_SHARED", HERE.parents[3] / "shared"))
 #: Upstream case files this release implements.
-SUITES = ("vally.jsonl", "aigo-function-call-coverage.jsonl")
+SUITES = ("vally.jsonl", "letta-evals.jsonl", "aigo-function-call-coverage.jsonl")
 #: grader field of a case -> the family module that knows its upstream.
 FAMILIES = {
     **dict.fromkeys(

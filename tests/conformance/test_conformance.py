@@ -28,7 +28,12 @@ from trajgrade.pipeline import grade_bytes
 HERE = Path(__file__).resolve()
 SHARED = Path(os.environ.get("TRAJGRADE_SHARED", HERE.parents[3] / "shared"))
 #: Upstream case files this release implements.
-SUITES = ("vally.jsonl", "letta-evals.jsonl", "aigo-function-call-coverage.jsonl")
+SUITES = (
+    "vally.jsonl",
+    "agentv.jsonl",
+    "letta-evals.jsonl",
+    "aigo-function-call-coverage.jsonl",
+)
 #: grader field of a case -> the family module that knows its upstream.
 FAMILIES = {
     **dict.fromkeys(
@@ -78,7 +83,7 @@ def test_shared_cases_are_present() -> None:
         assert (SHARED / "conformance" / name).exists(), (
             f"set TRAJGRADE_SHARED (looked in {SHARED})"
         )
-    assert len(CASES) >= 72
+    assert len(CASES) >= 238
 
 
 @pytest.mark.parametrize("case", CASES)

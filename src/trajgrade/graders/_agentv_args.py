@@ -1,0 +1,180 @@
+"""agentv argument matching: ``deepEqual`` and the ``args_match`` modes.
+
+These reproduce ``graders/scoring.ts::deepEqual`` and ``argsMatch`` of
+agentv's ``tool-trajectory.ts`` on JSON values as Python holds them:
+
+* ``deep_equal`` is type-strict the JavaScript way: ``10 != "10"``,
+  ``True != 1`` (JavaScript booleans are not numbers), ``10 == 10.0`` (one
+  number type), ``None`` only equals ``None``, ``NaN != NaN``, arrays compare
+  in order, objects by key set and values.
+* The actual arguments are what the call carried: its object (``args``), or
+  else its raw string (``args_raw``: agentv does not parse a JSON-string
+  input, so an object expectation never equals it), or else *undefined*.
+  Object operations on a string see what ``Object.keys`` sees: its indices.
+* ``superset`` is partial at the top level only; nested values compare with
+  full ``deep_equal``. A field list compares dot paths and skips paths the
+  expectation does not set.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from trajgrade.events import ToolCall
+
+__all__ = (
+    "ARGS_MODES",
+    "UNDEFINED",
+    "ArgsMode",
+    "actual_args",
+    "compile_args",
+    "deep_equal",
+    "js_key",
+    "js_number",
+)
+
+#: The named ``args_match`` modes; a tuple of field paths is the fifth form.
+ARGS_MODES: Final = ("exact", "superset", "subset", "ignore")
+
+ArgsMode = str | tuple[str, ...]
+
+
+class _Undefined:
+    """JavaScript's ``undefined``: an absent value, unequal to everything."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "undefined"
+
+
+UNDEFINED: Final = _Undefined()
+
+
+def deep_equal(a: Any, b: Any) -> bool:
+    """agentv's ``deepEqual`` on JSON-like values."""
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float):
+        return isinstance(b, int | float) and a == b
+    if isinstance(a, str):
+        return isinstance(b, str) and a == b
+    if isinstance(a, list):
+        return (
+            isinstance(b, list)
+            and len(a) == len(b)
+            and all(deep_equal(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict)
+            and len(a) == len(b)
+            and all(k in b and deep_equal(v, b[k]) for k, v in a.items())
+        )
+    # YAML-only types (dates, ...) compare as themselves.
+    return type(a) is type(b) and bool(a == b)
+
+
+def actual_args(call: ToolCall) -> Any:
+    """The value agentv would compare: the input object, a raw string input,
+    or undefined."""
+    if call.args is not None:
+        return call.args
+    if call.args_raw is not None:
+        return call.args_raw
+    return UNDEFINED
+
+
+def _own(value: Any) -> dict[str, Any]:
+    # Object.keys / Object.hasOwn: a string's own keys are its indices.
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        return {str(i): ch for i, ch in enumerate(value)}
+    return {}
+
+
+def _path(value: Any, path: str) -> Any:
+    # getNestedValue: descend while the value is an object (arrays included).
+    for part in path.split("."):
+        if isinstance(value, dict):
+            value = value.get(part, UNDEFINED)
+        elif isinstance(value, list) and part.isdigit() and str(int(part)) == part:
+            index = int(part)
+            value = value[index] if index < len(value) else UNDEFINED
+        else:
+            return UNDEFINED
+    return value
+
+
+def compile_args(
+    expected: dict[str, Any] | None, mode: ArgsMode
+) -> Callable[[Any], bool] | None:
+    """A predicate over actual arguments, or None when every call matches
+    (no expectation, ``args: any``, or ``args_match: ignore``)."""
+    if expected is None or mode == "ignore":
+        return None
+    if isinstance(mode, tuple):
+        checks = tuple(
+            (path, want)
+            for path in mode
+            if (want := _path(expected, path)) is not UNDEFINED
+        )
+
+        def fields(actual: Any) -> bool:
+            return actual is not UNDEFINED and all(
+                deep_equal(want, _path(actual, path)) for path, want in checks
+            )
+
+        return fields
+    if mode == "superset":
+
+        def superset(actual: Any) -> bool:
+            if actual is UNDEFINED:
+                return False
+            own = _own(actual)
+            return all(k in own and deep_equal(v, own[k]) for k, v in expected.items())
+
+        return superset
+    if mode == "subset":
+
+        def subset(actual: Any) -> bool:
+            if actual is UNDEFINED:
+                return False
+            return all(
+                k in expected and deep_equal(v, expected[k])
+                for k, v in _own(actual).items()
+            )
+
+        return subset
+    return lambda actual: actual is not UNDEFINED and deep_equal(expected, actual)
+
+
+def js_number(value: float) -> str:
+    """A number as JavaScript's template strings print it (``2.0`` -> ``2``)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if float(value).is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return repr(float(value))
+
+
+def js_key(key: Any) -> str:
+    """A YAML mapping key as JavaScript would hold it (object keys are strings)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int | float):
+        return js_number(key)
+    return str(key)

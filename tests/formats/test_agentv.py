@@ -1,0 +1,229 @@
+"""agentv trace records: output messages, legacy static traces, detection."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from tests._support import suite
+
+from trajgrade.errors import InputError
+from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
+from trajgrade.formats import detect
+from trajgrade.formats.agentv import FORMAT, AgentvReader
+from trajgrade.pipeline import grade_bytes
+from trajgrade.verdicts import Outcome
+
+
+def _feed(*records: object) -> tuple[list[Event], list[InputError], list[int]]:
+    buf = b"".join(json.dumps(r).encode() + b"\n" for r in records)
+    events, errors, lines = AgentvReader(source="a.jsonl", default_trace="a").feed(
+        buf, 1
+    )
+    assert lines is not None
+    return events, errors, lines
+
+
+def test_output_messages_become_messages_calls_and_results() -> None:
+    """A call with output and duration_ms gives a ToolCall and, right after it, its ToolResult."""
+    events, errors, _ = _feed(
+        {
+            "id": "eval-001",
+            "output_messages": [
+                {
+                    "role": "assistant",
+                    "content": "Searching.",
+                    "tool_calls": [
+                        {
+                            "tool": "knowledgeSearch",
+                            "input": {"query": "REST vs GraphQL"},
+                            "output": {"results": []},
+                            "id": "call_123",
+                            "timestamp": "2024-01-15T10:30:00Z",
+                            "duration_ms": 45,
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+    assert errors == []
+    assert events == [
+        Message(trace_id="eval-001", role="assistant", text="Searching."),
+        ToolCall(
+            trace_id="eval-001",
+            ts=1705314600.0,
+            name="knowledgeSearch",
+            call_id="call_123",
+            args={"query": "REST vs GraphQL"},
+        ),
+        ToolResult(
+            trace_id="eval-001",
+            ts=1705314600.0,
+            call_id="call_123",
+            name="knowledgeSearch",
+            result={"results": []},
+            duration_ms=45,
+        ),
+        TraceEnd(trace_id="eval-001"),
+    ]
+
+
+def test_string_input_is_kept_raw_and_not_parsed() -> None:
+    """agentv compares a JSON-string input as a string, so it stays in args_raw only."""
+    events, _, _ = _feed(
+        {
+            "output": [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"tool": "f", "input": '{"a": 1}'}],
+                }
+            ]
+        }
+    )
+    assert events[1] == ToolCall(trace_id="a", name="f", args_raw='{"a": 1}')
+
+
+def test_calls_without_result_fields_get_no_result_and_no_id() -> None:
+    """Only output, duration_ms or status produce a ToolResult; its call gets a synthetic id."""
+    events, _, _ = _feed(
+        {
+            "output_messages": [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"tool": "a"}, {"tool": "b", "duration_ms": 0}],
+                }
+            ]
+        }
+    )
+    assert [type(e).__name__ for e in events] == [
+        "Message",
+        "ToolCall",
+        "ToolCall",
+        "ToolResult",
+        "TraceEnd",
+    ]
+    assert events[1] == ToolCall(trace_id="a", name="a")
+    assert events[2] == ToolCall(trace_id="a", name="b", call_id="agentv-call-1")
+    assert events[3] == ToolResult(
+        trace_id="a", call_id="agentv-call-1", name="b", duration_ms=0
+    )
+
+
+def test_usage_cost_and_text_are_mapped() -> None:
+    """token_usage and cost_usd give one Usage event; text is the trace's result."""
+    events, _, _ = _feed(
+        {
+            "text": "done",
+            "output": [],
+            "token_usage": {"input": 10, "output": 3, "cached": 2},
+            "cost_usd": 0.5,
+        }
+    )
+    assert events == [
+        Usage(
+            trace_id="a",
+            input_tokens=10,
+            output_tokens=3,
+            cache_read_tokens=2,
+            cost_usd=0.5,
+        ),
+        TraceEnd(trace_id="a", result="done"),
+    ]
+
+
+def test_legacy_static_trace_pairs_results_by_id() -> None:
+    """{text, trace: [...]} is read as cat-trace.ts converts it: one assistant message."""
+    events, _, _ = _feed(
+        {
+            "text": "answer",
+            "trace": [
+                {"type": "tool_call", "id": "c1", "name": "web", "input": {"q": 1}},
+                {"type": "tool_result", "id": "c1", "name": "web", "output": "ok"},
+                {"type": "tool_call", "id": "c2", "name": "fetch", "startTime": 5},
+            ],
+        },
+        {"text": "nothing", "trace": []},
+    )
+    assert events == [
+        Message(trace_id="a", role="assistant", text="answer"),
+        ToolCall(trace_id="a", name="web", call_id="c1", args={"q": 1}),
+        ToolResult(trace_id="a", call_id="c1", name="web", result="ok"),
+        ToolCall(trace_id="a", ts=5.0, name="fetch", call_id="c2"),
+        TraceEnd(trace_id="a", result="answer"),
+        TraceEnd(trace_id="a#2", result="nothing"),
+    ]
+
+
+def test_records_are_traces_with_ids_and_line_numbers() -> None:
+    """Each record ends its trace; ids default to the source, then #n; lines are per event."""
+    events, _, lines = _feed(
+        {"id": "x", "output": []}, {"output_messages": []}, {"output": []}
+    )
+    assert [e.trace_id for e in events] == ["x", "a#2", "a#3"]
+    assert lines == [1, 2, 3]
+
+
+def test_bad_records_are_located_and_charged_to_their_trace() -> None:
+    """Bad JSON, a non-object and a call without a string tool are reported with line and field."""
+    reader = AgentvReader(source="a.jsonl", default_trace="a")
+    buf = b'{oops\n[1]\n{"id": "r", "output": [{"role": "assistant", "tool_calls": [{"input": {}}]}]}\n'
+    events, errors, lines = reader.feed(buf, 1)
+    assert [e.location.line for e in errors] == [1, 2, 3]
+    assert "not valid JSON" in errors[0].message
+    assert errors[2].location.field == "output[0].tool_calls[0].tool"
+    assert errors[2].trace_id == "r" and "needs a string `tool`" in errors[2].message
+    assert [type(e).__name__ for e in events] == ["Message", "TraceEnd"]
+    assert lines == [3, 3]
+
+
+def test_detection_claims_agentv_records_only() -> None:
+    """agentv records are detected; vally, OpenResponses, letta and canonical ones are not claimed."""
+    assert detect(b'{"output_messages": []}') == "agentv"
+    assert detect(b'{"output": [{"role": "assistant", "content": "x"}]}') == "agentv"
+    assert (
+        detect(b'{"text": "t", "trace": [{"type": "tool_call", "name": "a"}]}')
+        == "agentv"
+    )
+    for other in (
+        {"events": []},
+        {"output": [{"type": "message", "role": "assistant", "content": []}]},
+        {"object": "response", "output": []},
+        {"trajectory": []},
+        [[{"message_type": "assistant_message"}]],
+        {"type": "tool_call", "name": "a"},
+    ):
+        assert not FORMAT.sniff(other), other
+
+
+def test_grading_an_agentv_record_end_to_end() -> None:
+    """An agentv eval file and record give agentv's verdict; the slow Read seals the fail early."""
+    s = suite(
+        """
+        execution:
+          evaluators:
+            - name: perf
+              type: tool_trajectory
+              mode: in_order
+              expected:
+                - {tool: Read, max_duration_ms: 100}
+                - {tool: Write}
+        """
+    )
+    record = {
+        "id": "run-1",
+        "output_messages": [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"tool": "Read", "input": {}, "duration_ms": 120},
+                    {"tool": "Write", "input": {}},
+                ],
+            }
+        ],
+    }
+    result = grade_bytes(s, json.dumps(record).encode() + b"\n", source="r.jsonl")
+    sealed, v = result.verdicts
+    assert not sealed.final and sealed.outcome is Outcome.FAIL
+    assert v.trace_id == "run-1" and v.final and math.isclose(v.score, 2 / 3)
+    assert v.metadata["misses"] == ["Read took 120ms (max: 100ms)"]

@@ -61,8 +61,8 @@ class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
     trace_id: str
     kind: str
     message: str
-    #: Position of the event in the sequence given to ``feed_many``.
-    index: int = 0
+    #: The event it is about (its position in a batch gives its line).
+    event: Any = None
 
 
 class EngineStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -184,7 +184,7 @@ class Engine:
         traces = self._traces
         routes = self._routes
         integrity = self._integrity
-        for index, event in enumerate(events):
+        for event in events:
             tid = event.trace_id or default_trace
             tr = traces.get(tid)
             if tr is None:
@@ -194,6 +194,9 @@ class Engine:
                 tr = self._open(tid, now)
                 if self._samples is not None and tid in self._samples:
                     out.extend(self._introduce(tr, self._samples[tid]))
+                    if tr.live == 0:
+                        self._forget(tr, ended=False)
+                        continue
             tr.events += 1
             ts = event.ts
             if ts is not None:
@@ -207,30 +210,36 @@ class Engine:
                         n = len(calls)
                         calls[cid] = None
                         if len(calls) == n:
-                            self._anomaly(tr, "duplicate_call_id", cid, index)
+                            self._anomaly(tr, "duplicate_call_id", cid, event)
                         elif n >= OPEN_CALLS_MAX:
                             del calls[next(iter(calls))]
                 elif kind is ToolResult:
                     cid = event.call_id  # type: ignore[union-attr]
                     if cid is not None and tr.calls.pop(cid, _GONE) is _GONE:
-                        self._anomaly(tr, "orphan_result", cid, index)
-            states = tr.states
-            for i, handler in routes[kind]:
-                st = states[i]
-                if st is None:
-                    continue
-                try:
-                    d = handler(st, event)
-                except GradeError as exc:
-                    d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
-                if d is not None:
-                    v = self._stamp(tr, i, d, early=True)
-                    if v is not None:
-                        out.append(v)
+                        self._anomaly(tr, "orphan_result", cid, event)
+            route = routes[kind]
+            if route:
+                states = tr.states
+                for i, handler in route:
+                    st = states[i]
+                    if st is None:
+                        continue
+                    try:
+                        d = handler(st, event)
+                    except GradeError as exc:
+                        d = Decision(
+                            outcome=Outcome.ERROR, score=0.0, evidence=exc.message
+                        )
+                    if d is not None:
+                        v = self._stamp(tr, i, d, early=True)
+                        if v is not None:
+                            out.append(v)
+                        if tr.live == 0 and kind is not TraceEnd:
+                            # Every grader is final: nothing more to learn.
+                            self._forget(tr, ended=False)
+                            break
             if kind is TraceEnd:
                 out.extend(self._close(tr, ended=True))
-            elif tr.live == 0:
-                self._forget(tr, ended=False)
         self._n_events += len(events)
         return out
 
@@ -423,11 +432,11 @@ class Engine:
         if len(closed) > CLOSED_MEMORY:
             del closed[next(iter(closed))]
 
-    def _anomaly(self, tr: _Trace, kind: str, cid: str, index: int) -> None:
+    def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
         if kind == "duplicate_call_id":
             msg = f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call"
         else:
             msg = f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls"
         self.anomalies.append(
-            Anomaly(trace_id=tr.id, kind=kind, message=msg, index=index)
+            Anomaly(trace_id=tr.id, kind=kind, message=msg, event=event)
         )

@@ -68,6 +68,8 @@ class Batch(msgspec.Struct, kw_only=True):
         fast path; the mapping (the non-blank lines, in order) is computed only
         here, when a message needs it.
         """
+        if index < 0:
+            return None
         for seg in self.segments:
             if index < seg.count:
                 if seg.lines is None:
@@ -280,8 +282,11 @@ class Grading:
             else []
         )
         if engine.anomalies:
+            # Rare: find each anomaly's event in the batch to name its line.
+            position = {id(ev): i for i, ev in enumerate(batch.events)}
             for a in engine.anomalies:
-                where = Location(file=decoder.source, line=batch.line_of(a.index))
+                index = position.get(id(a.event), -1)
+                where = Location(file=decoder.source, line=batch.line_of(index))
                 self.anomalies.append((a, where))
             engine.anomalies.clear()
         return out

@@ -84,7 +84,9 @@ class ToolCallsState(msgspec.Struct, array_like=True, gc=False):
     unmet: int = 0
     #: Required ``final`` entries satisfied by the latest call (once completed).
     last_ok: int = 0
-    pending: dict[str, Pending] = msgspec.field(default_factory=dict)
+    #: Open calls, oldest first; None for a call no entry is waiting on (kept
+    #: only so that a result without call_id pairs with the right call).
+    pending: dict[str, Pending | None] = msgspec.field(default_factory=dict)
 
 
 _PLAN_CACHE_MAX: Final = 4096
@@ -292,7 +294,7 @@ class ToolCalls:
             # A reused id: the later call takes it, and its place in the
             # oldest-first order is its own, not the earlier one's.
             del pending[key]
-        pending[key] = Pending(seq, req, dis)
+        pending[key] = Pending(seq, req, dis) if req or dis else None
 
     def _on_result(self, state: ToolCallsState, result: ToolResult) -> Decision | None:
         pending = state.pending
@@ -303,7 +305,7 @@ class ToolCalls:
             cid = next(iter(pending))
         p = pending.pop(cid, None)
         if p is None:
-            return None
+            return None  # unknown, or a call no entry waits on
         text: str | None = None
         if p.dis:
             text = js_stringify(result.result)
@@ -342,7 +344,7 @@ class ToolCalls:
             if step != end or state.counts[i] >= m.min_count:
                 continue
             bit = 1 << i
-            if any(p.req & bit for p in state.pending.values()):
+            if any(p is not None and p.req & bit for p in state.pending.values()):
                 continue  # a call inside the window may still complete
             where = (
                 f"in step {m.at_step}"

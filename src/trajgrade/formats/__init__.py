@@ -6,13 +6,12 @@ reader returns canonical events plus the :class:`~trajgrade.errors.InputError`
 of every line it could not use. Readers keep whatever small state their format
 needs (call ids, the current trace); they never do I/O.
 
-:func:`open_reader` picks the format from the first non-blank line unless the
-user named one. Formats in this release:
-
-* ``trajgrade`` - canonical JSONL, one event per line (also reads the
-  benchmark corpus ``events.jsonl`` as it is);
-* ``vally`` - vally ``TrajectoryEvent`` lines, or whole ``Trajectory``
-  documents (``{"events": [...]}``), one per line.
+:func:`open_reader` picks the format from the first readable line unless the
+user named one (`trajgrade formats` lists them; each module's docstring says
+what it reads and how it maps to canonical events). One module per format:
+``native`` (trajgrade's canonical JSONL), ``vally``, ``agentv``, ``letta``,
+``openresponses`` (OpenAI Responses items, AI GO! traces), and the agents' own
+logs as they are added.
 """
 
 from __future__ import annotations
@@ -23,7 +22,15 @@ import msgspec
 
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
-from trajgrade.formats import agentv, letta, native, openresponses, vally
+from trajgrade.formats import (
+    agentv,
+    claude_code,
+    codex,
+    letta,
+    native,
+    openresponses,
+    vally,
+)
 from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
@@ -77,7 +84,7 @@ class FormatType(Protocol):
 #: Detection order: the first format whose ``sniff`` accepts the first record
 #: wins, so more specific shapes come first (vally events carry a ``data``
 #: object; canonical events never do).
-_MODULES: Final = (vally, agentv, letta, openresponses, native)
+_MODULES: Final = (vally, agentv, letta, openresponses, claude_code, codex, native)
 
 BUILTIN: Final[Mapping[str, FormatType]] = {
     f.name: f for module in _MODULES for f in module.FORMATS

@@ -123,3 +123,26 @@ def test_fingerprint_changes_with_the_config() -> None:
         decode_config("graders:\n  - type: turn-count\n    config:\n      max: 1\n")
     )
     assert a.fingerprint != b.fingerprint and a.fingerprint == c.fingerprint
+
+
+def test_an_unreadable_entry_does_not_hide_the_other_graders_errors() -> None:
+    """A broken entry and another grader's config error are reported in one pass."""
+    text = textwrap.dedent(
+        """\
+        execution:
+          evaluators:
+            - type: tool_trajectory
+              mode: in_order
+              expected: [{tool: a}]
+            - name: two
+              type: tool_trajectory
+              mode: bogus
+        """
+    )
+    errors = _errors(text, name="eval.yaml")
+    assert errors[0].startswith(
+        "eval.yaml:3: execution.evaluators[0].name: `name` must be a non-empty string"
+    )
+    assert errors[1].startswith(
+        "eval.yaml:8: execution.evaluators[1].mode: invalid mode 'bogus'"
+    )

@@ -78,6 +78,9 @@ class SuiteConfig(msgspec.Struct, frozen=True, kw_only=True):
     base_dir: str | None = None
     #: Suite-wide pass threshold from the layout (agentv ``execution.threshold``).
     threshold: float | None = None
+    #: Problems found while reading the layout; compile_suite raises them
+    #: together with every grader's own errors.
+    problems: tuple[ConfigError, ...] = ()
 
     def locate(self, path: Sequence[str | int]) -> Location:
         """The Location of a field path (nearest enclosing line)."""
@@ -153,7 +156,12 @@ def decode_config(
     json: bool = False,
     base_dir: str | None = None,
 ) -> SuiteConfig:
-    """Decode config text into a SuiteConfig; ConfigError(s) name every problem."""
+    """Decode config text into a SuiteConfig.
+
+    Syntax errors and an unrecognisable layout raise ConfigError here; problems
+    in single entries are kept in ``problems`` and raised by ``compile_suite``
+    together with the graders' own errors.
+    """
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     lines = line_map(text)
     try:
@@ -246,12 +254,14 @@ def _read_layout(
     else:
         msg = f"no graders found; expected one of the layouts: {'; '.join(_LAYOUTS)}"
         raise ConfigError(msg, location=shell.locate(()))
-    if errors:
-        raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
-    if not specs:
+    if not specs and not errors:
         msg = "no graders configured; add at least one (see `trajgrade graders`)"
         raise ConfigError(msg, location=shell.locate(()))
-    return msgspec.structs.replace(shell, graders=tuple(specs), threshold=threshold)
+    # Entry-level problems are reported by compile_suite together with the
+    # other graders' errors, so one `trajgrade check` shows all of them.
+    return msgspec.structs.replace(
+        shell, graders=tuple(specs), threshold=threshold, problems=tuple(errors)
+    )
 
 
 def _entries(
@@ -354,7 +364,7 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
     context = context or BuildContext(base_dir=config.base_dir)
     if context.threshold is None:
         context.threshold = config.threshold
-    errors: list[ConfigError] = []
+    errors: list[ConfigError] = list(config.problems)
     warnings: list[ConfigWarning] = []
     graders: list[Grader[Any]] = []
     taken: dict[str, int] = {}

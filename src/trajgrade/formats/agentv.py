@@ -40,6 +40,7 @@ import msgspec
 
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
+from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.vally import parse_timestamp
 
 __all__ = ("FORMAT", "FORMATS", "AgentvReader")
@@ -49,43 +50,24 @@ _ENCODE: Final = msgspec.json.Encoder()
 _LEGACY: Final = ("tool_call", "tool_result")
 
 
-class AgentvReader:
+class AgentvReader(RecordReader):
     """Translates agentv trace records to canonical events."""
 
     format = "agentv"
+    expected = "one agentv trace record"
 
     def __init__(self, *, source: str, default_trace: str) -> None:
-        self._source = source
-        self._default = default_trace
+        super().__init__(source=source, default_trace=default_trace)
         self._records = 0
 
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        events: list[Event] = []
-        errors: list[InputError] = []
-        lines: list[int] = []
-        for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
-            if not line.strip():
-                continue
-            try:
-                record = _JSON.decode(line)
-            except msgspec.DecodeError as exc:
-                msg = (
-                    f"not valid JSON ({exc}); each line must be one agentv trace record"
-                )
-                errors.append(self._error(msg, n))
-                continue
-            if not isinstance(record, dict):
-                msg = f"expected a JSON object (an agentv trace record), got {type(record).__name__}"
-                errors.append(self._error(msg, n))
-                continue
+    def record(
+        self, record: Any, n: int, events: list[Event], errors: list[InputError]
+    ) -> None:
+        if not isinstance(record, dict):
+            msg = f"expected a JSON object (an agentv trace record), got {type(record).__name__}"
+            errors.append(self.error(msg, n))
+        else:
             _Record(self, record, n, events, errors).read()
-            lines.extend([n] * (len(events) - len(lines)))
-        return events, errors, lines
-
-    def close(self) -> tuple[list[Event], list[InputError]]:
-        return [], []
 
     def _error(
         self, msg: str, n: int, field: str | None = None, trace: str | None = None

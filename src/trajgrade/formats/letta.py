@@ -53,6 +53,7 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
+from trajgrade.formats._lines import RecordReader
 from trajgrade.formats._sniff import sniff_trace_id
 from trajgrade.formats.vally import parse_timestamp
 
@@ -101,41 +102,28 @@ class _BadMessageError(Exception):
         self.message, self.field = message, field
 
 
-class LettaReader:
+class LettaReader(RecordReader):
     """Translates Letta trajectory records into canonical events."""
 
     format = "letta"
+    expected = "one Letta trajectory"
 
     def __init__(self, *, source: str, default_trace: str) -> None:
-        self._source = source
-        self._default = default_trace
+        super().__init__(source=source, default_trace=default_trace)
         self._records = 0
 
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        events: list[Event] = []
-        errors: list[InputError] = []
-        lines: list[int] = []
-        for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
-            if not line.strip():
-                continue
-            try:
-                record = _JSON.decode(line)
-            except msgspec.DecodeError as exc:
-                # Still a record: later positional trace names stay stable,
-                # and the lost trajectory's trace ends in `error`.
-                positional = self._next_id()
-                tid = sniff_trace_id(line) or positional
-                msg = f"not valid JSON ({exc}); each line must be one Letta trajectory"
-                errors.append(self._error(msg, n, trace=tid))
-            else:
-                self._record(record, n, events, errors)
-            lines.extend([n] * (len(events) - len(lines)))
-        return events, errors, lines
+    def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
+        # Still a record: later positional trace names stay stable, and the
+        # lost trajectory's trace ends in `error`.
+        positional = self._next_id()
+        tid = sniff_trace_id(line) or positional
+        msg = f"not valid JSON ({exc}); each line must be {self.expected}"
+        return self._error(msg, n, trace=tid)
 
-    def close(self) -> tuple[list[Event], list[InputError]]:
-        return [], []
+    def record(
+        self, record: Any, n: int, events: list[Event], errors: list[InputError]
+    ) -> None:
+        self._record(record, n, events, errors)
 
     def _error(
         self, msg: str, n: int, field: str | None = None, trace: str | None = None

@@ -61,6 +61,7 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
+from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.vally import parse_timestamp
 
 __all__ = ("FORMAT", "FORMATS", "OpenResponsesReader")
@@ -248,52 +249,31 @@ def _usage(u: Any, tid: str) -> Usage:
     )
 
 
-class OpenResponsesReader:
+class OpenResponsesReader(RecordReader):
     """Translates OpenResponses items (and whole traces) to canonical events."""
 
     format = "openresponses"
+    expected = "an OpenResponses item, an array of items or a response object"
 
     def __init__(self, *, source: str, default_trace: str) -> None:
-        self._source = source
-        self._default = default_trace
+        super().__init__(source=source, default_trace=default_trace)
         self._traces = 0
 
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        events: list[Event] = []
-        errors: list[InputError] = []
-        lines: list[int] = []
-        for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
-            if not line.strip():
-                continue
-            try:
-                record = _JSON.decode(line)
-            except msgspec.DecodeError as exc:
-                msg = f"not valid JSON ({exc}); each line must be an OpenResponses item, an array of items or a response object"
-                errors.append(
-                    InputError(msg, location=Location(file=self._source, line=n))
-                )
-                continue
-            if isinstance(record, list):
-                listed = [(f"[{i}]", item) for i, item in enumerate(record)]
-                self._trace(listed, {}, n, events, errors)
-            elif not isinstance(record, dict):
-                msg = f"expected a JSON object or array, got {type(record).__name__}"
-                errors.append(
-                    InputError(msg, location=Location(file=self._source, line=n))
-                )
-            elif (items := _item_lists(record)) is not None:
-                self._trace(items, record, n, events, errors)
-            else:
-                tid = record.get("trace_id")
-                tid = tid if isinstance(tid, str) and tid else self._default
-                self._item(record, tid, n, "", events, errors)
-            lines.extend([n] * (len(events) - len(lines)))
-        return events, errors, lines
-
-    def close(self) -> tuple[list[Event], list[InputError]]:
-        return [], []
+    def record(
+        self, record: Any, n: int, events: list[Event], errors: list[InputError]
+    ) -> None:
+        if isinstance(record, list):
+            listed = [(f"[{i}]", item) for i, item in enumerate(record)]
+            self._trace(listed, {}, n, events, errors)
+        elif not isinstance(record, dict):
+            msg = f"expected a JSON object or array, got {type(record).__name__}"
+            errors.append(self.error(msg, n))
+        elif (items := _item_lists(record)) is not None:
+            self._trace(items, record, n, events, errors)
+        else:
+            tid = record.get("trace_id")
+            tid = tid if isinstance(tid, str) and tid else self._default
+            self._item(record, tid, n, "", events, errors)
 
     def _trace(
         self,

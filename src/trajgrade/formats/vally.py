@@ -34,6 +34,7 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
+from trajgrade.formats._lines import RecordReader
 
 __all__ = ("FORMAT", "FORMATS", "VallyReader", "parse_timestamp")
 
@@ -64,48 +65,26 @@ def _args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     return None, None
 
 
-class VallyReader:
+class VallyReader(RecordReader):
     """Translates vally events (and whole trajectories) to canonical events."""
 
     format = "vally"
+    expected = "one vally event or trajectory"
 
     def __init__(self, *, source: str, default_trace: str) -> None:
-        self._source = source
-        self._default = default_trace
+        super().__init__(source=source, default_trace=default_trace)
         self._trajectories = 0
 
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        events: list[Event] = []
-        errors: list[InputError] = []
-        lines: list[int] = []
-        for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
-            if not line.strip():
-                continue
-            try:
-                record = _JSON.decode(line)
-            except msgspec.DecodeError as exc:
-                msg = f"not valid JSON ({exc}); each line must be one vally event or trajectory"
-                errors.append(
-                    InputError(msg, location=Location(file=self._source, line=n))
-                )
-                continue
-            if not isinstance(record, dict):
-                msg = f"expected a JSON object, got {type(record).__name__}"
-                errors.append(
-                    InputError(msg, location=Location(file=self._source, line=n))
-                )
-                continue
-            if isinstance(record.get("events"), list):
-                self._trajectory(record, n, events, errors)
-            else:
-                self._event(record, self._default, n, "", events, errors)
-            lines.extend([n] * (len(events) - len(lines)))
-        return events, errors, lines
-
-    def close(self) -> tuple[list[Event], list[InputError]]:
-        return [], []
+    def record(
+        self, record: Any, n: int, events: list[Event], errors: list[InputError]
+    ) -> None:
+        if not isinstance(record, dict):
+            msg = f"expected a JSON object, got {type(record).__name__}"
+            errors.append(self.error(msg, n))
+        elif isinstance(record.get("events"), list):
+            self._trajectory(record, n, events, errors)
+        else:
+            self._event(record, self._default, n, "", events, errors)
 
     def _trajectory(
         self, doc: dict[str, Any], n: int, events: list[Event], errors: list[InputError]

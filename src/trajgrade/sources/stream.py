@@ -13,6 +13,7 @@ import stat
 import sys
 from typing import TYPE_CHECKING, Final
 
+import anyio.lowlevel
 import anyio.to_thread
 
 from trajgrade.errors import Location, SourceError
@@ -49,9 +50,15 @@ class StreamSource:
         fd = self._fd
         while True:
             try:
-                if not self._pollable:
-                    # Disk reads do not block for long; a worker thread keeps
-                    # the event loop free meanwhile.
+                if self.regular:
+                    # A regular file read is a page-cache copy (well under a
+                    # millisecond per chunk): done in the loop, it keeps the
+                    # chunk on the core that decodes it. Other tasks run at
+                    # the checkpoint after each chunk.
+                    chunk = os.read(fd, CHUNK_BYTES)
+                    await anyio.lowlevel.checkpoint()
+                elif not self._pollable:
+                    # Devices (/dev/null, …) cannot be polled and may block.
                     chunk = await anyio.to_thread.run_sync(os.read, fd, CHUNK_BYTES)
                 else:
                     # Pipes and terminals: wait in the event loop, then read

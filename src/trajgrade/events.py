@@ -100,7 +100,13 @@ class ToolResult(_Base, tag="tool_result", frozen=True):
 
 
 class Usage(_Base, tag="usage", frozen=True):
-    """Token usage of one model response (not cumulative)."""
+    """Token usage of one model response (not cumulative).
+
+    ``input_tokens`` counts every input token the model processed, cached or
+    not (OpenAI's convention; Anthropic's cache reads and writes are added
+    in); ``cache_read_tokens``, ``cache_write_tokens`` and
+    ``reasoning_tokens`` say how many of them were of that kind.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0

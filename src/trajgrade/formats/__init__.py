@@ -82,9 +82,10 @@ class FormatType(Protocol):
 
 
 #: Detection order: the first format whose ``sniff`` accepts the first record
-#: wins, so more specific shapes come first (vally events carry a ``data``
-#: object; canonical events never do).
-_MODULES: Final = (vally, agentv, letta, openresponses, claude_code, codex, native)
+#: wins, so more specific shapes come first: agents' own logs (a Claude Code
+#: ``progress`` line also has a ``data`` object, like a vally event), then the
+#: graders' shapes, then canonical events (which never carry ``data``).
+_MODULES: Final = (claude_code, codex, vally, agentv, letta, openresponses, native)
 
 BUILTIN: Final[Mapping[str, FormatType]] = {
     f.name: f for module in _MODULES for f in module.FORMATS

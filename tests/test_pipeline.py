@@ -67,3 +67,11 @@ def test_grade_bytes_is_feed_all_then_finish() -> None:
     result = grade_bytes(s, LINE % 1 + LINE % 2)
     (v,) = result.verdicts[-1:]
     assert v.final and not v.passed and v.metadata["value"] == 2
+
+
+def test_detection_survives_odd_first_records() -> None:
+    """A first record no format expects (a list as `type`) is undetectable, not a crash."""
+    from trajgrade.formats import detect
+
+    assert detect(b'{"type": [1]}') is None
+    assert detect(b'{"type": {"a": 1}, "data": {}}') is None

@@ -101,8 +101,11 @@ def detect(first_line: bytes) -> str | None:
     except msgspec.DecodeError:
         return None
     for fmt in BUILTIN.values():
-        if fmt.sniff(record):
-            return fmt.name
+        try:
+            if fmt.sniff(record):
+                return fmt.name
+        except (TypeError, ValueError):
+            continue  # an odd first record (e.g. a list as `type`) is not this format
     return None
 
 

@@ -101,3 +101,15 @@ def test_statistics_count_events_and_verdicts() -> None:
     engine.feed(call("a", "2", trace="y"))
     st = engine.statistics()
     assert (st.events, st.open_traces, st.early_verdicts) == (2, 2, 1)
+
+
+def test_calls_unanswered_at_trace_end_are_reported_once() -> None:
+    """A trace that ends with calls still open reports them (no result is invented)."""
+    engine = Engine(one("tool-call-count", "max: 9"))
+    engine.feed(call("a", "1"))
+    engine.feed(call("b", "2"))
+    engine.feed(result("1"))
+    engine.feed(end())
+    (a,) = engine.anomalies
+    assert (a.kind, a.trace_id) == ("unanswered_calls", "t")
+    assert a.message == "1 tool call(s) never got a result: '2'"

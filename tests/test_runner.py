@@ -8,11 +8,11 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 import contextlib
 
@@ -141,3 +141,27 @@ def test_devices_and_empty_inputs_are_read_without_error(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b""
     assert b"source_failed" not in proc.stderr
+
+
+def test_a_real_session_ending_with_unanswered_calls_reports_them(
+    tmp_path: Path,
+) -> None:
+    """A real Claude Code transcript cut off after three calls logs those calls at the end."""
+    fixture = (
+        Path(__file__).parent
+        / "fixtures"
+        / "claude-code"
+        / "agentcmd_v2.0.14_trailing_unanswered_calls.jsonl"
+    )
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text("graders:\n  - {type: tool-call-count, config: {max: 1000}}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "grade", "-c", str(cfg), str(fixture)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    logs = [json.loads(line) for line in proc.stderr.splitlines()]
+    (unanswered,) = [e for e in logs if e["event"] == "calls_unanswered"]
+    assert unanswered["reason"].startswith("3 tool call(s) never got a result")

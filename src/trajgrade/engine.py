@@ -21,8 +21,9 @@ the runner's clock; ``tick(now)`` lets clock-driven graders (wall-time) fire
 while no event arrives.
 
 Integrity: the engine tracks open call ids per trace to report results that
-match no call and reused call ids as :class:`Anomaly` records in
-``anomalies`` (the runner drains and logs them); events it had to reject
+match no call, reused call ids, and calls still unanswered when the trace
+ends as :class:`Anomaly` records in ``anomalies`` (the runner drains and logs
+them); events it had to reject
 (``reject``) taint a trace, whose still-open graders then end in ``error``.
 
 The only exceptions ``feed`` raises for bad data are none: anything a grader
@@ -398,6 +399,16 @@ class Engine:
         )
 
     def _close(self, tr: _Trace, *, ended: bool) -> list[Verdict]:
+        if self._integrity and tr.calls:
+            # Calls a trace ends with unanswered are kept (graders never
+            # invent results) and reported once, here.
+            ids = list(tr.calls)
+            shown = ", ".join(repr(c) for c in ids[:5])
+            more = f" (+{len(ids) - 5} more)" if len(ids) > 5 else ""
+            msg = f"{len(ids)} tool call(s) never got a result: {shown}{more}"
+            self.anomalies.append(
+                Anomaly(trace_id=tr.id, kind="unanswered_calls", message=msg)
+            )
         out: list[Verdict] = []
         for i, st in enumerate(tr.states):
             if st is None:

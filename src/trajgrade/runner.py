@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import msgspec
 
-from trajgrade.engine import Engine
-from trajgrade.errors import SourceError
+from trajgrade.engine import Anomaly, Engine
+from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.sources import StreamSource, open_source
 from trajgrade.verdicts import Outcome, Verdict
@@ -111,16 +111,25 @@ class _Run:
         self.summary.input_errors += len(g.errors)
         g.errors.clear()
         for anomaly, loc in g.anomalies:
-            self.log.warning(
-                "input_anomaly",
-                source=loc.file,
-                line=loc.line,
-                trace=anomaly.trace_id,
-                kind=anomaly.kind,
-                reason=anomaly.message,
-            )
+            self.anomaly(anomaly, loc)
         self.summary.anomalies += len(g.anomalies)
         g.anomalies.clear()
+
+    def anomaly(self, anomaly: Anomaly, loc: Location) -> None:
+        if anomaly.kind == "unanswered_calls":
+            # Normal for an interrupted session; worth knowing, not a warning.
+            self.log.info(
+                "calls_unanswered", trace=anomaly.trace_id, reason=anomaly.message
+            )
+            return
+        self.log.warning(
+            "input_anomaly",
+            source=loc.file,
+            line=loc.line,
+            trace=anomaly.trace_id,
+            kind=anomaly.kind,
+            reason=anomaly.message,
+        )
 
     async def read(self, source: StreamSource) -> None:
         decoder = SourceDecoder(
@@ -157,6 +166,10 @@ class _Run:
 
     def finish(self) -> RunSummary:
         self.emit(self.engine.finish())
+        for anomaly in self.engine.anomalies:
+            self.anomaly(anomaly, Location())
+        self.summary.anomalies += len(self.engine.anomalies)
+        self.engine.anomalies.clear()
         self.sink.close()
         stats = self.engine.statistics()
         s = self.summary

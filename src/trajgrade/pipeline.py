@@ -21,7 +21,15 @@ import msgspec
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event
-from trajgrade.formats import Reader, detect, open_reader, sniff_trace_id
+from trajgrade.formats import (
+    SNIFF_LIMIT,
+    Reader,
+    detect,
+    detect_document,
+    document_shape,
+    open_reader,
+    sniff_trace_id,
+)
 from trajgrade.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -106,6 +114,9 @@ class SourceDecoder:
         self._skipping = False
         self._line = 1  # number of the next line to start
         self._reader: Reader | None = None
+        #: The start of a JSON document whose format is not known yet.
+        self._doc: bytearray | None = None
+        self._doc_line = 0
         #: Bytes consumed so far (complete lines handed to the reader, plus
         #: skipped oversize lines): a resume position.
         self.offset = 0
@@ -159,6 +170,15 @@ class SourceDecoder:
             tail, self._tail = self._tail, b""
             self._decode(tail + b"\n", 1, batch)
             self.offset -= 1  # that newline was ours, not the source's
+        if self._doc is not None:
+            # A short document ends before its shape was certain: decide now.
+            data, line = self._try_document(batch.errors, final=True)
+            if self._reader is not None:
+                events, errs, lines = self._reader.feed(data, line)
+                batch.errors.extend(errs)
+                if events:
+                    batch.segments.append(Segment(len(events), line, data, lines))
+                    batch.events.extend(events)
         if self._reader is not None:
             more, errs = self._reader.close()
             if more:
@@ -190,6 +210,8 @@ class SourceDecoder:
         if len(body) > self._max:
             body = self._drop_long_lines(bytes(body), first, errors)
         if self._reader is None:
+            if self._fmt == "none":
+                return  # an unrecognised document: reported once, not per line
             body, first = self._start_reader(bytes(body), first, errors)
             if self._reader is None:
                 return
@@ -206,7 +228,15 @@ class SourceDecoder:
         self, body: bytes, first: int, errors: list[InputError]
     ) -> tuple[bytes, int]:
         """Detect the format; return ``body`` from the first readable line on,
-        and that line's number (lines before it were reported here)."""
+        and that line's number (lines before it were reported here).
+
+        A line that starts a JSON document but is not a whole record (a
+        pretty-printed ATIF file, say) starts a document prefix, collected
+        until a document format recognises its shape.
+        """
+        if self._doc is not None:
+            self._doc += body
+            return self._try_document(errors, final=False)
         fmt = self._fmt
         start, n = 0, first
         while fmt == "auto" and start < len(body):
@@ -218,15 +248,10 @@ class SourceDecoder:
                 if found is not None:
                     fmt = found
                     break
-                head = line[:80].decode("utf-8", "replace")
-                msg = (
-                    f"cannot tell the log format from this record ({head!r}); "
-                    "pass --format (see `trajgrade formats`)"
-                )
-                where = Location(file=self.source, line=n)
-                errors.append(
-                    InputError(msg, location=where, trace_id=sniff_trace_id(line))
-                )
+                if _starts_document(line):
+                    self._doc, self._doc_line = bytearray(body[start:]), n
+                    return self._try_document(errors, final=False)
+                self._undetectable(line, n, errors)
             start, n = end + 1, n + 1
         if fmt == "auto":
             return b"", n
@@ -234,6 +259,34 @@ class SourceDecoder:
             fmt, source=self.source, default_trace=self.default_trace
         )
         return body[start:], n
+
+    def _try_document(
+        self, errors: list[InputError], *, final: bool
+    ) -> tuple[bytes, int]:
+        assert self._doc is not None
+        name, decided = detect_document(bytes(self._doc), final=final)
+        if name is not None:
+            data, line = bytes(self._doc), self._doc_line
+            self._doc = None
+            self._reader = open_reader(
+                name, source=self.source, default_trace=self.default_trace
+            )
+            return data, line
+        if decided or len(self._doc) > SNIFF_LIMIT:
+            self._undetectable(bytes(self._doc[:4096]), self._doc_line, errors)
+            self._doc = None
+            # The rest of that document must not be re-detected line by line.
+            self._fmt = "none"
+        return b"", self._doc_line
+
+    def _undetectable(self, line: bytes, n: int, errors: list[InputError]) -> None:
+        head = line[:80].decode("utf-8", "replace")
+        msg = (
+            f"cannot tell the log format from this record ({head!r}); "
+            "pass --format (see `trajgrade formats`)"
+        )
+        where = Location(file=self.source, line=n)
+        errors.append(InputError(msg, location=where, trace_id=sniff_trace_id(line)))
 
     def _drop_long_lines(
         self, body: bytes, first: int, errors: list[InputError]
@@ -249,6 +302,18 @@ class SourceDecoder:
             else:
                 kept.append(line)
         return b"\n".join(kept)
+
+
+def _starts_document(line: bytes) -> bool:
+    """Whether a line no line format claims opens a JSON document: valid JSON
+    that goes on past the line, or a whole document a document format knows.
+    A broken line of a JSONL file is neither, and stays a line error."""
+    if line.lstrip()[:1] not in (b"{", b"["):
+        return False
+    shape = document_shape(line)
+    if shape is None:
+        return False
+    return not shape.complete or detect_document(line, final=True)[0] is not None
 
 
 class GradeResult(msgspec.Struct, kw_only=True):

@@ -24,13 +24,20 @@ from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
 from trajgrade.formats import (
     agentv,
+    atif,
     claude_code,
     codex,
+    gemini_cli,
     letta,
+    mini_swe_agent,
     native,
+    openai_chat,
+    openhands,
     openresponses,
+    swe_agent,
     vally,
 )
+from trajgrade.formats._document import SNIFF_LIMIT, DocShape, document_shape
 from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
@@ -39,9 +46,13 @@ if TYPE_CHECKING:
 __all__ = (
     "BUILTIN",
     "EVENT_TAGS",
+    "SNIFF_LIMIT",
+    "DocShape",
     "FormatType",
     "Reader",
     "detect",
+    "detect_document",
+    "document_shape",
     "open_reader",
     "sniff_trace_id",
 )
@@ -85,7 +96,22 @@ class FormatType(Protocol):
 #: wins, so more specific shapes come first: agents' own logs (a Claude Code
 #: ``progress`` line also has a ``data`` object, like a vally event), then the
 #: graders' shapes, then canonical events (which never carry ``data``).
-_MODULES: Final = (claude_code, codex, vally, agentv, letta, openresponses, native)
+_MODULES: Final = (
+    claude_code,
+    codex,
+    vally,
+    agentv,
+    letta,
+    openresponses,
+    openai_chat,
+    # whole-document formats (detected by their shape, see detect_document)
+    atif,
+    gemini_cli,
+    swe_agent,
+    mini_swe_agent,
+    openhands,
+    native,
+)
 
 BUILTIN: Final[Mapping[str, FormatType]] = {
     f.name: f for module in _MODULES for f in module.FORMATS
@@ -107,6 +133,22 @@ def detect(first_line: bytes) -> str | None:
         except (TypeError, ValueError):
             continue  # an odd first record (e.g. a list as `type`) is not this format
     return None
+
+
+def detect_document(prefix: bytes, *, final: bool) -> tuple[str | None, bool]:
+    """The document format whose shape ``prefix`` shows, and whether that
+    answer is final (a longer prefix cannot change it).
+
+    ``final`` says the prefix is all there is.
+    """
+    shape = document_shape(prefix)
+    if shape is None:
+        return None, True  # not JSON at all
+    for fmt in BUILTIN.values():
+        sniff = getattr(fmt, "sniff_document", None)
+        if sniff is not None and sniff(shape):
+            return fmt.name, True
+    return None, final or shape.complete
 
 
 def open_reader(fmt: str, *, source: str, default_trace: str) -> Reader:

@@ -1,0 +1,199 @@
+"""Whole-document JSON formats, parsed incrementally (ijson's push parser).
+
+ATIF trajectories, Gemini CLI sessions, SWE-agent ``.traj`` files and the like
+are one JSON document, often pretty-printed over many lines and sometimes
+gigabytes long. A :class:`DocumentReader` pushes the bytes into ijson as they
+arrive and builds only the items it is told to (``steps.item``,
+``messages.item``, …), one at a time, so memory stays flat in the document's
+size and events come out while the document is still being read (as far as
+the format allows: a step's events are emitted when the step's object
+closes).
+
+Detection cannot rely on the first line of a pretty-printed document, so
+:func:`document_shape` looks at a growing prefix (top-level keys, whether it
+is an array, the first item's keys) and each document format's
+``sniff_document`` decides from that.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import ijson
+import msgspec
+from ijson.common import ObjectBuilder
+
+from trajgrade.errors import InputError, Location
+
+if TYPE_CHECKING:
+    from trajgrade.events import Event
+
+__all__ = ("DocShape", "DocumentReader", "document_shape")
+
+#: Bytes of a document's start that detection may look at before giving up.
+SNIFF_LIMIT: Final = 1 << 20
+
+
+class DocShape(msgspec.Struct, frozen=True):
+    """What a document's first bytes show."""
+
+    is_array: bool
+    #: Keys of the top-level object seen so far (empty for an array).
+    top_keys: frozenset[str]
+    #: Keys of the first element of the top-level array, or of the first
+    #: element of the first array-valued top-level key.
+    first_item_keys: frozenset[str]
+    #: The whole document was in the prefix.
+    complete: bool
+
+
+def document_shape(prefix: bytes) -> DocShape | None:
+    """The shape of a (possibly partial) JSON document; None if it is not JSON."""
+    events = ijson.sendable_list()
+    coro = ijson.parse_coro(events, use_float=True)
+    complete = True
+    try:
+        coro.send(prefix)
+        coro.close()
+    except ijson.IncompleteJSONError as exc:
+        if "premature EOF" not in str(exc) and "incomplete" not in str(exc).lower():
+            return None
+        complete = False
+    except ijson.JSONError:
+        return None
+    if not events:
+        return None
+    is_array = events[0][1] == "start_array"
+    top: set[str] = set()
+    first: set[str] = set()
+    item_prefix: str | None = "item" if is_array else None
+    for prefix_path, event, value in events:
+        if event == "map_key" and prefix_path == "" and not is_array:
+            top.add(value)
+        elif (
+            event == "start_array"
+            and item_prefix is None
+            and "." not in prefix_path
+            and prefix_path
+        ):
+            item_prefix = f"{prefix_path}.item"
+        elif event == "map_key" and prefix_path == item_prefix:
+            first.add(value)
+        elif event == "end_map" and prefix_path == item_prefix and first:
+            item_prefix = "\x00"  # only the first element counts
+    return DocShape(is_array, frozenset(top), frozenset(first), complete)
+
+
+class DocumentReader:
+    """Base of document formats: builds the configured items incrementally.
+
+    Subclasses set ``ITEMS`` (ijson prefixes of the objects to build, e.g.
+    ``("steps.item",)``) and ``SCALARS`` (top-level scalar prefixes to keep,
+    e.g. ``("session_id",)``), and implement :meth:`item`, called with each
+    finished object in document order, and optionally :meth:`end`.
+    """
+
+    format: ClassVar[str]
+    ITEMS: ClassVar[tuple[str, ...]] = ()
+    SCALARS: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, *, source: str, default_trace: str) -> None:
+        self._source = source
+        self._default = default_trace
+        self._parsed = ijson.sendable_list()
+        self._coro = ijson.parse_coro(self._parsed, use_float=True)
+        self._builder: ObjectBuilder | None = None
+        self._building: str | None = None
+        self._depth = 0
+        self._line = 0
+        self._failed = False
+        #: Top-level scalars seen so far (``SCALARS``).
+        self.scalars: dict[str, Any] = {}
+
+    # ------------------------------------------------------------ Reader
+    def feed(
+        self, buf: bytes | memoryview, first_line: int
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        """Push more of the document; return the events of the items it closed."""
+        events: list[Event] = []
+        errors: list[InputError] = []
+        lines: list[int] = []
+        if self._failed:
+            return events, errors, lines
+        data = bytes(buf)
+        # Items finished by these bytes are placed at the chunk's last line:
+        # the parser does not report positions.
+        self._line = first_line + max(data.count(b"\n") - 1, 0)
+        try:
+            self._coro.send(data)
+        except ijson.JSONError as exc:
+            self._failed = True
+            errors.append(self._broken(exc))
+        self._drain(events, errors)
+        lines.extend([self._line] * len(events))
+        return events, errors, lines
+
+    def close(self) -> tuple[list[Event], list[InputError]]:
+        """The document ended: a truncated one is reported, the rest flushed."""
+        events: list[Event] = []
+        errors: list[InputError] = []
+        if not self._failed:
+            try:
+                self._coro.close()
+            except ijson.JSONError as exc:
+                errors.append(self._broken(exc))
+            self._drain(events, errors)
+        self.end(events, errors)
+        return events, errors
+
+    # ------------------------------------------------------------ subclass hooks
+    def item(
+        self, prefix: str, obj: Any, events: list[Event], errors: list[InputError]
+    ) -> None:
+        """One finished object at one of ``ITEMS``."""
+        raise NotImplementedError
+
+    def end(self, events: list[Event], errors: list[InputError]) -> None:
+        """The document is over (default: nothing more to say)."""
+
+    def error(
+        self, message: str, *, field: str | None = None, trace: str | None = None
+    ) -> InputError:
+        """A located error about the current part of the document."""
+        where = Location(file=self._source, line=self._line or None, field=field)
+        return InputError(message, location=where, trace_id=trace)
+
+    @property
+    def trace_id(self) -> str:
+        """The document's trace: the default trace unless a subclass says."""
+        return self._default
+
+    # ------------------------------------------------------------ internals
+    def _broken(self, exc: Exception) -> InputError:
+        reason = " ".join(str(exc).split())
+        msg = f"the {self.format} document is not valid JSON ({reason}); events before this point were graded"
+        return self.error(msg, trace=self.trace_id)
+
+    def _drain(self, events: list[Event], errors: list[InputError]) -> None:
+        items = self.ITEMS
+        scalars = self.SCALARS
+        for prefix, event, value in self._parsed:
+            builder = self._builder
+            if builder is not None:
+                builder.event(event, value)
+                if event in ("start_map", "start_array"):
+                    self._depth += 1
+                elif event in ("end_map", "end_array"):
+                    self._depth -= 1
+                    if self._depth == 0:
+                        self._builder = None
+                        self.item(self._building or "", builder.value, events, errors)
+                continue
+            if prefix in items and event in ("start_map", "start_array"):
+                self._builder = ObjectBuilder()
+                self._builder.event(event, value)
+                self._building = prefix
+                self._depth = 1
+            elif prefix in scalars and event in ("string", "number", "boolean", "null"):
+                self.scalars[prefix] = value
+        self._parsed.clear()

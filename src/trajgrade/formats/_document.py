@@ -106,7 +106,9 @@ class DocumentReader:
         self._building: str | None = None
         self._depth = 0
         self._line = 0
-        self._failed = False
+        #: The document was cut short or is not valid JSON: the events before
+        #: the break were emitted; the run was not seen to finish.
+        self.broken = False
         #: Top-level scalars seen so far (``SCALARS``).
         self.scalars: dict[str, Any] = {}
 
@@ -118,7 +120,7 @@ class DocumentReader:
         events: list[Event] = []
         errors: list[InputError] = []
         lines: list[int] = []
-        if self._failed:
+        if self.broken:
             return events, errors, lines
         data = bytes(buf)
         # Items finished by these bytes are placed at the chunk's last line:
@@ -127,7 +129,7 @@ class DocumentReader:
         try:
             self._coro.send(data)
         except ijson.JSONError as exc:
-            self._failed = True
+            self.broken = True
             errors.append(self._broken(exc))
         self._drain(events, errors)
         lines.extend([self._line] * len(events))
@@ -137,10 +139,11 @@ class DocumentReader:
         """The document ended: a truncated one is reported, the rest flushed."""
         events: list[Event] = []
         errors: list[InputError] = []
-        if not self._failed:
+        if not self.broken:
             try:
                 self._coro.close()
             except ijson.JSONError as exc:
+                self.broken = True
                 errors.append(self._broken(exc))
             self._drain(events, errors)
         self.end(events, errors)
@@ -154,7 +157,8 @@ class DocumentReader:
         raise NotImplementedError
 
     def end(self, events: list[Event], errors: list[InputError]) -> None:
-        """The document is over (default: nothing more to say)."""
+        """The document is over (``broken`` says whether it ended cleanly);
+        default: nothing more to say."""
 
     def error(
         self, message: str, *, field: str | None = None, trace: str | None = None

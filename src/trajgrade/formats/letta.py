@@ -367,7 +367,17 @@ class _LettaFormat:
 
     def sniff(self, record: object) -> bool:
         if isinstance(record, dict):
-            return isinstance(record.get("trajectory"), list)
+            trajectory = record.get("trajectory")
+            if not isinstance(trajectory, list) or "history" in record:
+                return False  # a SWE-agent .traj has `history` and `trajectory`
+            first = trajectory[0] if trajectory else []
+            # Letta turns are lists (or message dicts); SWE-agent steps are
+            # dicts with `action`/`observation`.
+            return isinstance(first, list) or (
+                isinstance(first, dict)
+                and "action" not in first
+                and "observation" not in first
+            )
         if not isinstance(record, list):
             return False
         for item in record:

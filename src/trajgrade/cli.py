@@ -34,6 +34,30 @@ def _config_errors(exc: Exception) -> list[str]:
     return [str(exc)]
 
 
+def _stdout_error(exc: BaseException) -> OSError | None:
+    """The stdout write error inside ``exc`` (the task group wraps it), if any."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _stdout_error(inner)
+            if found is not None:
+                return found
+        return None
+    return (
+        exc
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError)
+        else None
+    )
+
+
+def _quiet_stdout() -> None:
+    # The reader is gone (or the disk is full): point stdout at /dev/null so
+    # the interpreter's final flush does not fail a second time.
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="trajgrade")
 def main() -> None:
@@ -205,8 +229,13 @@ def grade(
     except SourceError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    except BrokenPipeError:
-        sys.stderr.close()  # the reader went away; nothing left to say
+    except (OSError, BaseExceptionGroup) as exc:
+        broken = _stdout_error(exc)
+        if broken is None:
+            raise
+        _quiet_stdout()
+        if not isinstance(broken, BrokenPipeError):
+            click.echo(f"error: cannot write verdicts to stdout: {broken}", err=True)
         sys.exit(EXIT_FAILED)
     if pretty and not quiet:
         counts = (
@@ -234,6 +263,8 @@ def grade(
             anomalies=summary.anomalies,
             interrupted=summary.interrupted,
         )
+    if summary.failed_sources:
+        sys.exit(EXIT_USAGE)  # an input could not be read to its end
     sys.exit(EXIT_OK if summary.all_passed else EXIT_FAILED)
 
 

@@ -166,7 +166,7 @@ def decode_config(
     lines = line_map(text)
     try:
         doc = msgspec.json.decode(text) if json else yaml.load(text, Loader=YamlLoader)
-    except (msgspec.DecodeError, yaml.YAMLError) as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError, yaml.YAMLError) as exc:
         line = yaml_line(exc)
         msg = f"not valid {'JSON' if json else 'YAML'}: {one_line(exc)}; fix the syntax"
         raise ConfigError(msg, location=Location(file=name, line=line)) from None
@@ -367,7 +367,8 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
     errors: list[ConfigError] = list(config.problems)
     warnings: list[ConfigWarning] = []
     graders: list[Grader[Any]] = []
-    taken: dict[str, int] = {}
+    used: set[str] = set()
+    explicit = {s.name for s in config.graders if s.name}
     for spec in config.graders:
         try:
             gtype = lookup(spec.type)
@@ -383,9 +384,9 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
         errors.extend(structural)
         if cfg is None:
             continue
-        name = spec.name or spec.type
-        if name in taken:
-            if spec.name:
+        if spec.name:
+            name = spec.name
+            if name in used:
                 errors.append(
                     ConfigError(
                         f"grader name {name!r} is used twice; names must be unique",
@@ -393,9 +394,13 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
                     )
                 )
                 continue
-            taken[name] += 1
-            name = f"{name}#{taken[name]}"
-        taken.setdefault(name, 1)
+        else:
+            # type, type#2, … skipping names given explicitly anywhere in the file
+            name, n = spec.type, 1
+            while name in used or name in explicit:
+                n += 1
+                name = f"{spec.type}#{n}"
+        used.add(name)
         context.warnings.clear()
         try:
             grader = gtype.build(cfg, name=name, context=context)

@@ -45,7 +45,7 @@ def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, 
                 continue
             try:
                 rows.append((n, msgspec.json.decode(line)))
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 msg = f"not valid JSON ({exc}); a .jsonl dataset has one sample object per line"
                 raise InputError(msg, location=Location(file=name, line=n)) from None
     else:
@@ -55,7 +55,7 @@ def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, 
                 if name.endswith(".json")
                 else yaml.safe_load(data)
             )
-        except (msgspec.DecodeError, yaml.YAMLError) as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError, yaml.YAMLError) as exc:
             msg = f"cannot parse dataset: {' '.join(str(exc).split())}"
             raise InputError(msg, location=Location(file=name)) from None
         if isinstance(doc, Mapping) and isinstance(doc.get("samples"), list):

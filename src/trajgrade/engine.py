@@ -32,6 +32,7 @@ raises other than its documented decisions is a bug in that grader.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -135,7 +136,9 @@ class Engine:
         self._samples = samples
         self._graders = suite.graders
         self._traces: dict[str, _Trace] = {}
-        self._closed: dict[str, bool] = {}
+        # OrderedDict: evicting the oldest id is O(1) (a plain dict's
+        # next(iter()) slows down after many deletions at its front).
+        self._closed: OrderedDict[str, bool] = OrderedDict()
         # Per event type: (grader index, callable). A grader may offer
         # ``handlers`` (event type -> function) to skip its own dispatch.
         self._routes: dict[type[Any], tuple[tuple[int, Any], ...]] = {
@@ -420,9 +423,13 @@ class Engine:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
             if not d.final:
                 d = msgspec.structs.replace(d, final=True)
-            if tr.tainted is not None and not (
-                tr.sealed[i] and d.outcome is Outcome.FAIL
-            ):
+            if tr.tainted is not None and tr.sealed[i]:
+                # A sealed outcome stands (it was fixed before anything else
+                # could change it); only the score may miss the lost events.
+                d = msgspec.structs.replace(
+                    d, metadata={**d.metadata, "lost_events": tr.tainted}
+                )
+            elif tr.tainted is not None:
                 d = Decision(
                     outcome=Outcome.ERROR,
                     score=0.0,
@@ -441,7 +448,7 @@ class Engine:
         closed = self._closed
         closed[tr.id] = ended
         if len(closed) > CLOSED_MEMORY:
-            del closed[next(iter(closed))]
+            closed.popitem(last=False)
 
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
         if kind == "duplicate_call_id":

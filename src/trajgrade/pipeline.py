@@ -49,6 +49,7 @@ __all__ = (
 
 #: Longest accepted line. Large enough for a 10 MB tool output in one event.
 DEFAULT_MAX_LINE_BYTES: Final = 32 * 1024 * 1024
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 class Segment(msgspec.Struct, array_like=True):
@@ -134,6 +135,9 @@ class SourceDecoder:
         """
         batch = Batch(events=[], errors=[])
         start = 0
+        if self.offset == 0 and not self._tail and chunk.startswith(_BOM):
+            start = len(_BOM)  # a UTF-8 byte order mark is not part of line 1
+            self.offset = start
         if self._skipping:
             nl = chunk.find(b"\n")
             if nl < 0:
@@ -286,7 +290,13 @@ class SourceDecoder:
             "pass --format (see `trajgrade formats`)"
         )
         where = Location(file=self.source, line=n)
-        errors.append(InputError(msg, location=where, trace_id=sniff_trace_id(line)))
+        trace = sniff_trace_id(line)
+        if trace is None and _is_json_object(line):
+            # A JSON record that names no trace belongs to the source's own
+            # trace, as in every line format: losing it taints that trace.
+            # (A line that is not JSON at all may be a header: no trace.)
+            trace = self.default_trace
+        errors.append(InputError(msg, location=where, trace_id=trace))
 
     def _drop_long_lines(
         self, body: bytes, first: int, errors: list[InputError]
@@ -302,6 +312,13 @@ class SourceDecoder:
             else:
                 kept.append(line)
         return b"\n".join(kept)
+
+
+def _is_json_object(line: bytes) -> bool:
+    try:
+        return isinstance(msgspec.json.decode(line), dict)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return False
 
 
 def _starts_document(line: bytes) -> bool:

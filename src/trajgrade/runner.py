@@ -62,6 +62,8 @@ class RunSummary(msgspec.Struct, kw_only=True):
     verdicts: dict[str, int] = msgspec.field(default_factory=dict)
     failed_traces: list[str] = msgspec.field(default_factory=list)
     input_errors: int = 0
+    #: Inputs that could not be read to their end.
+    failed_sources: list[str] = msgspec.field(default_factory=list)
     anomalies: int = 0
     interrupted: bool = False
 
@@ -143,13 +145,17 @@ class _Run:
             or (self.options.clock == "auto" and not source.regular)
         )
         grading = self.grading
-        async for chunk in source.chunks():
-            now = time.time() if self.use_clock else None
-            self.emit(grading.feed(decoder, decoder.feed(chunk), now=now))
-            if grading.errors or grading.anomalies:
-                self.report()
-        self.emit(grading.feed(decoder, decoder.close()))
-        self.report()
+        try:
+            async for chunk in source.chunks():
+                now = time.time() if self.use_clock else None
+                self.emit(grading.feed(decoder, decoder.feed(chunk), now=now))
+                if grading.errors or grading.anomalies:
+                    self.report()
+        finally:
+            # Also on a signal: what the reader still holds (a partial last
+            # line, usage waiting for its response to end) is end of input.
+            self.emit(grading.feed(decoder, decoder.close()))
+            self.report()
         self.log.debug(
             "source_done",
             source=source.name,
@@ -197,6 +203,7 @@ async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSum
                                 "source_failed", source=src.name, reason=exc.message
                             )
                             state.summary.input_errors += 1
+                            state.summary.failed_sources.append(src.name)
                 tg.cancel_scope.cancel()
 
             async def on_signals() -> None:

@@ -124,7 +124,7 @@ def detect(first_line: bytes) -> str | None:
     """The name of the format whose first record ``first_line`` looks like."""
     try:
         record = _sniffer.decode(first_line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     for fmt in BUILTIN.values():
         try:

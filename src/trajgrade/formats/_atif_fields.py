@@ -33,7 +33,7 @@ def parse_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     if isinstance(raw, str):
         try:
             parsed = _JSON.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return None, raw
         return (parsed if isinstance(parsed, dict) else None), raw
     return None, None

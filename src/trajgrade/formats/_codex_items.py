@@ -94,7 +94,7 @@ def _parse_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         raise BadRecord(msg, "arguments")
     try:
         parsed = _JSON.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         # Not JSON (e.g. a redacted log): kept raw so text graders still see it.
         return None, raw
     return (parsed if isinstance(parsed, dict) else None), raw
@@ -188,7 +188,7 @@ def _output_status(output: Any) -> tuple[Any, bool | None, float | None]:
     if output.startswith(_WRAPPED):
         try:
             wrapped = _JSON.decode(output)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             wrapped = None
         meta = wrapped.get("metadata") if isinstance(wrapped, dict) else None
         if isinstance(wrapped, dict) and isinstance(meta, dict):

@@ -47,7 +47,7 @@ class RecordReader:
                 continue
             try:
                 record = _JSON.decode(line)
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 errors.append(self.undecodable(line, n, exc))
             else:
                 self.record(record, n, events, errors)

@@ -83,7 +83,7 @@ def tool_call(c: Any, tid: str, field: str, agent: str | None = None) -> ToolCal
     elif isinstance(raw, str):
         try:
             parsed = _JSON.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             parsed = None  # kept raw only: text graders still see it
         args = parsed if isinstance(parsed, dict) else None
     elif raw is not None:

@@ -20,6 +20,6 @@ def sniff_trace_id(raw: bytes) -> str | None:
         return None
     try:
         value = msgspec.json.decode(b'"' + m.group(1) + b'"')
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     return value if isinstance(value, str) and value else None

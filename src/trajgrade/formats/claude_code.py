@@ -178,7 +178,7 @@ class ClaudeCodeReader:
                 rec = DECODER.decode(line)
             except msgspec.ValidationError as exc:
                 self._invalid(line, n, exc, errors)
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 msg = f"not valid JSON ({exc}); each line must be {_EXPECTED}"
                 errors.append(self._error(msg, n, None, self._trace_of(line)))
             else:
@@ -368,7 +368,7 @@ class ClaudeCodeReader:
     ) -> None:
         try:
             kind: str | None = KIND_DECODER.decode(line).type
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             kind = None  # not an object, or a non-string `type`
         if kind is not None and kind not in _READ:
             return  # a field clash on a line type that is skipped anyway

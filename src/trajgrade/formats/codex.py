@@ -168,7 +168,7 @@ class CodexReader:
                     msg = f"expected a JSON object, got {type(record).__name__}"
                     raise BadRecord(msg)
                 self._record(record, events)
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 msg = f"not valid JSON ({exc}); each line must be one Codex rollout or `codex exec --json` record"
                 errors.append(self._error(msg, n, None))
             except BadRecord as exc:

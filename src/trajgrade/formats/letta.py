@@ -311,7 +311,7 @@ def _call(c: Any, tid: str, ts: float | None, field: str) -> ToolCall:
     elif isinstance(raw, str):
         try:
             parsed = _JSON.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             parsed = None  # kept raw only: text graders still see it
         args = parsed if isinstance(parsed, dict) else None
     elif raw is not None:

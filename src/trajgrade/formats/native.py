@@ -43,7 +43,7 @@ class NativeReader:
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
         try:
             events: list[Event] = self._typed.decode_lines(buf)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return self._slow(bytes(buf), first_line)
         # Events without trace_id keep it empty: the engine files them under
         # the source's default trace (no per-event pass here).
@@ -64,14 +64,16 @@ class NativeReader:
                 continue
             try:
                 ev = decode(line)
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 errors.append(self._explain(line, n, exc))
                 continue
             events.append(ev)
             lines.append(n)
         return events, errors, lines
 
-    def _explain(self, line: bytes, n: int, exc: msgspec.DecodeError) -> InputError:
+    def _explain(
+        self, line: bytes, n: int, exc: msgspec.DecodeError | UnicodeDecodeError
+    ) -> InputError:
         """Turn a msgspec error into a located, actionable InputError."""
         text = str(exc)
         m = _AT.search(text)
@@ -79,7 +81,7 @@ class NativeReader:
         trace: str | None = None
         try:
             loose: Any = self._loose.decode(line)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             msg = f"not valid JSON ({text}); each line must be one JSON event object"
             where = Location(file=self._source, line=n)
             return InputError(msg, location=where, trace_id=sniff_trace_id(line))

@@ -159,7 +159,7 @@ def _args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     if isinstance(raw, str):
         try:
             parsed = _JSON.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return None, raw
         return (parsed if isinstance(parsed, dict) else None), raw
     if raw is None:

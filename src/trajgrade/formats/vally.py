@@ -59,7 +59,7 @@ def _args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     if isinstance(raw, str):
         try:
             parsed = _JSON.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return None, raw
         return (parsed if isinstance(parsed, dict) else None), raw
     return None, None
@@ -194,7 +194,11 @@ class VallyReader(RecordReader):
     @staticmethod
     def _canonical(ev: dict[str, Any], tid: str, ts: float | None) -> Event | None:
         if ev.get("type") not in EVENT_TYPES:
-            return None
+            # Without `data` this is a canonical event, whose types are known:
+            # a misspelt type must not vanish silently.
+            known = ", ".join(sorted(EVENT_TYPES))
+            msg = f"unknown event type {ev.get('type')!r}; expected one of {known}"
+            raise ValueError(msg)
         fields = {k: v for k, v in ev.items() if k != "timestamp"}
         fields.setdefault("trace_id", tid)
         fields["ts"] = ts

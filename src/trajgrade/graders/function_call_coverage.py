@@ -103,7 +103,7 @@ def parse_required(text: str) -> list[str]:
     value: Any
     try:
         value = msgspec.json.decode(source)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         try:
             value = ast.literal_eval(source)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):

@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -897,3 +898,189 @@ def test_formats_lists_trajgrade_and_vally(run_cli) -> None:
     names = [line.split()[0] for line in proc.stdout.splitlines()]
     assert {"trajgrade", "vally"} <= set(names)
     assert len(names) == len(set(names))
+
+
+# ---------------------------------------------------------------- found in review
+
+
+def test_invalid_utf8_in_a_line_is_rejected_not_a_crash(
+    run_cli, tmp_path: Path
+) -> None:
+    """A line whose JSON string holds invalid UTF-8 is an input_rejected with its line, and its trace ends in error."""
+    cfg = write(tmp_path / "c.yaml", REQUIRED_BASH)
+    log = tmp_path / "u.jsonl"
+    log.write_bytes(
+        jsonl(call("t1", "bash", "c1"), result("t1", "c1")).encode()
+        + b'{"trace_id":"t1","type":"message","role":"user","text":"\xe2\x82"}\n'
+        + jsonl(end("t1")).encode()
+    )
+    proc = run_cli("grade", "-c", cfg, log)
+    assert "Traceback" not in proc.stderr
+    [rejected] = logs(proc.stderr, "input_rejected")
+    assert (rejected["source"], rejected["line"], rejected["trace"]) == (
+        str(log),
+        3,
+        "t1",
+    )
+    assert outcomes(proc.stdout)[("t1", "tool-call-count")] == "error"
+    assert proc.returncode == 1
+
+
+def test_stdout_closed_early_exits_quietly(tmp_path: Path) -> None:
+    """When the verdict reader goes away (| head -1) the run ends with status 1 and no traceback."""
+    cfg = write(tmp_path / "c.yaml", REQUIRED_BASH)
+    log = write(
+        tmp_path / "many.jsonl",
+        jsonl(
+            *(
+                r
+                for i in range(20_000)
+                for r in (
+                    call(f"t{i}", "bash", "c1"),
+                    result(f"t{i}", "c1"),
+                    end(f"t{i}"),
+                )
+            )
+        ),
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "trajgrade", "grade", "-c", str(cfg), str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout and proc.stderr
+        proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=30) == 1
+    assert b"Traceback" not in err
+
+
+def test_sealed_pass_stays_pass_when_a_later_line_is_rejected(
+    run_cli, tmp_path: Path
+) -> None:
+    """A sealed pass is followed by a final pass even if a later line of its trace is lost."""
+    cfg = write(
+        tmp_path / "c.yaml",
+        "graders:\n  - type: function_call_coverage\n    name: coverage\n"
+        "    config:\n      function_calls: '[\"search\"]'\n",
+    )
+    log = write(
+        tmp_path / "s.jsonl",
+        jsonl(call("r1", "search", "c1"), call("r1", 5, "c2"), end("r1")),
+    )
+    proc = run_cli("grade", "-c", cfg, log)
+    got = [(v["final"], v["outcome"]) for v in verdicts(proc.stdout)]
+    assert got == [(False, "pass"), (True, "pass")]
+
+
+def test_sigint_flushes_the_reader_as_at_end_of_input(tmp_path: Path) -> None:
+    """After SIGINT, usage a claude-code reader still holds is graded, as at end of input."""
+    cfg = write(
+        tmp_path / "c.yaml",
+        "graders:\n  - type: token-budget\n    config: {max: 1000}\n"
+        "  - type: tool-calls\n    config: {disallowed: [rm_rf]}\n",
+    )
+    line = jsonl(
+        {
+            "type": "assistant",
+            "sessionId": "s1",
+            "uuid": "u1",
+            "timestamp": "2025-01-01T00:00:00Z",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "c1", "name": "rm_rf", "input": {}}
+                ],
+                "usage": {"input_tokens": 5000, "output_tokens": 10},
+            },
+        }
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "trajgrade", "grade", "-c", str(cfg)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(line.encode())
+        proc.stdin.flush()
+        first = json.loads(proc.stdout.readline())  # the line was read and graded
+        assert (first["grader"], first["outcome"]) == ("tool-calls", "fail")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 1
+        out = proc.stdout.read().decode()
+        proc.stdin.close()
+    assert outcomes(out) == {("s1", "token-budget"): "fail"}
+
+
+def test_explicit_name_taken_by_a_later_auto_name_is_an_error(
+    run_cli, tmp_path: Path
+) -> None:
+    """`name: tool-call-count#2` and two unnamed tool-call-count graders never share a name."""
+    cfg = write(
+        tmp_path / "c.yaml",
+        "graders:\n"
+        "  - {type: tool-call-count, name: 'tool-call-count#2', config: {max: 1}}\n"
+        "  - {type: tool-call-count, config: {max: 5}}\n"
+        "  - {type: tool-call-count, config: {max: 9}}\n",
+    )
+    proc = run_cli("check", "-c", cfg)
+    names = (
+        proc.stdout.split(": ")[-1].strip().split(", ") if proc.returncode == 0 else []
+    )
+    assert proc.returncode == 2 or len(set(names)) == len(names)
+
+
+#: Only a disallowed list: passes unless rm_rf is called.
+NO_RM = 'graders:\n  - type: tool-calls\n    name: safety\n    config:\n      disallowed: ["^rm_rf$"]\n'
+
+
+def test_unknown_type_on_the_first_line_taints_the_default_trace(
+    run_cli, tmp_path: Path
+) -> None:
+    """In a log without trace ids, `"type": "tool_cal"` on line 1 ends the file's trace in error, as on line 2."""
+    cfg = write(tmp_path / "c.yaml", NO_RM)
+    log = write(
+        tmp_path / "f.jsonl",
+        jsonl(
+            {"type": "tool_cal", "name": "rm_rf", "call_id": "c0"},
+            {"type": "tool_call", "name": "bash", "call_id": "c1"},
+            {"type": "trace_end"},
+        ),
+    )
+    proc = run_cli("grade", "-c", cfg, log)
+    assert outcomes(proc.stdout)[(str(log), "safety")] == "error"
+    assert proc.returncode == 1
+
+
+def test_vally_file_rejects_a_canonical_line_with_an_unknown_type(
+    run_cli, tmp_path: Path
+) -> None:
+    """A data-less line with an unknown `type` in a vally file is reported with its line and taints the trace."""
+    cfg = write(tmp_path / "c.yaml", NO_RM)
+    log = write(
+        tmp_path / "v.jsonl",
+        jsonl(
+            {
+                "type": "tool_call",
+                "timestamp": "2025-01-01T00:00:00Z",
+                "data": {"toolName": "bash", "toolCallId": "c1", "arguments": {}},
+            },
+            {"type": "tool_cal", "name": "rm_rf", "call_id": "c2"},
+            {"type": "trace_end"},
+        ),
+    )
+    proc = run_cli("grade", "-c", cfg, log)
+    [rejected] = logs(proc.stderr, "input_rejected")
+    assert (rejected["line"], rejected["field"]) == (2, "type")
+    assert outcomes(proc.stdout)[(str(log), "safety")] == "error"
+
+
+def test_input_that_cannot_be_read_fails_the_run(run_cli, tmp_path: Path) -> None:
+    """An input that opens but fails to read (EIO) does not exit 0."""
+    cfg = write(tmp_path / "c.yaml", REQUIRED_BASH)
+    proc = run_cli("grade", "-c", cfg, "/proc/self/mem")
+    assert logs(proc.stderr, "source_failed")
+    assert proc.returncode != 0

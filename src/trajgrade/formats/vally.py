@@ -129,11 +129,12 @@ class VallyReader(RecordReader):
             else:
                 out = self._canonical(ev, tid, ts)
         except (msgspec.ValidationError, TypeError, ValueError) as exc:
-            field = (
-                f"{prefix}data"
-                if isinstance(data, dict)
-                else prefix.rstrip(".") or None
-            )
+            if isinstance(data, dict):
+                field: str | None = f"{prefix}data"
+            elif isinstance(exc, _UnknownTypeError):
+                field = f"{prefix}type"
+            else:
+                field = prefix.rstrip(".") or None
             msg = (
                 f"cannot read vally {kind!r} event: {exc}; fix the producer or the line"
             )
@@ -198,12 +199,16 @@ class VallyReader(RecordReader):
             # a misspelt type must not vanish silently.
             known = ", ".join(sorted(EVENT_TYPES))
             msg = f"unknown event type {ev.get('type')!r}; expected one of {known}"
-            raise ValueError(msg)
+            raise _UnknownTypeError(msg)
         fields = {k: v for k, v in ev.items() if k != "timestamp"}
         fields.setdefault("trace_id", tid)
         fields["ts"] = ts
         event: Event = msgspec.convert(fields, Event)
         return event
+
+
+class _UnknownTypeError(ValueError):
+    """A canonical (data-less) line with a type no canonical event has."""
 
 
 def _str(d: dict[str, Any], key: str) -> str:

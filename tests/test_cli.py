@@ -1084,3 +1084,37 @@ def test_input_that_cannot_be_read_fails_the_run(run_cli, tmp_path: Path) -> Non
     proc = run_cli("grade", "-c", cfg, "/proc/self/mem")
     assert logs(proc.stderr, "source_failed")
     assert proc.returncode != 0
+
+
+def test_second_signal_exits_130_while_stdout_is_blocked(tmp_path: Path) -> None:
+    """A stalled verdict reader does not keep a second signal from forcing exit 130."""
+    cfg = write(tmp_path / "c.yaml", REQUIRED_BASH)
+    log = write(
+        tmp_path / "many.jsonl",
+        jsonl(
+            *(
+                r
+                for i in range(20_000)
+                for r in (
+                    call(f"t{i}", "bash", "c1"),
+                    result(f"t{i}", "c1"),
+                    end(f"t{i}"),
+                )
+            )
+        ),
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "trajgrade", "grade", "-c", str(cfg), str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdout is not None
+        proc.stdout.read(1)  # running and writing; nobody reads on: the pipe fills
+        # Two different signals: two of the same kind may merge into one.
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(timeout=20) == 130
+        finally:
+            proc.kill()
+            proc.stdout.close()

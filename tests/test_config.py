@@ -146,3 +146,14 @@ def test_an_unreadable_entry_does_not_hide_the_other_graders_errors() -> None:
     assert errors[1].startswith(
         "eval.yaml:8: execution.evaluators[1].mode: invalid mode 'bogus'"
     )
+
+
+def test_a_key_written_twice_is_an_error_not_a_silent_override() -> None:
+    """A second `graders:` block would silently replace the first; it is reported instead."""
+    (err,) = _errors(
+        "graders:\n  - {type: tool-calls, config: {disallowed: [rm]}}\n"
+        "graders:\n  - {type: turn-count, config: {max: 3}}\n"
+    )
+    assert err.startswith(
+        "policy.yaml:3: graders: key `graders` is written twice (first on line 1)"
+    )

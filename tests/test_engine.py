@@ -113,3 +113,26 @@ def test_calls_unanswered_at_trace_end_are_reported_once() -> None:
     (a,) = engine.anomalies
     assert (a.kind, a.trace_id) == ("unanswered_calls", "t")
     assert a.message == "1 tool call(s) never got a result: '2'"
+
+
+def test_a_trace_named_by_a_lost_record_opens_with_its_first_good_event() -> None:
+    """A rejected first record taints its trace; the trace still gets its clock and ends in error."""
+    s = suite("graders:\n  - {type: wall-time, config: {max: '1s'}}\n")
+    engine = Engine(s)
+    engine.reject("t", "in.jsonl:1: bad")
+    engine.feed(call("a", "1"), now=100.0)
+    (sealed,) = engine.tick(101.5)  # the runner's clock reached the trace
+    assert (sealed.outcome, sealed.final) == (Outcome.FAIL, False)
+    (final,) = engine.finish()
+    assert (
+        final.outcome is Outcome.FAIL
+        and final.metadata["lost_events"] == "in.jsonl:1: bad"
+    )
+
+
+def test_a_trace_whose_only_records_were_lost_still_gets_error_verdicts() -> None:
+    """End of input closes traces known only from rejected records, in error."""
+    engine = Engine(suite(POLICY))
+    engine.reject("ghost", "in.jsonl:3: bad")
+    out = engine.finish()
+    assert {(v.trace_id, v.outcome) for v in out} == {("ghost", Outcome.ERROR)}

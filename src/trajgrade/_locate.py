@@ -24,6 +24,7 @@ __all__ = (
     "Path",
     "YamlLoader",
     "convert_all",
+    "duplicate_keys",
     "line_map",
     "one_line",
     "parse_path",
@@ -213,3 +214,35 @@ def yaml_line(exc: Exception) -> int | None:
 
 def one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
+
+
+def duplicate_keys(text: str) -> list[tuple[Path, int, int]]:
+    """Mapping keys written twice: (path, first line, repeated line).
+
+    YAML keeps only the last value of a repeated key, so a second ``graders:``
+    block would silently replace the first; the loader reports these instead.
+    """
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return []
+    found: list[tuple[Path, int, int]] = []
+
+    def walk(node: yaml.Node, path: Path) -> None:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for knode, vnode in node.value:
+                key = knode.value if isinstance(knode, yaml.ScalarNode) else None
+                if isinstance(key, str) and key != "<<":
+                    line = knode.start_mark.line + 1
+                    if key in seen:
+                        found.append(((*path, key), seen[key], line))
+                    seen.setdefault(key, line)
+                    walk(vnode, (*path, key))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*path, i))
+
+    if root is not None:
+        walk(root, ())
+    return found

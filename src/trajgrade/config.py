@@ -32,6 +32,7 @@ from trajgrade._locate import (
 from trajgrade._locate import (
     YamlLoader,
     convert_all,
+    duplicate_keys,
     line_map,
     one_line,
     parse_path,
@@ -170,6 +171,16 @@ def decode_config(
         line = yaml_line(exc)
         msg = f"not valid {'JSON' if json else 'YAML'}: {one_line(exc)}; fix the syntax"
         raise ConfigError(msg, location=Location(file=name, line=line)) from None
+    repeated = [
+        ConfigError(
+            f"key `{path[-1]}` is written twice (first on line {first}); YAML keeps only "
+            "the last one, so the first would be ignored: merge the two or remove one",
+            location=Location(file=name, line=line, field=render(path)),
+        )
+        for path, first, line in duplicate_keys(text)
+    ]
+    if repeated:
+        raise ConfigErrors(repeated) if len(repeated) > 1 else repeated[0]
     return _read_layout(doc, name=name, lines=lines, base_dir=base_dir)
 
 

@@ -139,6 +139,8 @@ class Engine:
         # OrderedDict: evicting the oldest id is O(1) (a plain dict's
         # next(iter()) slows down after many deletions at its front).
         self._closed: OrderedDict[str, bool] = OrderedDict()
+        #: Traces a rejected record named before any of their events arrived.
+        self._unopened: dict[str, str] = {}
         # Per event type: (grader index, callable). A grader may offer
         # ``handlers`` (event type -> function) to skip its own dispatch.
         self._routes: dict[type[Any], tuple[tuple[int, Any], ...]] = {
@@ -196,6 +198,8 @@ class Engine:
                     self._n_late += 1
                     continue
                 tr = self._open(tid, now)
+                if self._unopened:
+                    tr.tainted = self._unopened.pop(tid, None)
                 if self._samples is not None and tid in self._samples:
                     out.extend(self._introduce(tr, self._samples[tid]))
                     if tr.live == 0:
@@ -278,6 +282,10 @@ class Engine:
     def finish(self) -> list[Verdict]:
         """End of input: every open trace gives its final verdicts."""
         out: list[Verdict] = []
+        for tid, reason in list(self._unopened.items()):
+            # Traces whose only records were lost still get (error) verdicts.
+            self._open(tid, None).tainted = reason
+        self._unopened.clear()
         for tr in list(self._traces.values()):
             out.extend(self._close(tr, ended=False))
         return out
@@ -288,8 +296,12 @@ class Engine:
         self._n_rejected += 1
         if trace_id in self._closed:
             return
-        tr = self._traces.get(trace_id) or self._open(trace_id, None)
-        if tr.tainted is None:
+        tr = self._traces.get(trace_id)
+        if tr is None:
+            # Opened by its first good event (which brings the runner's clock
+            # and its dataset row), or at the end if none comes.
+            self._unopened.setdefault(trace_id, reason)
+        elif tr.tainted is None:
             tr.tainted = reason
 
     # ------------------------------------------------------------ queries

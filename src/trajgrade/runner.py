@@ -1,18 +1,20 @@
 """The grading pipeline at runtime: sources -> decoder -> engine -> sink.
 
-One anyio task group: a task per input (read sequentially, in the order
-given), a clock task when a grader needs the runner's clock, and a signal
-task. Decoding and grading of a chunk are synchronous in the event loop: the
+One anyio task group: a task reading the inputs (sequentially, in the order
+given) and a clock task when a grader needs the runner's clock; SIGINT and
+SIGTERM have plain handlers (see ``run``). Decoding and grading of a chunk are synchronous in the event loop: the
 core is fast and has no I/O, and keeping it on one thread keeps every trace's
 state single-owner. Verdicts are flushed after every chunk that produced any,
 so a verdict reaches stdout as soon as its line was read.
 
 Shutdown: SIGINT/SIGTERM stop reading, close every open trace as at end of
-input, flush, and return; a second signal exits at once (status 130).
+input, flush, and return; a second signal exits at once (status 130), even
+while a write to a stalled stdout blocks the loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -189,9 +191,28 @@ async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSum
     """Grade every input; return the summary once all traces are final."""
     state = _Run(suite, options, sink, log)
     sources = [open_source(name) for name in options.inputs]
+    reading = anyio.CancelScope()
+    loop = asyncio.get_running_loop()  # the anyio backend is asyncio (aiokafka)
+    signals = 0
+
+    def interrupt(signum: int) -> None:
+        state.summary.interrupted = True
+        log.info("shutdown_requested", signal=signal.Signals(signum).name)
+        reading.cancel()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        # A plain handler, not the event loop's: it also runs while the loop
+        # is blocked writing to a stalled stdout, so a second signal always
+        # exits at once. The first one is handed to the loop.
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            os._exit(FORCED_EXIT)
+        loop.call_soon_threadsafe(interrupt, signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         async with anyio.create_task_group() as tg:
-            reading = anyio.CancelScope()
 
             async def read_all() -> None:
                 with reading:
@@ -206,24 +227,12 @@ async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSum
                             state.summary.failed_sources.append(src.name)
                 tg.cancel_scope.cancel()
 
-            async def on_signals() -> None:
-                with anyio.open_signal_receiver(
-                    signal.SIGINT, signal.SIGTERM
-                ) as signals:
-                    async for signum in signals:
-                        if state.summary.interrupted:
-                            os._exit(FORCED_EXIT)
-                        state.summary.interrupted = True
-                        log.info(
-                            "shutdown_requested", signal=signal.Signals(signum).name
-                        )
-                        reading.cancel()
-
-            tg.start_soon(on_signals)
             if state.clocked:
                 tg.start_soon(state.clock)
             tg.start_soon(read_all)
     finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         for src in sources:
             src.close()
     return state.finish()

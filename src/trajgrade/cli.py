@@ -6,6 +6,8 @@ Commands::
     trajgrade check -c CONFIG               validate a config, report every error
     trajgrade graders                       list grader types
     trajgrade formats                       list input formats
+    trajgrade convert [INPUT ...]           write the canonical events of any log
+    trajgrade stats [INPUT ...]             per-trace counts the graders see
 
 Exit status of ``grade``: 0 every final verdict passed; 1 at least one fail or
 error verdict; 2 usage or config error (also ``check`` on an invalid config).
@@ -327,3 +329,67 @@ def formats() -> None:
     width = max(len(k) for k in BUILTIN)
     for name in sorted(BUILTIN):
         click.echo(f"{name:<{width}}  {BUILTIN[name].summary}")
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, type=str)
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    help="Input format: auto, or a name from `trajgrade formats`.",
+)
+def convert(inputs: tuple[str, ...], fmt: str) -> None:
+    """Write the canonical JSONL events any supported log is read as."""
+    from trajgrade import log as tlog
+    from trajgrade.convert import convert as run_convert
+    from trajgrade.errors import SourceError
+
+    tlog.configure(level="warning")
+    try:
+        errors = run_convert(
+            list(inputs) or ["-"], fmt=fmt, out=sys.stdout.buffer, log=tlog.get_logger()
+        )
+    except SourceError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_FAILED if errors else EXIT_OK)
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, type=str)
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    help="Input format: auto, or a name from `trajgrade formats`.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object per trace instead of a table.",
+)
+def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
+    """Per trace: tool calls by name, results, unanswered calls, errors, turns, tokens, duration."""
+    import msgspec
+
+    from trajgrade import log as tlog
+    from trajgrade.convert import print_stats
+    from trajgrade.convert import stats as run_stats
+    from trajgrade.errors import SourceError
+
+    tlog.configure(level="warning")
+    try:
+        rows, errors = run_stats(list(inputs) or ["-"], fmt=fmt, log=tlog.get_logger())
+    except SourceError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        for row in rows:
+            sys.stdout.buffer.write(msgspec.json.encode(row) + b"\n")
+    else:
+        print_stats(rows)
+    sys.exit(EXIT_FAILED if errors else EXIT_OK)

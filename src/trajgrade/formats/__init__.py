@@ -28,12 +28,14 @@ from trajgrade.formats import (
     claude_code,
     codex,
     gemini_cli,
+    gemini_jsonl,
     letta,
     mini_swe_agent,
     native,
     openai_chat,
     openhands,
     openresponses,
+    otel,
     swe_agent,
     vally,
 )
@@ -99,6 +101,8 @@ class FormatType(Protocol):
 _MODULES: Final = (
     claude_code,
     codex,
+    gemini_jsonl,
+    otel,
     vally,
     agentv,
     letta,

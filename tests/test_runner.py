@@ -165,3 +165,67 @@ def test_a_real_session_ending_with_unanswered_calls_reports_them(
     logs = [json.loads(line) for line in proc.stderr.splitlines()]
     (unanswered,) = [e for e in logs if e["event"] == "calls_unanswered"]
     assert unanswered["reason"].startswith("3 tool call(s) never got a result")
+
+
+def test_trace_id_template_names_traces_of_logs_without_ids(tmp_path: Path) -> None:
+    """--trace-id '{stem}' names each id-less file's trace after the file."""
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text("graders:\n  - {type: tool-call-count, config: {max: 5}}\n")
+    for name in ("alpha.jsonl", "beta.jsonl"):
+        (tmp_path / name).write_text('{"type":"tool_call","name":"bash"}\n')
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "-q",
+            "-c",
+            str(cfg),
+            "--trace-id",
+            "run-{stem}",
+            str(tmp_path / "alpha.jsonl"),
+            str(tmp_path / "beta.jsonl"),
+        ],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(
+        json.loads(line)["trace_id"] for line in proc.stdout.splitlines()
+    ) == ["run-alpha", "run-beta"]
+
+
+def test_a_bad_trace_id_template_and_a_closed_stdin_are_usage_errors(
+    tmp_path: Path,
+) -> None:
+    """Both are reported with the fix and exit status 2, without a traceback."""
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text("graders:\n  - {type: tool-call-count, config: {max: 5}}\n")
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "-c",
+            str(cfg),
+            "--trace-id",
+            "{nope}",
+            "/dev/null",
+        ],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert bad.returncode == 2 and b"bad --trace-id template '{nope}'" in bad.stderr
+    closed = subprocess.run(
+        f"exec {sys.executable} -m trajgrade grade -c {cfg} <&-",
+        shell=True,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert closed.returncode == 2 and b"stdin is closed" in closed.stderr
+    assert b"Traceback" not in bad.stderr + closed.stderr

@@ -144,6 +144,13 @@ def main() -> None:
     help="Allow graders/extractors named as path.py:function in the config to be imported and run.",
 )
 @click.option(
+    "--trace-id",
+    "trace_template",
+    default="{path}",
+    show_default=True,
+    help="Trace id of events that carry none: a template with {path}, {name}, {stem}, {parent}.",
+)
+@click.option(
     "--threshold",
     type=click.FloatRange(0, 1),
     default=None,
@@ -168,6 +175,7 @@ def grade(
     dataset_path: str | None,
     dataset_key: str,
     allow_code: bool,
+    trace_template: str,
     threshold: float | None,
     quiet: bool,
 ) -> None:
@@ -225,6 +233,7 @@ def grade(
         tick_interval=tick_interval,
         max_line_bytes=max_line_bytes,
         samples=samples,
+        trace_template=trace_template,
     )
     try:
         summary = anyio.run(run, suite, options, sink, logger)

@@ -54,6 +54,9 @@ class RunOptions(msgspec.Struct, kw_only=True):
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     #: Dataset rows by trace id (``--dataset``).
     samples: dict[str, Any] | None = None
+    #: Trace id of events that carry none (``--trace-id``), see
+    #: :func:`trajgrade.sources.stream.trace_name`.
+    trace_template: str = "{path}"
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -190,7 +193,10 @@ class _Run:
 async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSummary:
     """Grade every input; return the summary once all traces are final."""
     state = _Run(suite, options, sink, log)
-    sources = [open_source(name) for name in options.inputs]
+    sources = [
+        open_source(name, trace_template=options.trace_template)
+        for name in options.inputs
+    ]
     reading = anyio.CancelScope()
     loop = asyncio.get_running_loop()  # the anyio backend is asyncio (aiokafka)
     signals = 0

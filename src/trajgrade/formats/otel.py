@@ -1,10 +1,260 @@
-"""Being implemented (issue #5): until then this module contributes no format."""
+"""OpenTelemetry GenAI spans in OTLP/JSON export form (issue #5).
+
+Each line is one ``ExportTraceServiceRequest`` as the collector's file
+exporter writes it: ``{"resourceSpans": [{"resource", "scopeSpans": [{"scope",
+"spans": [...]}]}]}``. Spans are read by the GenAI semantic conventions
+(``gen_ai.operation.name`` and friends); attributes are OTLP ``{"key",
+"value": AnyValue}`` pairs, whose ``stringValue``, ``intValue`` (a JSON string
+or number), ``doubleValue``, ``boolValue``, ``bytesValue``, ``arrayValue`` and
+``kvlistValue`` become Python values.
+
+No real export was available when this reader was written: it and its test
+fixtures (``tests/fixtures/otel/``) are built from the OTLP/JSON and GenAI
+semantic-convention specifications, not from a recorded export.
+
+Mapping:
+
+* ``execute_tool`` span → ``tool_call`` (``gen_ai.tool.name``,
+  ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` — a JSON string is
+  kept in ``args_raw`` and parsed into ``args`` when it is an object, a
+  ``kvlistValue`` is ``args`` as is —, ``gen_ai.agent.name`` as ``agent``)
+  then ``tool_result`` (``gen_ai.tool.call.result`` as written, ``is_error``,
+  ``duration_ms`` = end - start).
+* ``chat``, ``text_completion`` and ``generate_content`` span → ``turn_start``
+  (source ``agent``), then ``usage`` when it has a ``gen_ai.usage.*`` token
+  attribute, then ``error`` when the span failed.
+* Every other span (``invoke_agent``, ``create_agent``, ``embeddings``,
+  non-GenAI spans) → nothing.
+
+Decisions:
+
+1. The trace is the span's OTLP ``traceId`` (hex), never
+   ``gen_ai.conversation.id``: the trace id is on every span, the
+   conversation id only on some (often not on tool spans), so using it would
+   split one run across two traces.
+2. Events are ordered per export line, not globally: the spans of one line
+   (across its resources and scopes) are sorted by ``startTimeUnixNano``
+   (stable, so ties keep file order) before they are read. A span that comes
+   in a later line is read after the whole earlier line.
+3. There is no ``trace_end``: spans carry no end-of-trace marker and a root
+   ``invoke_agent`` span may be exported before or after its children, so a
+   trace ends at end of input.
+4. One model response (a ``chat`` span) is one turn, as for ATIF steps.
+5. ``input_tokens`` is ``gen_ai.usage.input_tokens`` as written: the
+   convention says it includes cached tokens, so
+   ``gen_ai.usage.cache_read.input_tokens`` and
+   ``gen_ai.usage.cache_creation.input_tokens`` only fill
+   ``cache_read_tokens`` / ``cache_write_tokens`` and are not added.
+6. A span failed when its ``status.code`` is 2 (or ``STATUS_CODE_ERROR``) or
+   it has an ``error.type`` attribute; a failed chat span's ``error`` carries
+   ``status.message`` (else the error type) and ``error.type`` as ``code``.
+7. ``ts`` is the span's start time in epoch seconds, for every event of it.
+8. Tool content recorded as span events (older instrumentations) is not
+   read; only the attributes are.
+
+A malformed line (not an object, no ``resourceSpans`` list) or span (bad
+attribute, no ``traceId``, no start time on a GenAI span, a tool span without
+a name) is reported with its line and field, and the span's trace is tainted;
+the rest of the line and of the stream is still read.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-__all__ = ("FORMATS",)
+from trajgrade.events import AgentError, Event, ToolCall, ToolResult, TurnStart, Usage
+from trajgrade.formats._lines import RecordReader
+from trajgrade.formats._otel_values import BadValue, attributes, json_object, nanos
+
+if TYPE_CHECKING:
+    from trajgrade.errors import InputError
+
+__all__ = ("FORMAT", "FORMATS", "OtelReader")
+
+_TOOL: Final = "execute_tool"
+_MODEL_CALLS: Final = frozenset({"chat", "text_completion", "generate_content"})
+_ERROR_CODES: Final = frozenset({2, "STATUS_CODE_ERROR"})
+
+
+class _Span:
+    """One GenAI span, checked, ready to become events."""
+
+    def __init__(
+        self, span: dict[str, Any], attrs: dict[str, Any], op: str, where: str
+    ) -> None:
+        tid = span.get("traceId")
+        if not isinstance(tid, str) or not tid:
+            msg = "a span needs a hex string traceId"
+            raise BadValue(msg, field="traceId")
+        self.trace = tid
+        self.attrs = attrs
+        self.op = op
+        self.where = where
+        self.start = nanos(span.get("startTimeUnixNano"), "startTimeUnixNano")
+        end = span.get("endTimeUnixNano")
+        self.end = None if end is None else nanos(end, "endTimeUnixNano")
+        status = span.get("status")
+        status = status if isinstance(status, dict) else {}
+        error_type = attrs.get("error.type")
+        self.failed = status.get("code") in _ERROR_CODES or error_type is not None
+        self.error_type = None if error_type is None else str(error_type)
+        message = status.get("message")
+        self.message = message if isinstance(message, str) else ""
+
+    @property
+    def ts(self) -> float:
+        return self.start / 1e9
+
+    def events(self) -> list[Event]:
+        if self.op == _TOOL:
+            return self._tool()
+        events: list[Event] = [
+            TurnStart(trace_id=self.trace, ts=self.ts, source="agent")
+        ]
+        if any(k.startswith("gen_ai.usage.") for k in self.attrs):
+            events.append(
+                Usage(
+                    trace_id=self.trace,
+                    ts=self.ts,
+                    input_tokens=self._count("gen_ai.usage.input_tokens"),
+                    output_tokens=self._count("gen_ai.usage.output_tokens"),
+                    cache_read_tokens=self._count(
+                        "gen_ai.usage.cache_read.input_tokens"
+                    ),
+                    cache_write_tokens=self._count(
+                        "gen_ai.usage.cache_creation.input_tokens"
+                    ),
+                )
+            )
+        if self.failed:
+            events.append(
+                AgentError(
+                    trace_id=self.trace,
+                    ts=self.ts,
+                    message=self.message or self.error_type or "model call failed",
+                    code=self.error_type,
+                )
+            )
+        return events
+
+    def _tool(self) -> list[Event]:
+        name = self.attrs.get("gen_ai.tool.name")
+        if not isinstance(name, str) or not name:
+            msg = "an execute_tool span needs a string gen_ai.tool.name"
+            raise BadValue(msg, field="attributes")
+        cid = self._str("gen_ai.tool.call.id")
+        raw = self.attrs.get("gen_ai.tool.call.arguments")
+        args = raw if isinstance(raw, dict) else json_object(raw)
+        duration = (
+            None
+            if self.end is None or self.end < self.start
+            else (self.end - self.start) / 1e6
+        )
+        return [
+            ToolCall(
+                trace_id=self.trace,
+                ts=self.ts,
+                name=name,
+                call_id=cid,
+                args=args,
+                args_raw=raw if isinstance(raw, str) else None,
+                agent=self._str("gen_ai.agent.name"),
+            ),
+            ToolResult(
+                trace_id=self.trace,
+                ts=self.ts,
+                call_id=cid,
+                name=name,
+                result=self.attrs.get("gen_ai.tool.call.result"),
+                is_error=self.failed,
+                duration_ms=duration,
+            ),
+        ]
+
+    def _str(self, key: str) -> str | None:
+        value = self.attrs.get(key)
+        if value is None or isinstance(value, str):
+            return value
+        msg = f"{key} must be a string, got {type(value).__name__}"
+        raise BadValue(msg, field="attributes")
+
+    def _count(self, key: str) -> int:
+        value = self.attrs.get(key, 0)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        msg = f"{key} must be a non-negative integer, got {value!r}"
+        raise BadValue(msg, field="attributes")
+
+
+def _spans(record: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(field, span) of every span of an export request, in file order."""
+    found: list[tuple[str, Any]] = []
+    for i, rs in enumerate(record["resourceSpans"]):
+        scopes = rs.get("scopeSpans") if isinstance(rs, dict) else None
+        for j, ss in enumerate(scopes if isinstance(scopes, list) else []):
+            spans = ss.get("spans") if isinstance(ss, dict) else None
+            for k, span in enumerate(spans if isinstance(spans, list) else []):
+                found.append((f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]", span))
+    return found
+
+
+class OtelReader(RecordReader):
+    """Translates OTLP/JSON export lines of GenAI spans to canonical events."""
+
+    format = "otel"
+    expected = 'an OTLP/JSON ExportTraceServiceRequest ({"resourceSpans": [...]})'
+
+    def record(
+        self, record: Any, n: int, events: list[Event], errors: list[InputError]
+    ) -> None:
+        if not isinstance(record, dict) or not isinstance(
+            record.get("resourceSpans"), list
+        ):
+            msg = f"expected an object with a resourceSpans list; each line must be {self.expected}"
+            errors.append(self.error(msg, n))
+            return
+        read: list[_Span] = []
+        for where, span in _spans(record):
+            if not isinstance(span, dict):
+                msg = f"cannot read span: expected an object, got {type(span).__name__}"
+                errors.append(self.error(msg, n, field=where))
+                continue
+            tid = span.get("traceId")
+            try:
+                attrs = attributes(span.get("attributes"))
+                op = attrs.get("gen_ai.operation.name")
+                if op == _TOOL or op in _MODEL_CALLS:
+                    read.append(_Span(span, attrs, op, where))
+            except BadValue as exc:
+                trace = tid if isinstance(tid, str) and tid else None
+                errors.append(self._bad(exc, n, where, trace))
+        read.sort(key=lambda s: s.start)
+        for s in read:
+            try:
+                events.extend(s.events())
+            except BadValue as exc:
+                errors.append(self._bad(exc, n, s.where, s.trace))
+
+    def _bad(self, exc: BadValue, n: int, where: str, trace: str | None) -> InputError:
+        field = f"{where}.{exc.field}"
+        msg = f"cannot read span: {exc.message}; fix the producer or the line"
+        return self.error(msg, n, field=field, trace=trace)
+
+
+class _OtelFormat:
+    name = "otel"
+    summary = "OpenTelemetry GenAI spans, OTLP/JSON: one ExportTraceServiceRequest ({resourceSpans: [...]}) per line, as the collector's file exporter writes"
+
+    def sniff(self, record: object) -> bool:
+        return isinstance(record, dict) and isinstance(
+            record.get("resourceSpans"), list
+        )
+
+    def reader(self, *, source: str, default_trace: str) -> OtelReader:
+        return OtelReader(source=source, default_trace=default_trace)
+
+
+FORMAT: Final = _OtelFormat()
 
 #: What this module contributes to the registry.
-FORMATS: Final[tuple[Any, ...]] = ()
+FORMATS: Final = (FORMAT,)

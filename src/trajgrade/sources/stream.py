@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Final
 
 import anyio.lowlevel
@@ -21,7 +22,7 @@ from trajgrade.errors import Location, SourceError
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-__all__ = ("CHUNK_BYTES", "StreamSource", "open_source")
+__all__ = ("CHUNK_BYTES", "StreamSource", "open_source", "trace_name")
 
 #: Bytes per read: large enough that per-read overhead vanishes, small enough
 #: that a live pipe is not held back (a pipe read returns what is there).
@@ -31,7 +32,9 @@ CHUNK_BYTES: Final = 1 << 20
 class StreamSource:
     """A file or stdin, read chunk by chunk."""
 
-    def __init__(self, name: str, fd: int, *, owned: bool) -> None:
+    def __init__(
+        self, name: str, fd: int, *, owned: bool, default_trace: str | None = None
+    ) -> None:
         self.name = name
         self._fd = fd
         self._owned = owned
@@ -43,7 +46,7 @@ class StreamSource:
         self._pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
         self.size = os.fstat(fd).st_size if self.regular else None
         #: Default trace id for events that carry none.
-        self.default_trace = "-" if name == "-" else name
+        self.default_trace = default_trace if default_trace is not None else name
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Yield chunks until end of input."""
@@ -79,10 +82,44 @@ class StreamSource:
             os.close(self._fd)
 
 
-def open_source(name: str) -> StreamSource:
+def trace_name(template: str, source: str) -> str:
+    """The default trace id of a source from a ``--trace-id`` template.
+
+    Fields: ``{path}`` (as given), ``{name}`` (file name), ``{stem}`` (file
+    name without its last extension), ``{parent}`` (directory name). For
+    stdin every field is ``-``.
+    """
+    if source == "-":
+        fields = dict.fromkeys(("path", "name", "stem", "parent"), "-")
+    else:
+        p = PurePath(source)
+        fields = {
+            "path": source,
+            "name": p.name,
+            "stem": p.stem,
+            "parent": p.parent.name,
+        }
+    try:
+        return template.format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        msg = (
+            f"bad --trace-id template {template!r} ({exc}); use {{path}}, {{name}}, "
+            "{stem} or {parent}"
+        )
+        raise SourceError(msg) from None
+
+
+def open_source(name: str, *, trace_template: str = "{path}") -> StreamSource:
     """``-`` is stdin; anything else is a file path."""
+    trace = trace_name(trace_template, name)
     if name == "-":
-        return StreamSource("-", sys.stdin.fileno(), owned=False)
+        try:
+            fd = sys.stdin.fileno()
+            os.fstat(fd)
+        except (AttributeError, ValueError, OSError):
+            msg = "stdin is closed; pass input files, or pipe a log in"
+            raise SourceError(msg, location=Location(file="-")) from None
+        return StreamSource("-", fd, owned=False, default_trace=trace)
     try:
         fd = os.open(name, os.O_RDONLY)
     except OSError as exc:
@@ -92,4 +129,4 @@ def open_source(name: str) -> StreamSource:
         os.close(fd)
         msg = "is a directory; pass the log files inside it (for example dir/*.jsonl)"
         raise SourceError(msg, location=Location(file=name))
-    return StreamSource(name, fd, owned=True)
+    return StreamSource(name, fd, owned=True, default_trace=trace)

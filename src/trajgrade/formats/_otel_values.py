@@ -1,0 +1,111 @@
+"""OTLP/JSON value decoding for the ``otel`` format: attributes, times, JSON text.
+
+OTLP/JSON is the protobuf JSON mapping of the OTLP messages: 64-bit integers
+(``intValue``, ``*TimeUnixNano``) may be written as JSON strings or numbers,
+``doubleValue`` may be ``"NaN"``/``"Infinity"``, and an empty ``AnyValue``
+(``{}``) is an unset value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+__all__ = ("BadValue", "attributes", "json_object", "nanos")
+
+_JSON: Final = msgspec.json.Decoder()
+_SPECIAL_DOUBLES: Final = frozenset({"NaN", "Infinity", "-Infinity"})
+
+
+class BadValue(Exception):
+    """A value that does not follow OTLP/JSON: (field inside the span, message)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _int(raw: Any, field: str) -> int:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str):
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+    msg = f"expected a 64-bit integer (a JSON number or decimal string), got {raw!r}"
+    raise BadValue(msg, field=field)
+
+
+def nanos(raw: Any, field: str) -> int:
+    """A ``*TimeUnixNano`` field: nanoseconds since the epoch."""
+    if raw is None:
+        msg = f"{field} is missing"
+        raise BadValue(msg, field=field)
+    return _int(raw, field)
+
+
+def _value(raw: Any, field: str) -> Any:
+    """An OTLP ``AnyValue`` as a Python value (None when unset)."""
+    if not isinstance(raw, dict):
+        msg = f"an AnyValue must be an object, got {type(raw).__name__}"
+        raise BadValue(msg, field=field)
+    if not raw:
+        return None
+    if len(raw) != 1:
+        msg = f"an AnyValue has exactly one kind, got {sorted(raw)}"
+        raise BadValue(msg, field=field)
+    ((kind, value),) = raw.items()
+    where = f"{field}.{kind}"
+    if kind in ("stringValue", "bytesValue") and isinstance(value, str):
+        return value
+    if kind == "boolValue" and isinstance(value, bool):
+        return value
+    if kind == "intValue":
+        return _int(value, where)
+    if kind == "doubleValue" and (
+        (isinstance(value, (int, float)) and not isinstance(value, bool))
+        or value in _SPECIAL_DOUBLES
+    ):
+        return float(value)
+    if kind == "arrayValue" and isinstance(value, dict):
+        items = value.get("values", [])
+        if isinstance(items, list):
+            return [_value(v, f"{where}.values[{i}]") for i, v in enumerate(items)]
+    if kind == "kvlistValue" and isinstance(value, dict):
+        return attributes(value.get("values"), f"{where}.values")
+    msg = f"not a valid AnyValue {kind}: {value!r}"
+    raise BadValue(msg, field=where)
+
+
+def attributes(raw: Any, field: str = "attributes") -> dict[str, Any]:
+    """A list of OTLP ``KeyValue`` pairs as a dict (a repeated key: the last wins)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        msg = (
+            f"attributes must be a list of key/value objects, got {type(raw).__name__}"
+        )
+        raise BadValue(msg, field=field)
+    out: dict[str, Any] = {}
+    for i, kv in enumerate(raw):
+        where = f"{field}[{i}]"
+        key = kv.get("key") if isinstance(kv, dict) else None
+        if not isinstance(key, str):
+            msg = f"an attribute must be an object with a string key, got {kv!r}"
+            raise BadValue(msg, field=where)
+        out[key] = _value(kv.get("value", {}), f"{where}.value")
+    return out
+
+
+def json_object(raw: Any) -> dict[str, Any] | None:
+    """``raw`` parsed as JSON text, when it is a string holding a JSON object."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        parsed = _JSON.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    return parsed if isinstance(parsed, dict) else None

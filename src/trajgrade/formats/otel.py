@@ -79,17 +79,13 @@ _ERROR_CODES: Final = frozenset({2, "STATUS_CODE_ERROR"})
 class _Span:
     """One GenAI span, checked, ready to become events."""
 
-    def __init__(
-        self, span: dict[str, Any], attrs: dict[str, Any], op: str, where: str
-    ) -> None:
+    def __init__(self, span: dict[str, Any], attrs: dict[str, Any], op: str) -> None:
         tid = span.get("traceId")
         if not isinstance(tid, str) or not tid:
             msg = "a span needs a hex string traceId"
             raise BadValue(msg, field="traceId")
         self.trace = tid
         self.attrs = attrs
-        self.op = op
-        self.where = where
         self.start = nanos(span.get("startTimeUnixNano"), "startTimeUnixNano")
         end = span.get("endTimeUnixNano")
         self.end = None if end is None else nanos(end, "endTimeUnixNano")
@@ -100,14 +96,14 @@ class _Span:
         self.error_type = None if error_type is None else str(error_type)
         message = status.get("message")
         self.message = message if isinstance(message, str) else ""
+        #: The span's events, built now so a bad value is found in file order.
+        self.events = self._tool() if op == _TOOL else self._model_call()
 
     @property
     def ts(self) -> float:
         return self.start / 1e9
 
-    def events(self) -> list[Event]:
-        if self.op == _TOOL:
-            return self._tool()
+    def _model_call(self) -> list[Event]:
         events: list[Event] = [
             TurnStart(trace_id=self.trace, ts=self.ts, source="agent")
         ]
@@ -224,16 +220,13 @@ class OtelReader(RecordReader):
                 attrs = attributes(span.get("attributes"))
                 op = attrs.get("gen_ai.operation.name")
                 if op == _TOOL or op in _MODEL_CALLS:
-                    read.append(_Span(span, attrs, op, where))
+                    read.append(_Span(span, attrs, op))
             except BadValue as exc:
                 trace = tid if isinstance(tid, str) and tid else None
                 errors.append(self._bad(exc, n, where, trace))
         read.sort(key=lambda s: s.start)
         for s in read:
-            try:
-                events.extend(s.events())
-            except BadValue as exc:
-                errors.append(self._bad(exc, n, s.where, s.trace))
+            events.extend(s.events)
 
     def _bad(self, exc: BadValue, n: int, where: str, trace: str | None) -> InputError:
         field = f"{where}.{exc.field}"

@@ -352,3 +352,29 @@ def test_benchmark_corpus_rows_grade_end_to_end() -> None:
     )
     assert verdicts["answered"].outcome is Outcome.FAIL
     assert verdicts["answered"].ts == 1767225609.0
+
+
+def test_a_real_letta_evals_results_file_is_read_with_its_calls() -> None:
+    """letta-evals' streamed results rows ({"type": "result", "result": {...}}) give 5 traces, 5 calls."""
+    import json as _json
+    import subprocess as _sp
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    path = (
+        _Path(__file__).parents[1]
+        / "fixtures"
+        / "letta"
+        / "letta-evals_simple_tool_grader_oct2025.results.jsonl"
+    )
+    proc = _sp.run(
+        [_sys.executable, "-m", "trajgrade", "stats", "--json", str(path)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [_json.loads(line) for line in proc.stdout.splitlines()]
+    assert sorted(r["trace_id"] for r in rows) == ["0", "1", "2", "3", "4"]
+    assert sum(sum(r["tool_calls"].values()) for r in rows) == 5  # SOURCES.md
+    assert all(r["unanswered"] == 0 for r in rows)

@@ -143,7 +143,15 @@ class LettaReader(RecordReader):
     ) -> None:
         tid = self._next_id()
         prefix, usage, agent_state = "", None, None
+        record = _unwrap(record)
         if isinstance(record, dict):
+            sample = record.get("sample")
+            if (
+                isinstance(sample, dict)
+                and "sample_id" not in record
+                and "id" in sample
+            ):
+                record = {**record, "sample_id": sample["id"]}
             for key in ("trace_id", "id", "sample_id"):
                 value = record.get(key)
                 if isinstance(value, str | int) and not isinstance(value, bool):
@@ -366,6 +374,7 @@ class _LettaFormat:
     summary = "Letta trajectories: [[messages per turn]], a flat message list, or {trace_id|sample_id, trajectory, agent_state?} (letta-evals)"
 
     def sniff(self, record: object) -> bool:
+        record = _unwrap(record)
         if isinstance(record, dict):
             trajectory = record.get("trajectory")
             if not isinstance(trajectory, list) or "history" in record:
@@ -397,3 +406,13 @@ FORMAT: Final = _LettaFormat()
 
 #: What this module contributes to the registry.
 FORMATS: Final = (FORMAT,)
+
+
+def _unwrap(record: Any) -> Any:
+    """letta-evals writes result rows as ``{"type": "result", "result": {...}}``
+    (its streamed results file); the row is the inner object."""
+    if isinstance(record, dict) and record.get("type") == "result":
+        inner = record.get("result")
+        if isinstance(inner, dict) and isinstance(inner.get("trajectory"), list):
+            return inner
+    return record

@@ -227,3 +227,29 @@ def test_grading_an_agentv_record_end_to_end() -> None:
     assert not sealed.final and sealed.outcome is Outcome.FAIL
     assert v.trace_id == "run-1" and v.final and math.isclose(v.score, 2 / 3)
     assert v.metadata["misses"] == ["Read took 120ms (max: 100ms)"]
+
+
+def test_agentv_transcript_lines_are_one_trace_per_test_id() -> None:
+    """agentv's transcript JSONL (one message a line) is detected and read: 3 calls, all answered."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = (
+        Path(__file__).parents[1]
+        / "fixtures"
+        / "agentv"
+        / "agentv_imported-codex-transcript.jsonl"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "stats", "--json", str(path)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert row["trace_id"] == "imported-codex-config-fix"
+    assert row["tool_calls"] == {"Read": 1, "Grep": 1, "Edit": 1}  # SOURCES.md: 3
+    assert (row["results"], row["unanswered"]) == (3, 0)

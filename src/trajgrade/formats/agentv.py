@@ -59,6 +59,8 @@ class AgentvReader(RecordReader):
     def __init__(self, *, source: str, default_trace: str) -> None:
         super().__init__(source=source, default_trace=default_trace)
         self._records = 0
+        #: Calls seen per transcript trace (ids for calls that carry none).
+        self._transcript_calls: dict[str, int] = {}
 
     def record(
         self, record: Any, n: int, events: list[Event], errors: list[InputError]
@@ -66,8 +68,30 @@ class AgentvReader(RecordReader):
         if not isinstance(record, dict):
             msg = f"expected a JSON object (an agentv trace record), got {type(record).__name__}"
             errors.append(self.error(msg, n))
+        elif _is_transcript_line(record):
+            self._transcript_line(record, n, events, errors)
         else:
             _Record(self, record, n, events, errors).read()
+
+    def _transcript_line(
+        self,
+        record: dict[str, Any],
+        n: int,
+        events: list[Event],
+        errors: list[InputError],
+    ) -> None:
+        # agentv's transcript JSONL: one message a line, grouped by `test_id`;
+        # no line ends the trace (end of input does).
+        test_id = record.get("test_id")
+        tid = (
+            str(test_id)
+            if isinstance(test_id, str | int) and test_id != ""
+            else self._default
+        )
+        rec = _Record(self, record, n, events, errors, tid=tid)
+        rec.calls = self._transcript_calls.get(tid, 0)
+        rec._message(record, "")
+        self._transcript_calls[tid] = rec.calls
 
     def _error(
         self, msg: str, n: int, field: str | None = None, trace: str | None = None
@@ -97,13 +121,15 @@ class _Record:
         line: int,
         events: list[Event],
         errors: list[InputError],
+        *,
+        tid: str | None = None,
     ) -> None:
         self.reader = reader
         self.record = record
         self.line = line
         self.events = events
         self.errors = errors
-        self.tid = reader._trace_id(record)
+        self.tid = tid if tid is not None else reader._trace_id(record)
         self.calls = 0
 
     def read(self) -> None:
@@ -281,6 +307,8 @@ class _AgentvFormat:
     def sniff(self, record: object) -> bool:
         if not isinstance(record, dict) or "type" in record or "object" in record:
             return False
+        if _is_transcript_line(record):
+            return True
         if isinstance(record.get("output_messages"), list):
             return True
         trace = record.get("trace")
@@ -303,3 +331,12 @@ FORMAT: Final = _AgentvFormat()
 
 #: What this module contributes to the registry.
 FORMATS: Final = (FORMAT,)
+
+
+def _is_transcript_line(record: dict[str, Any]) -> bool:
+    """One message of agentv's transcript JSONL (``test_id``, ``message_index``, ``role``)."""
+    return (
+        "test_id" in record
+        and isinstance(record.get("message_index"), int)
+        and isinstance(record.get("role"), str)
+    )

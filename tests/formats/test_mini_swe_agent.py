@@ -6,9 +6,9 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tests.formats._decode import decode, of, raw
 
 from trajgrade.errors import InputError
 from trajgrade.events import (
@@ -21,7 +21,6 @@ from trajgrade.events import (
     Usage,
 )
 from trajgrade.formats import detect_document
-from trajgrade.pipeline import SourceDecoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent"
 RUN = "mini-swe-agent_github_issue_replay.traj.json"
@@ -39,25 +38,13 @@ def _sources_count() -> int:
 
 
 def _raw() -> bytes:
-    return (FIXTURES / RUN).read_bytes()
+    return raw(FIXTURES / RUN)
 
 
 def _decode(
     data: bytes, chunks: list[int] | None = None
 ) -> tuple[list[Event], list[InputError]]:
-    """Decode through the pipeline (detection included), whole or in chunks."""
-    dec = SourceDecoder("m.json")
-    events: list[Event] = []
-    errors: list[InputError] = []
-    pos = 0
-    for size in [*(chunks or []), len(data)]:
-        batch = dec.feed(data[pos : pos + size])
-        events += batch.events
-        errors += batch.errors
-        pos += size
-    end = dec.close()
-    assert dec.format == "mini-swe-agent"
-    return events + end.events, errors + end.errors
+    return decode(data, fmt="mini-swe-agent", source="m.json", chunks=chunks)
 
 
 def _read(data: bytes, chunks: list[int] | None = None) -> list[Event]:
@@ -66,14 +53,10 @@ def _read(data: bytes, chunks: list[int] | None = None) -> list[Event]:
     return events
 
 
-def _of(events: list[Event], kind: type[Any]) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
-
-
 def test_tool_calls_match_sources_and_pair_by_adjacency() -> None:
     """Each fenced block is a bash call, answered by the next user message."""
     events = _read(_raw())
-    calls = _of(events, ToolCall)
+    calls = of(events, ToolCall)
     assert len(calls) == _sources_count()
     assert calls[1].args == {"command": "ls -la"}
     steps = [e for e in events if isinstance(e, ToolCall | ToolResult)]
@@ -83,13 +66,13 @@ def test_tool_calls_match_sources_and_pair_by_adjacency() -> None:
 def test_return_codes_are_errors_and_the_submission_ends_the_run() -> None:
     """Non-zero <returncode> is an error; the final output is the trace's result."""
     events = _read(_raw())
-    results = _of(events, ToolResult)
+    results = of(events, ToolResult)
     assert [r.is_error for r in results] == [True] + [False] * 6 + [True, False, None]
     end = events[-1]
     assert isinstance(end, TraceEnd) and end.is_error is None
     assert end.result == results[-1].result and end.result.startswith("diff --git")
-    assert [t.step for t in _of(events, TurnStart)] == [0]
-    assert not _of(events, Usage)
+    assert [t.step for t in of(events, TurnStart)] == [0]
+    assert not of(events, Usage)
 
 
 def test_random_chunks_give_the_same_events() -> None:
@@ -111,8 +94,8 @@ def test_truncated_run_is_reported_and_earlier_steps_kept() -> None:
     events, errors = _decode(cut)
     assert len(errors) == 1
     assert (errors[0].location.file, errors[0].trace_id) == ("m.json", "m.json")
-    assert len(_of(events, ToolCall)) == 2
-    assert len(_of(events, ToolResult)) == 2
+    assert len(of(events, ToolCall)) == 2
+    assert len(of(events, ToolResult)) == 2
 
 
 def test_wrapper_info_format_errors_and_bad_messages() -> None:

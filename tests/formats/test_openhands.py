@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tests.formats._decode import decode, of, raw
 
 from trajgrade.errors import InputError
 from trajgrade.events import (
@@ -23,7 +22,6 @@ from trajgrade.events import (
     Usage,
 )
 from trajgrade.formats import detect_document
-from trajgrade.pipeline import SourceDecoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openhands"
 BASIC = "openhands_basic_2048.json.gz"
@@ -50,26 +48,13 @@ SOURCES = _provenance()
 
 
 def _raw(name: str) -> bytes:
-    data = (FIXTURES / name).read_bytes()
-    return gzip.decompress(data) if name.endswith(".gz") else data
+    return raw(FIXTURES / name)
 
 
 def _decode(
     data: bytes, chunks: list[int] | None = None
 ) -> tuple[list[Event], list[InputError]]:
-    """Decode through the pipeline (detection included), whole or in chunks."""
-    dec = SourceDecoder("oh.json")
-    events: list[Event] = []
-    errors: list[InputError] = []
-    pos = 0
-    for size in [*(chunks or []), len(data)]:
-        batch = dec.feed(data[pos : pos + size])
-        events += batch.events
-        errors += batch.errors
-        pos += size
-    end = dec.close()
-    assert dec.format == "openhands"
-    return events + end.events, errors + end.errors
+    return decode(data, fmt="openhands", source="oh.json", chunks=chunks)
 
 
 def _read(data: bytes, chunks: list[int] | None = None) -> list[Event]:
@@ -78,17 +63,13 @@ def _read(data: bytes, chunks: list[int] | None = None) -> list[Event]:
     return events
 
 
-def _of(events: list[Event], kind: type[Any]) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
-
-
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_tool_calls_match_sources_and_results_pair_by_cause(name: str) -> None:
     """Each fixture gives SOURCES.md's calls; each result names an earlier call's id."""
     events = _read(_raw(name))
-    calls = _of(events, ToolCall)
+    calls = of(events, ToolCall)
     assert len(calls) == SOURCES[name]
-    results = _of(events, ToolResult)
+    results = of(events, ToolResult)
     assert len(results) == RESULTS[name]
     seen: dict[str, str] = {}
     for e in events:
@@ -110,7 +91,7 @@ def test_usage_is_counted_once_per_model_response(name: str) -> None:
         for e in json.loads(_raw(name))
         if e.get("tool_call_metadata")
     }
-    usage = _of(events, Usage)
+    usage = of(events, Usage)
     assert len(usage) == len(responses)
     assert sum(u.input_tokens for u in usage) == sum(
         r["prompt_tokens"] for r in responses.values()
@@ -123,7 +104,7 @@ def test_usage_is_counted_once_per_model_response(name: str) -> None:
 def test_calls_keep_the_models_arguments_and_timestamps_are_utc() -> None:
     """The model's JSON arguments are kept raw and parsed; zone-less times are UTC."""
     events = _read(_raw(RENAME))
-    run = _of(events, ToolCall)[1]
+    run = of(events, ToolCall)[1]
     assert run.name == "execute_bash"
     assert run.args_raw is not None and json.loads(run.args_raw) == run.args
     assert run.args["command"] == "mv /workspace/game_2048.py /workspace/2048.py"
@@ -132,7 +113,7 @@ def test_calls_keep_the_models_arguments_and_timestamps_are_utc() -> None:
 
 def test_exit_codes_decide_errors_and_running_commands_stay_unknown() -> None:
     """exit_code 0 is success; -1 (still running at the timeout) leaves is_error unset."""
-    results = _of(_read(_raw(GUI)), ToolResult)
+    results = of(_read(_raw(GUI)), ToolResult)
     assert [r.is_error for r in results] == [False, None, None, None]
 
 
@@ -142,11 +123,11 @@ def test_turns_follow_user_messages_and_finish_ends_the_trace(
 ) -> None:
     """User message actions open turns; the document ends with trace_end."""
     events = _read(_raw(name))
-    assert len(_of(events, TurnStart)) == turns
+    assert len(of(events, TurnStart)) == turns
     assert isinstance(events[-1], TraceEnd)
-    assert _of(events, TraceEnd) == [events[-1]]
+    assert of(events, TraceEnd) == [events[-1]]
     if name != GUI:  # the GUI session hands back to the user without finish
-        assert _of(events, ToolCall)[-1].name == "finish"
+        assert of(events, ToolCall)[-1].name == "finish"
         assert events[-1].result
 
 
@@ -170,8 +151,8 @@ def test_truncated_stream_is_reported_and_earlier_events_kept() -> None:
     events, errors = _decode(cut)
     assert len(errors) == 1
     assert (errors[0].location.file, errors[0].trace_id) == ("oh.json", "oh.json")
-    assert len(_of(events, ToolCall)) == 2
-    assert len(_of(events, ToolResult)) == 2
+    assert len(of(events, ToolCall)) == 2
+    assert len(of(events, ToolResult)) == 2
 
 
 def test_error_states_and_bad_events() -> None:

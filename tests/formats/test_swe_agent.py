@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tests.formats._decode import decode, of, raw
 
 from trajgrade.errors import InputError
 from trajgrade.events import (
@@ -22,7 +21,6 @@ from trajgrade.events import (
     Usage,
 )
 from trajgrade.formats import detect_document
-from trajgrade.pipeline import SourceDecoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "swe-agent"
 V0 = "sweagent_gpt4_pydicom-1458.traj.gz"
@@ -46,26 +44,13 @@ SOURCES = _provenance()
 
 
 def _raw(name: str) -> bytes:
-    data = (FIXTURES / name).read_bytes()
-    return gzip.decompress(data) if name.endswith(".gz") else data
+    return raw(FIXTURES / name)
 
 
 def _decode(
     data: bytes, chunks: list[int] | None = None
 ) -> tuple[list[Event], list[InputError]]:
-    """Decode through the pipeline (detection included), whole or in chunks."""
-    dec = SourceDecoder("run.traj")
-    events: list[Event] = []
-    errors: list[InputError] = []
-    pos = 0
-    for size in [*(chunks or []), len(data)]:
-        batch = dec.feed(data[pos : pos + size])
-        events += batch.events
-        errors += batch.errors
-        pos += size
-    end = dec.close()
-    assert dec.format == "swe-agent"
-    return events + end.events, errors + end.errors
+    return decode(data, fmt="swe-agent", source="run.traj", chunks=chunks)
 
 
 def _read(data: bytes, chunks: list[int] | None = None) -> list[Event]:
@@ -74,20 +59,16 @@ def _read(data: bytes, chunks: list[int] | None = None) -> list[Event]:
     return events
 
 
-def _of(events: list[Event], kind: type[Any]) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
-
-
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_tool_calls_match_sources(name: str) -> None:
     """Each fixture is detected and gives the tool-call count of SOURCES.md."""
-    assert len(_of(_read(_raw(name)), ToolCall)) == SOURCES[name]
+    assert len(of(_read(_raw(name)), ToolCall)) == SOURCES[name]
 
 
 def test_v0_actions_pair_by_adjacency_and_submit_gets_the_submission() -> None:
     """0.x actions are calls named by their command; the next user message is the result."""
     events = _read(_raw(V0))
-    calls = _of(events, ToolCall)
+    calls = of(events, ToolCall)
     assert [c.name for c in calls][:3] == ["create", "edit", "python"]
     assert calls[0].args == {"command": "create reproduce_bug.py\n"}
     assert all(c.call_id is None for c in calls)
@@ -102,8 +83,8 @@ def test_v0_actions_pair_by_adjacency_and_submit_gets_the_submission() -> None:
 def test_v1_tool_calls_pair_by_id_with_parsed_arguments() -> None:
     """1.x tool_calls carry ids and JSON-string arguments; tool messages answer them."""
     events = _read(_raw(V1))
-    calls = _of(events, ToolCall)
-    results = _of(events, ToolResult)
+    calls = of(events, ToolCall)
+    results = of(events, ToolResult)
     assert [r.call_id for r in results] == [c.call_id for c in calls]
     assert [r.name for r in results] == [c.name for c in calls]
     assert calls[0].args == {"file_name": "missing_colon.py"}
@@ -119,9 +100,9 @@ def test_run_totals_are_one_usage_and_the_run_ends(
 ) -> None:
     """model_stats is one usage event; the submission ends the trace; one turn."""
     events = _read(_raw(name))
-    (usage,) = _of(events, Usage)
+    (usage,) = of(events, Usage)
     assert (usage.input_tokens, usage.output_tokens, usage.cost_usd) == (*tokens, cost)
-    assert [t.step for t in _of(events, TurnStart)] == [0]
+    assert [t.step for t in of(events, TurnStart)] == [0]
     end = events[-1]
     assert isinstance(end, TraceEnd) and end.is_error is False
     assert "diff --git" in end.result
@@ -150,7 +131,7 @@ def test_truncated_document_is_reported_and_what_was_read_is_kept() -> None:
     err = errors[0]
     assert (err.location.file, err.trace_id) == ("run.traj", "run.traj")
     assert "not valid JSON" in str(err)
-    assert len(_of(events, ToolCall)) == 2
+    assert len(of(events, ToolCall)) == 2
     assert isinstance(events[-1], TraceEnd) and events[-1].is_error is None
 
 

@@ -1,0 +1,45 @@
+"""Helpers shared by the format tests: read a fixture, decode it through the
+public pipeline (detection included), whole or in chunks."""
+
+from __future__ import annotations
+
+import gzip
+from typing import TYPE_CHECKING, Any
+
+from trajgrade.pipeline import SourceDecoder
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from trajgrade.errors import InputError
+    from trajgrade.events import Event
+
+
+def raw(path: Path) -> bytes:
+    """A fixture's bytes (gzipped fixtures are decompressed)."""
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.name.endswith(".gz") else data
+
+
+def decode(
+    data: bytes, *, fmt: str, source: str = "input", chunks: list[int] | None = None
+) -> tuple[list[Event], list[InputError]]:
+    """Decode ``data`` (fed in ``chunks`` sizes, then the rest); the format
+    detected must be ``fmt``."""
+    dec = SourceDecoder(source)
+    events: list[Event] = []
+    errors: list[InputError] = []
+    pos = 0
+    for size in [*(chunks or []), len(data)]:
+        batch = dec.feed(data[pos : pos + size])
+        events += batch.events
+        errors += batch.errors
+        pos += size
+    end = dec.close()
+    assert dec.format == fmt
+    return events + end.events, errors + end.errors
+
+
+def of(events: list[Event], kind: type[Any]) -> list[Any]:
+    """The events of one type."""
+    return [e for e in events if isinstance(e, kind)]

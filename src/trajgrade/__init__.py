@@ -27,7 +27,7 @@ from trajgrade.config import (
     load_config,
     load_suite,
 )
-from trajgrade.engine import Anomaly, Engine, EngineStats, TraceSnapshot
+from trajgrade.engine import Anomaly, Engine, EngineState, EngineStats, TraceSnapshot
 from trajgrade.errors import (
     ConfigError,
     ConfigErrors,
@@ -61,6 +61,7 @@ __all__ = (
     "ConfigErrors",
     "Decision",
     "Engine",
+    "EngineState",
     "EngineStats",
     "Event",
     "GradeError",

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from trajgrade.config import Suite
 
-__all__ = ("Anomaly", "Engine", "EngineStats", "TraceSnapshot")
+__all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
@@ -91,6 +91,23 @@ class TraceSnapshot(msgspec.Struct, kw_only=True, array_like=True):
     #: One msgpack-encoded grader state per grader; None once that grader is final.
     states: list[bytes | None]
     open_calls: list[str]
+    #: Runner clock at the trace's last event (idle timeouts); None in batch.
+    seen_at: float | None = None
+
+
+class EngineState(msgspec.Struct, kw_only=True, array_like=True):
+    """Everything an engine knows, as plain data (see :mod:`trajgrade.state`).
+
+    Restoring it into an engine compiled from the same suite and feeding the
+    rest of the events gives exactly the verdicts of an uninterrupted run.
+    """
+
+    traces: list[TraceSnapshot]
+    #: Recently closed trace ids, oldest first, with whether they ended
+    #: explicitly: late events of these are dropped, not graded afresh.
+    closed: list[tuple[str, bool]]
+    #: Traces a rejected record named before any of their events arrived.
+    unopened: dict[str, str]
 
 
 class _Trace:
@@ -102,6 +119,7 @@ class _Trace:
         "live",
         "opened_at",
         "sealed",
+        "seen_at",
         "states",
         "tainted",
     )
@@ -115,6 +133,7 @@ class _Trace:
         self.live = len(states)
         self.events = 0
         self.opened_at = opened_at
+        self.seen_at = opened_at
         self.last_ts: float | None = None
         self.tainted: str | None = None
         self.calls: dict[str, None] = {}
@@ -206,6 +225,8 @@ class Engine:
                         self._forget(tr, ended=False)
                         continue
             tr.events += 1
+            if now is not None:
+                tr.seen_at = now
             ts = event.ts
             if ts is not None:
                 tr.last_ts = ts
@@ -274,6 +295,16 @@ class Engine:
                 self._forget(tr, ended=False)
         return out
 
+    def expire(self, now: float, idle: float) -> list[Verdict]:
+        """Close, as if they ended, the traces with no event for ``idle``
+        seconds of the runner's clock (live sources with no end marker)."""
+        limit = now - idle
+        out: list[Verdict] = []
+        for tr in list(self._traces.values()):
+            if tr.seen_at is not None and tr.seen_at <= limit:
+                out.extend(self._close(tr, ended=True))
+        return out
+
     def end_trace(self, trace_id: str) -> list[Verdict]:
         """Close one trace as if its ``trace_end`` arrived (idle timeout, …)."""
         tr = self._traces.get(trace_id)
@@ -337,6 +368,7 @@ class Engine:
             sealed=list(tr.sealed),
             states=[None if st is None else enc(st) for st in tr.states],
             open_calls=list(tr.calls),
+            seen_at=tr.seen_at,
         )
 
     def snapshot(self) -> list[TraceSnapshot]:
@@ -362,8 +394,32 @@ class Engine:
             tr.sealed = list(snap.sealed)
             tr.live = sum(st is not None for st in states)
             tr.calls = dict.fromkeys(snap.open_calls)
+            tr.seen_at = snap.seen_at
             self._traces[snap.trace_id] = tr
             self._closed.pop(snap.trace_id, None)
+            self._unopened.pop(snap.trace_id, None)
+
+    def checkpoint(self) -> EngineState:
+        """The whole engine state: open traces, closed ids, pending taints."""
+        return EngineState(
+            traces=self.snapshot(),
+            closed=list(self._closed.items()),
+            unopened=dict(self._unopened),
+        )
+
+    def load(self, state: EngineState) -> None:
+        """Restore a :meth:`checkpoint` (from an engine with the same suite)."""
+        for tid, ended in state.closed:
+            self._closed[tid] = ended
+            self._traces.pop(tid, None)
+        while len(self._closed) > CLOSED_MEMORY:
+            self._closed.popitem(last=False)
+        self._unopened.update(state.unopened)
+        self.restore(state.traces)
+
+    def is_closed(self, trace_id: str) -> bool:
+        """True when ``trace_id`` was closed recently (its late events are dropped)."""
+        return trace_id in self._closed
 
     # ------------------------------------------------------------ internals
     def _open(self, trace_id: str, now: float | None) -> _Trace:

@@ -8,7 +8,8 @@
     ├── InputError           a record could not be read as an event
     ├── GradeError           a grader could not decide (e.g. regex timed out)
     ├── SourceError          an input could not be opened or read
-    └── SinkError            verdicts could not be written
+    ├── SinkError            verdicts could not be written
+    └── StateError           a state directory or checkpoint cannot be used
 
 Every error carries a :class:`Location` (file, line, field) when one is known,
 and its message ends with what to do about it. Messages are part of the API:
@@ -29,6 +30,7 @@ __all__ = (
     "Location",
     "SinkError",
     "SourceError",
+    "StateError",
     "TrajgradeError",
 )
 
@@ -105,3 +107,7 @@ class SourceError(TrajgradeError):
 
 class SinkError(TrajgradeError):
     """Raised when verdicts cannot be written."""
+
+
+class StateError(TrajgradeError):
+    """Raised when a state directory or its checkpoint cannot be used."""

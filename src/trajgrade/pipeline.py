@@ -22,6 +22,7 @@ from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event
 from trajgrade.formats import (
+    BUILTIN,
     SNIFF_LIMIT,
     Reader,
     detect,
@@ -126,6 +127,27 @@ class SourceDecoder:
     def format(self) -> str | None:
         """The detected (or given) format, once known."""
         return self._reader.format if self._reader is not None else None
+
+    @property
+    def line(self) -> int:
+        """Number of the next line to start."""
+        return self._line
+
+    @staticmethod
+    def can_resume_at(fmt: str | None) -> bool:
+        """Whether a source of format ``fmt`` can start mid-file at a line
+        boundary (its records decode alone); others are replayed from the
+        start with their events dropped."""
+        return fmt is not None and bool(getattr(BUILTIN.get(fmt), "stateless", False))
+
+    def resume_at(self, offset: int, line: int, fmt: str) -> None:
+        """Start at ``offset``/``line`` of the source, in format ``fmt``
+        (see :meth:`can_resume_at`); only before the first ``feed``."""
+        self._reader = open_reader(
+            fmt, source=self.source, default_trace=self.default_trace
+        )
+        self.offset = offset
+        self._line = line
 
     def feed(self, chunk: bytes) -> Batch:
         """Take the next bytes of the source.

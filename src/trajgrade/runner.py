@@ -1,15 +1,31 @@
 """The grading pipeline at runtime: sources -> decoder -> engine -> sink.
 
-One anyio task group: a task reading the inputs (sequentially, in the order
-given) and a clock task when a grader needs the runner's clock; SIGINT and
-SIGTERM have plain handlers (see ``run``). Decoding and grading of a chunk are synchronous in the event loop: the
-core is fast and has no I/O, and keeping it on one thread keeps every trace's
-state single-owner. Verdicts are flushed after every chunk that produced any,
-so a verdict reaches stdout as soon as its line was read.
+One anyio task group: a task reading the inputs and a clock task (wall-time
+budgets, idle timeouts, checkpoints); SIGINT and SIGTERM have plain handlers
+(see ``run``). Decoding and grading of a chunk are synchronous in the event
+loop: the core is fast and has no I/O, and keeping it on one thread keeps
+every trace's state single-owner. Verdicts are flushed after every chunk that
+produced any, so a verdict reaches stdout as soon as its line was read.
 
-Shutdown: SIGINT/SIGTERM stop reading, close every open trace as at end of
-input, flush, and return; a second signal exits at once (status 130), even
-while a write to a stalled stdout blocks the loop.
+Inputs are read one of two ways:
+
+* **batch** (default): each input (file or stdin) is read to its end, in the
+  order given; end of input closes every trace;
+* **live** (``--follow`` / ``--watch``): files are followed as they grow and
+  new files in watched directories are picked up
+  (:class:`~trajgrade.sources.live.LiveFiles`); traces end by their own end
+  event or after ``idle_timeout`` seconds without one.
+
+Durable state (``state_dir``): the engine state and the read positions it
+covers are checkpointed together every ``checkpoint_interval`` seconds and on
+shutdown (see :mod:`trajgrade.state`). A checkpoint is taken between two
+chunks, after the verdicts of every event before it were flushed, so it is a
+consistent cut: a restart continues from it as if the run had never stopped.
+
+Shutdown: SIGINT/SIGTERM stop reading. Without state, every open trace is
+closed as at end of input; with state, open traces are checkpointed instead,
+to be continued by the next run. A second signal exits at once (status 130),
+even while a write to a stalled stdout blocks the loop.
 """
 
 from __future__ import annotations
@@ -21,12 +37,16 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.to_thread
 import msgspec
 
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.sources import StreamSource, open_source
+from trajgrade.sources.stream import trace_name
+from trajgrade.state import STATE_VERSION, Checkpoint, Position, StateStore
+from trajgrade.tracking import TrackedInput, identity_matches
 from trajgrade.verdicts import Outcome, Verdict
 
 if TYPE_CHECKING:
@@ -34,6 +54,7 @@ if TYPE_CHECKING:
 
     from trajgrade.config import Suite
     from trajgrade.sinks import Sink
+    from trajgrade.sources.live import Closed, LiveFiles, Opened
 
 __all__ = ("RunOptions", "RunSummary", "run")
 
@@ -47,8 +68,8 @@ class RunOptions(msgspec.Struct, kw_only=True):
     inputs: list[str]
     fmt: str = "auto"
     #: ``event``: wall-time uses event timestamps only; ``wall``: also the
-    #: runner's clock; ``auto``: ``wall`` for pipes and terminals, ``event``
-    #: for regular files.
+    #: runner's clock; ``auto``: ``wall`` for pipes, terminals and followed
+    #: files, ``event`` for regular files read once.
     clock: str = "auto"
     tick_interval: float = 0.1
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
@@ -57,6 +78,21 @@ class RunOptions(msgspec.Struct, kw_only=True):
     #: Trace id of events that carry none (``--trace-id``), see
     #: :func:`trajgrade.sources.stream.trace_name`.
     trace_template: str = "{path}"
+    #: Follow ``inputs`` as they grow (``tail -F``) instead of reading them once.
+    follow: bool = False
+    #: Directories to watch for new session files, each with its glob.
+    watch: list[tuple[str, str]] = msgspec.field(default_factory=list)
+    #: Close a trace after this many seconds of the runner's clock without an
+    #: event (live sources); None: only end events and end of input close.
+    idle_timeout: float | None = None
+    #: Checkpoint directory (``--state``); None: no durable state.
+    state_dir: str | None = None
+    checkpoint_interval: float = 5.0
+
+    @property
+    def live(self) -> bool:
+        """Inputs are followed rather than read once."""
+        return self.follow or bool(self.watch)
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -71,6 +107,9 @@ class RunSummary(msgspec.Struct, kw_only=True):
     failed_sources: list[str] = msgspec.field(default_factory=list)
     anomalies: int = 0
     interrupted: bool = False
+    #: The run continued from a checkpoint.
+    resumed: bool = False
+    checkpoints: int = 0
 
     @property
     def all_passed(self) -> bool:
@@ -82,25 +121,53 @@ class _Run:
     def __init__(self, suite: Suite, options: RunOptions, sink: Sink, log: Any) -> None:
         self.engine = Engine(suite, samples=options.samples)
         self.grading = Grading(self.engine)
+        self.suite = suite
         self.options = options
         self.sink = sink
         self.log = log
         self.summary = RunSummary()
         self.clocked = any(g.uses_clock for g in suite.graders)
-        self.use_clock = False
+        self.use_clock = options.live and options.clock != "event"
         self._failed: dict[str, None] = {}
+        # Durable state.
+        self.store: StateStore | None = None
+        #: Positions of the checkpoint this run resumed from, by source.
+        self.resume_from: dict[str, Position] = {}
+        #: Inputs being read, by source, and those read to their end.
+        self.inputs: dict[str, TrackedInput] = {}
+        self.finished: dict[str, Position] = {}
+        self.suppress: set[str] = set()
+        self._next_checkpoint = 0.0
+        self._checkpointing = False
+        self._dirty = False
 
+    # ------------------------------------------------------------ verdicts
     def emit(self, verdicts: Sequence[Verdict]) -> None:
         if not verdicts:
             return
+        self._dirty = True
         counts = self.summary.verdicts
         for v in verdicts:
             if v.final:
                 counts[v.outcome] = counts.get(v.outcome, 0) + 1
                 if v.outcome is not Outcome.PASS:
                     self._failed[v.trace_id] = None
+        if self.suppress:
+            # Written before a crash and decided again now: drop the repeat.
+            sup = self.suppress
+            fresh = []
+            for v in verdicts:
+                if v.id in sup:
+                    sup.discard(v.id)
+                else:
+                    fresh.append(v)
+            verdicts = fresh
+            if not verdicts:
+                return
         self.sink.send(verdicts)
         self.sink.flush()
+        if self.store is not None:
+            self.store.journal(v.id for v in verdicts)
 
     def report(self) -> None:
         """Log located input errors and anomalies gathered since last time."""
@@ -138,45 +205,234 @@ class _Run:
             reason=anomaly.message,
         )
 
-    async def read(self, source: StreamSource) -> None:
-        decoder = SourceDecoder(
-            source.name,
-            fmt=self.options.fmt,
-            default_trace=source.default_trace,
-            max_line_bytes=self.options.max_line_bytes,
-        )
-        self.use_clock = self.clocked and (
-            self.options.clock == "wall"
-            or (self.options.clock == "auto" and not source.regular)
-        )
+    def now(self) -> float | None:
+        return time.time() if self.use_clock else None
+
+    def take(self, tracked: TrackedInput, data: bytes) -> None:
+        """Decode and grade the next bytes of one input."""
+        self._dirty = True
         grading = self.grading
-        try:
-            async for chunk in source.chunks():
-                now = time.time() if self.use_clock else None
-                self.emit(grading.feed(decoder, decoder.feed(chunk), now=now))
-                if grading.errors or grading.anomalies:
-                    self.report()
-        finally:
-            # Also on a signal: what the reader still holds (a partial last
-            # line, usage waiting for its response to end) is end of input.
-            self.emit(grading.feed(decoder, decoder.close()))
+        self.emit(grading.feed(tracked.decoder, tracked.feed(data), now=self.now()))
+        if grading.errors or grading.anomalies:
             self.report()
+
+    def end_input(self, tracked: TrackedInput) -> None:
+        """An input ended: what its reader still holds is end of input."""
+        self._dirty = True
+        self.emit(self.grading.feed(tracked.decoder, tracked.close(), now=self.now()))
+        self.report()
         self.log.debug(
             "source_done",
-            source=source.name,
-            format=decoder.format,
-            bytes=decoder.offset,
+            source=tracked.source,
+            format=tracked.decoder.format,
+            bytes=tracked.decoder.offset,
         )
 
+    # ------------------------------------------------------------ batch
+    def tracked(self, name: str, source: str, default_trace: str) -> TrackedInput:
+        decoder = SourceDecoder(
+            name,
+            fmt=self.options.fmt,
+            default_trace=default_trace,
+            max_line_bytes=self.options.max_line_bytes,
+        )
+        return TrackedInput(source, decoder)
+
+    async def read(self, src: StreamSource) -> None:
+        key = _key(src.name)
+        tracked = self.tracked(src.name, key, src.default_trace)
+        if src.regular:
+            st = os.fstat(src.fd)
+            tracked.dev, tracked.ino = st.st_dev, st.st_ino
+        self.use_clock = self.clocked and (
+            self.options.clock == "wall"
+            or (self.options.clock == "auto" and not src.regular)
+        )
+        pos = self.resume_from.pop(key, None)
+        if pos is not None and src.regular:
+            if identity_matches(src.fd, pos):
+                if pos.done:
+                    self.finished[key] = pos
+                    self.log.info("source_resumed", source=src.name, done=True)
+                    return
+                tracked.resume(src.fd, pos)
+                self.log.info("source_resumed", source=src.name, offset=pos.offset)
+            else:
+                self.log.warning(
+                    "source_changed",
+                    source=src.name,
+                    reason="not the file the checkpoint read; reading it from the start",
+                )
+        self.inputs[key] = tracked
+        try:
+            async for chunk in src.chunks():
+                self.take(tracked, chunk)
+                await self.maybe_checkpoint()
+        except SourceError:
+            # What was read before the failure is still graded.
+            self.end_input(tracked)
+            del self.inputs[key]
+            raise
+        # (Cancelled by a signal: the input stays in ``inputs``; ``_run``
+        # ends it, or checkpoints it with durable state.)
+        self.end_input(tracked)
+        del self.inputs[key]
+        pos = tracked.position()
+        if pos is not None:
+            self.finished[key] = pos
+
+    # ------------------------------------------------------------ live
+    def live_start(self) -> dict[str, tuple[Any, int]]:
+        """Resume offsets for LiveFiles: only files that are provably the same."""
+        from trajgrade.sources.live import FileId
+
+        start: dict[str, tuple[Any, int]] = {}
+        for key, pos in list(self.resume_from.items()):
+            try:
+                fd = os.open(key, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                if identity_matches(fd, pos) and not pos.done:
+                    start[key] = (FileId(dev=pos.dev, ino=pos.ino), pos.offset)
+                else:
+                    del self.resume_from[key]
+            finally:
+                os.close(fd)
+        return start
+
+    async def read_live(self, live: LiveFiles) -> None:
+        from trajgrade.sources.live import Closed, Data, Opened
+
+        inputs = self.inputs
+        async for piece in live.pieces():
+            if type(piece) is Data:
+                self.take(inputs[piece.path], piece.data)
+                await self.maybe_checkpoint()
+            elif type(piece) is Opened:
+                self.opened(piece)
+            elif type(piece) is Closed:
+                self.closed(piece)
+
+    def opened(self, piece: Opened) -> None:
+        path = piece.path
+        key = _key(path)
+        tracked = self.tracked(path, key, trace_name(self.options.trace_template, path))
+        tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
+        pos = self.resume_from.pop(key, None)
+        if piece.offset and pos is not None:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    tracked.resume(fd, pos)
+                finally:
+                    os.close(fd)
+                self.log.info("source_resumed", source=path, offset=pos.offset)
+            except OSError as exc:
+                self.log.warning("source_resume_failed", source=path, reason=str(exc))
+        self.inputs[key] = tracked
+
+    def closed(self, piece: Closed) -> None:
+        key = _key(piece.path)
+        tracked = self.inputs.pop(key, None)
+        if tracked is None:
+            return
+        self.end_input(tracked)
+        if piece.reason == "deleted":
+            # The file's own trace cannot get more events.
+            self.emit(self.engine.end_trace(tracked.decoder.default_trace))
+
+    # ------------------------------------------------------------ clock
     async def clock(self) -> None:
         interval = self.options.tick_interval
+        idle = self.options.idle_timeout
         while True:
             await anyio.sleep(interval)
             if self.use_clock:
-                self.emit(self.engine.tick(time.time()))
+                now = time.time()
+                if self.clocked:
+                    self.emit(self.engine.tick(now))
+                if idle is not None:
+                    self.emit(self.engine.expire(now, idle))
+            await self.maybe_checkpoint()
 
-    def finish(self) -> RunSummary:
-        self.emit(self.engine.finish())
+    # ------------------------------------------------------------ state
+    def open_state(self) -> None:
+        """Take the state directory and load its checkpoint, if any."""
+        assert self.options.state_dir is not None
+        store = StateStore(self.options.state_dir)
+        self.store = store
+        ckpt = store.load(self.suite.fingerprint)
+        if ckpt is not None:
+            self.engine.load(ckpt.engine)
+            self.resume_from = {p.source: p for p in ckpt.positions}
+            self.suppress = set(ckpt.suppress) | store.emitted_since(ckpt.sequence)
+            s = self.summary
+            s.verdicts = dict(ckpt.verdicts)
+            self._failed = dict.fromkeys(ckpt.failed_traces)
+            s.resumed = True
+            self.log.info(
+                "state_resumed",
+                state=str(store.dir),
+                sequence=ckpt.sequence,
+                age=round(time.time() - ckpt.created, 3),
+                open_traces=len(ckpt.engine.traces),
+                inputs=len(ckpt.positions),
+                suppressed=len(self.suppress),
+            )
+        store.open_journal()
+        self._next_checkpoint = time.monotonic() + self.options.checkpoint_interval
+
+    async def maybe_checkpoint(self) -> None:
+        if self.store is not None and time.monotonic() >= self._next_checkpoint:
+            if self._dirty:
+                await self.checkpoint()
+            else:
+                self._next_checkpoint = (
+                    time.monotonic() + self.options.checkpoint_interval
+                )
+
+    async def checkpoint(self) -> None:
+        """Write a consistent cut of the run (between two chunks)."""
+        store = self.store
+        if store is None or self._checkpointing:
+            return
+        self._checkpointing = True
+        try:
+            self._next_checkpoint = time.monotonic() + self.options.checkpoint_interval
+            positions = dict(self.finished)
+            for key, tracked in self.inputs.items():
+                pos = tracked.position()
+                if pos is not None:
+                    positions[key] = pos
+            # Inputs of the checkpoint not (yet) seen by this run stay as they were.
+            for key, pos in self.resume_from.items():
+                positions.setdefault(key, pos)
+            seq = store.begin()
+            ckpt = Checkpoint(
+                version=STATE_VERSION,
+                fingerprint=self.suite.fingerprint,
+                sequence=seq,
+                created=time.time(),
+                positions=list(positions.values()),
+                engine=self.engine.checkpoint(),
+                verdicts={str(k): n for k, n in self.summary.verdicts.items()},
+                failed_traces=list(self._failed),
+                suppress=list(self.suppress),
+            )
+            data = store.encode(ckpt)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(store.write, data, seq)
+            self.summary.checkpoints += 1
+            self._dirty = False
+            self.log.debug("checkpoint_written", sequence=seq, bytes=len(data))
+        finally:
+            self._checkpointing = False
+
+    # ------------------------------------------------------------ end
+    def finish(self, *, close_traces: bool) -> RunSummary:
+        if close_traces:
+            self.emit(self.engine.finish())
         for anomaly in self.engine.anomalies:
             self.anomaly(anomaly, Location())
         self.summary.anomalies += len(self.engine.anomalies)
@@ -187,16 +443,45 @@ class _Run:
         s.events = stats.events
         s.traces = stats.closed_traces
         s.failed_traces = list(self._failed)
+        s.verdicts = {Outcome(k): n for k, n in s.verdicts.items()}
         return s
 
 
+def _key(name: str) -> str:
+    """An input's name in checkpoints: its absolute path (``-`` for stdin)."""
+    return name if name == "-" else os.path.abspath(name)
+
+
 async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSummary:
-    """Grade every input; return the summary once all traces are final."""
+    """Grade every input; return the summary once all traces are final (or,
+    with durable state, once the open ones are checkpointed)."""
     state = _Run(suite, options, sink, log)
-    sources = [
-        open_source(name, trace_template=options.trace_template)
-        for name in options.inputs
-    ]
+    if options.state_dir is not None:
+        state.open_state()
+    try:
+        return await _run(state, options, log)
+    finally:
+        if state.store is not None:
+            state.store.close()
+
+
+async def _run(state: _Run, options: RunOptions, log: Any) -> RunSummary:
+    live: LiveFiles | None = None
+    sources: list[StreamSource] = []
+    if options.live:
+        from trajgrade.sources.live import LiveFiles
+
+        live = LiveFiles(
+            options.inputs if options.follow else (),
+            options.watch,
+            start=state.live_start(),
+            log=log,
+        )
+    else:
+        sources = [
+            open_source(name, trace_template=options.trace_template)
+            for name in options.inputs
+        ]
     reading = anyio.CancelScope()
     loop = asyncio.get_running_loop()  # the anyio backend is asyncio (aiokafka)
     signals = 0
@@ -222,6 +507,8 @@ async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSum
 
             async def read_all() -> None:
                 with reading:
+                    if live is not None:
+                        await state.read_live(live)
                     for src in sources:
                         try:
                             await state.read(src)
@@ -233,7 +520,7 @@ async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSum
                             state.summary.failed_sources.append(src.name)
                 tg.cancel_scope.cancel()
 
-            if state.clocked:
+            if state.clocked or options.idle_timeout is not None or state.store:
                 tg.start_soon(state.clock)
             tg.start_soon(read_all)
     finally:
@@ -241,4 +528,17 @@ async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSum
             signal.signal(s, handler)
         for src in sources:
             src.close()
-    return state.finish()
+        if live is not None:
+            live.close()
+    # Without state every trace ends now. With state, an interrupted run
+    # leaves open traces to the next run; a run that read all its inputs
+    # (batch) has nothing more to wait for and finishes them.
+    keep = state.store is not None and (state.summary.interrupted or live is not None)
+    if not keep:
+        for key, tracked in list(state.inputs.items()):
+            state.end_input(tracked)
+            del state.inputs[key]
+    summary = state.finish(close_traces=not keep)
+    if state.store is not None:
+        await state.checkpoint()
+    return summary

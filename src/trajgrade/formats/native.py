@@ -114,6 +114,9 @@ class NativeReader:
 
 class _NativeFormat:
     name = "trajgrade"
+    #: Each line decodes on its own: a resume can start at any line boundary
+    #: without replaying the lines before it.
+    stateless = True
     summary = "trajgrade canonical JSONL (one event per line; also the benchmark events.jsonl)"
 
     def sniff(self, record: object) -> bool:

@@ -48,6 +48,11 @@ class StreamSource:
         #: Default trace id for events that carry none.
         self.default_trace = default_trace if default_trace is not None else name
 
+    @property
+    def fd(self) -> int:
+        """The descriptor being read (its position is the read position)."""
+        return self._fd
+
     async def chunks(self) -> AsyncIterator[bytes]:
         """Yield chunks until end of input."""
         fd = self._fd

@@ -1,0 +1,262 @@
+"""Durable state for local runs (``--state DIR``): checkpoints and the emit journal.
+
+A checkpoint is one msgpack file holding everything needed to continue a run
+as if it had never stopped:
+
+* the engine's whole state (:class:`~trajgrade.engine.EngineState`);
+* the read position of every input it covers: the file's identity (device,
+  inode, and a digest of its first bytes, because inode numbers are reused)
+  and how many bytes of it the decoder had consumed;
+* the run's verdict counts, so the exit status of a resumed run counts the
+  verdicts of the runs before it.
+
+It is written atomically (temporary file, fsync, rename, fsync of the
+directory), so a ``kill -9`` at any moment leaves either the old or the new
+checkpoint, never half of one.
+
+Verdicts decided after a checkpoint are decided again after a restart from it
+(same events, same state, so the same verdicts with the same ids). To keep
+those re-emits rare, the ids of the verdicts written to the sink are appended
+to a journal (``emitted.<seq>``, one write per flush, no fsync: a killed
+process's writes survive in the page cache). A restart suppresses the ids it
+finds there. Only a kill between the sink write and the journal write can
+re-emit a verdict, and then exactly once with the same id.
+
+Layout of ``DIR``::
+
+    checkpoint.msgpack   the latest checkpoint
+    emitted.<seq>        ids of verdicts written since checkpoint <seq>'s snapshot
+    lock                 held by the one trajgrade process using DIR
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from trajgrade.engine import EngineState
+from trajgrade.errors import Location, StateError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = (
+    "HEAD_BYTES",
+    "STATE_VERSION",
+    "Checkpoint",
+    "Position",
+    "StateStore",
+    "head_digest",
+)
+
+#: Checkpoint format version; a checkpoint of another version is refused.
+STATE_VERSION: Final = 1
+#: How many leading bytes of a file identify it together with its inode.
+HEAD_BYTES: Final = 4096
+_CHECKPOINT: Final = "checkpoint.msgpack"
+
+
+class Position(msgspec.Struct, kw_only=True):
+    """How far one input was read, and how to tell it is still the same file."""
+
+    #: The input as the run named it (absolute path).
+    source: str
+    dev: int
+    ino: int
+    #: Bytes of the file its decoder consumed (complete records only).
+    offset: int
+    #: Number of the next line (for error locations after a resume).
+    line: int
+    #: The detected format, so a resume does not detect again.
+    format: str | None
+    #: blake2b of the file's first ``head_len`` bytes.
+    head: str
+    head_len: int
+    #: The input was read to its end and its decoder closed: nothing to redo.
+    done: bool = False
+
+
+class Checkpoint(msgspec.Struct, kw_only=True):
+    """One consistent cut of a run: engine state plus the positions it covers."""
+
+    version: int
+    #: ``Suite.fingerprint`` of the config that produced this state.
+    fingerprint: str
+    sequence: int
+    #: Wall-clock time it was taken (``checkpoint_age`` in logs and metrics).
+    created: float
+    positions: list[Position]
+    engine: EngineState
+    #: Final verdicts by outcome, over every run that led here.
+    verdicts: dict[str, int] = msgspec.field(default_factory=dict)
+    failed_traces: list[str] = msgspec.field(default_factory=list)
+    #: Ids of verdicts emitted before a crash and not yet decided again.
+    suppress: list[str] = msgspec.field(default_factory=list)
+
+
+def head_digest(data: bytes) -> str:
+    """The identity digest of a file's first bytes."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+class StateStore:
+    """One state directory, used by one process at a time."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.dir = Path(directory).expanduser()
+        where = Location(file=str(self.dir))
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            msg = f"cannot create the state directory: {exc.strerror or exc}; pass a writable --state DIR"
+            raise StateError(msg, location=where) from None
+        import filelock
+
+        self._lock = filelock.FileLock(self.dir / "lock")
+        try:
+            self._lock.acquire(timeout=0)
+        except filelock.Timeout:
+            msg = "another trajgrade process is using this state directory; give each run its own --state DIR"
+            raise StateError(msg, location=where) from None
+        except OSError as exc:
+            msg = f"cannot lock the state directory: {exc.strerror or exc}; pass a writable --state DIR"
+            raise StateError(msg, location=where) from None
+        self._journal_fd: int | None = None
+        self.sequence = 0
+        self._encoder = msgspec.msgpack.Encoder()
+
+    # ------------------------------------------------------------ loading
+    def load(self, fingerprint: str) -> Checkpoint | None:
+        """The latest checkpoint, or None for a fresh directory.
+
+        Raises :class:`StateError` for a checkpoint of another format version
+        or another config: state graded under other rules would give verdicts
+        that neither config would give.
+        """
+        path = self.dir / _CHECKPOINT
+        where = Location(file=str(path))
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            msg = f"cannot read the checkpoint: {exc.strerror or exc}"
+            raise StateError(msg, location=where) from None
+        try:
+            version = msgspec.msgpack.decode(data, type=_Versioned).version
+        except msgspec.DecodeError:
+            version = -1
+        if version != STATE_VERSION:
+            msg = (
+                f"checkpoint format {version} is not the format this trajgrade "
+                f"writes ({STATE_VERSION}); delete {path} to start over, or use "
+                "another --state DIR"
+            )
+            raise StateError(msg, location=where)
+        try:
+            ckpt = msgspec.msgpack.decode(data, type=Checkpoint)
+        except msgspec.DecodeError as exc:
+            msg = f"the checkpoint is damaged ({exc}); delete it to start over"
+            raise StateError(msg, location=where) from None
+        if ckpt.fingerprint != fingerprint:
+            msg = (
+                "the checkpoint was written with a different config "
+                f"(fingerprint {ckpt.fingerprint[:12]}, this config "
+                f"{fingerprint[:12]}); resuming would mix two policies' state. "
+                f"Use another --state DIR for this config, or delete {path} to start over"
+            )
+            raise StateError(msg, location=where)
+        self.sequence = ckpt.sequence
+        return ckpt
+
+    def emitted_since(self, sequence: int) -> set[str]:
+        """Verdict ids journalled since checkpoint ``sequence``'s snapshot
+        (including a newer journal whose checkpoint was never completed)."""
+        ids: set[str] = set()
+        for seq, path in self._journals():
+            if seq >= sequence:
+                ids.update(path.read_bytes().decode("ascii", "replace").split())
+        return ids
+
+    # ------------------------------------------------------------ writing
+    def begin(self) -> int:
+        """Start a new checkpoint: return its sequence number and switch the
+        journal, so ids emitted after this snapshot go to the new one."""
+        self.sequence += 1
+        self._open_journal(self.sequence)
+        return self.sequence
+
+    def open_journal(self) -> None:
+        """Journal into the current sequence's file (after :meth:`load`)."""
+        self._open_journal(self.sequence)
+
+    def journal(self, ids: Iterable[str]) -> None:
+        """Record verdict ids just written to the sink."""
+        if self._journal_fd is None:
+            return
+        data = "".join(f"{i}\n" for i in ids).encode("ascii")
+        if data:
+            os.write(self._journal_fd, data)
+
+    def encode(self, ckpt: Checkpoint) -> bytes:
+        """Encode in the caller's thread (the state must not change meanwhile)."""
+        return self._encoder.encode(ckpt)
+
+    def write(self, data: bytes, sequence: int) -> None:
+        """Atomically replace the checkpoint; then drop older journals.
+
+        Blocking (fsync): run it in a worker thread.
+        """
+        path = self.dir / _CHECKPOINT
+        tmp = self.dir / f".{_CHECKPOINT}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            dfd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as exc:
+            msg = f"cannot write the checkpoint: {exc.strerror or exc}; check free space and permissions"
+            raise StateError(msg, location=Location(file=str(path))) from None
+        for seq, old in self._journals():
+            if seq < sequence:
+                old.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Close the journal and release the directory lock."""
+        if self._journal_fd is not None:
+            os.close(self._journal_fd)
+            self._journal_fd = None
+        self._lock.release()
+
+    # ------------------------------------------------------------ internals
+    def _open_journal(self, sequence: int) -> None:
+        if self._journal_fd is not None:
+            os.close(self._journal_fd)
+        path = self.dir / f"emitted.{sequence}"
+        self._journal_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def _journals(self) -> list[tuple[int, Path]]:
+        out = []
+        for p in self.dir.glob("emitted.*"):
+            suffix = p.name.partition(".")[2]
+            if suffix.isdigit():
+                out.append((int(suffix), p))
+        return sorted(out)
+
+
+class _Versioned(msgspec.Struct):
+    version: int = -1

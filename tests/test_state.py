@@ -1,0 +1,411 @@
+"""Durable state (``--state DIR``): checkpoints, resume, crash safety.
+
+The crash test kills ``python -m trajgrade`` with SIGKILL at random points
+(drawn by hypothesis), restarts it with the same arguments until a run
+completes, and compares what all the runs wrote with one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests._support import suite
+
+from trajgrade.errors import StateError
+from trajgrade.pipeline import SourceDecoder
+from trajgrade.state import Checkpoint, StateStore
+from trajgrade.tracking import TrackedInput, identity_matches
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+POLICY = """\
+graders:
+  - type: tool-calls
+    name: no-fetch
+    config:
+      disallowed: ["^web_fetch$"]
+  - type: tool-calls
+    name: tested
+    config:
+      required: [{name: "^bash$", command: "pytest"}]
+      sequence: ["^view$", "^edit$", "^bash$"]
+  - type: token-budget
+    config: {max: 40000}
+  - type: turn-count
+    config: {max: 6}
+"""
+
+
+def corpus(n_traces: int, seed: int) -> bytes:
+    """Interleaved canonical traces: some end explicitly, some never do."""
+    rng = random.Random(seed)
+    enc = msgspec.json.Encoder()
+    live = {f"t{i:05d}": 0 for i in range(n_traces)}
+    lines: list[bytes] = []
+    ts = 1_767_225_600.0
+    while live:
+        tid = rng.choice(list(live))
+        step = live[tid]
+        ts += 0.01
+        ev: dict[str, Any]
+        if step % 4 == 0:
+            ev = {"type": "turn_start"}
+        elif step % 4 == 1:
+            name = rng.choice(["view", "edit", "bash", "bash", "grep", "web_fetch"])
+            args = {"command": "pytest -q"} if name == "bash" else {"path": "a.py"}
+            ev = {
+                "type": "tool_call",
+                "name": name,
+                "call_id": f"c{step}",
+                "args": args,
+            }
+        elif step % 4 == 2:
+            ev = {"type": "tool_result", "call_id": f"c{step - 1}", "result": "ok"}
+        else:
+            ev = {
+                "type": "usage",
+                "input_tokens": rng.randint(100, 4000),
+                "output_tokens": 50,
+            }
+        lines.append(enc.encode({"trace_id": tid, "ts": ts, **ev}))
+        live[tid] = step + 1
+        if step > rng.randint(8, 40):
+            if rng.random() < 0.7:
+                lines.append(enc.encode({"trace_id": tid, "type": "trace_end"}))
+            del live[tid]
+    return b"\n".join(lines) + b"\n"
+
+
+def trajgrade(*args: str | Path, **kw: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "-q",
+            "--output",
+            "jsonl",
+            *map(str, args),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
+
+
+def verdicts(out: bytes) -> list[dict[str, Any]]:
+    return [msgspec.json.decode(line) for line in out.splitlines() if line.strip()]
+
+
+def finals(vs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(v["trace_id"], v["grader"]): v for v in vs if v["final"]}
+
+
+class Ref(dict[str, Any]):
+    """The uninterrupted run's output (short repr: hypothesis prints it)."""
+
+    def __repr__(self) -> str:
+        return f"<reference run: {len(self['verdicts'])} verdicts>"
+
+
+@pytest.fixture(scope="module")
+def crash_setup(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, Path, Ref]:
+    d = tmp_path_factory.mktemp("crash")
+    policy = d / "policy.yaml"
+    policy.write_text(POLICY)
+    log = d / "events.jsonl"
+    log.write_bytes(corpus(6000, seed=7))
+    p = trajgrade("-c", policy, log)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode in (0, 1), err.decode()
+    vs = verdicts(out)
+    assert len({v["id"] for v in vs}) == len(vs)
+    ref = Ref(verdicts=vs, finals=finals(vs), status=p.returncode)
+    assert any(v["outcome"] == "fail" for v in vs)
+    assert any(v["outcome"] == "pass" for v in vs)
+    return policy, log, ref
+
+
+# ---------------------------------------------------------------- crash test
+@pytest.mark.slow
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    derandomize=True,
+)
+@given(
+    kills=st.lists(
+        st.tuples(st.integers(0, 2500), st.floats(0, 0.05)), min_size=1, max_size=3
+    )
+)
+def test_sigkill_at_random_points_loses_nothing(
+    crash_setup: tuple[Path, Path, Ref],
+    tmp_path_factory: pytest.TempPathFactory,
+    kills: list[tuple[int, float]],
+) -> None:
+    """Each kill: after ``n`` verdict lines were read from stdout (plus a
+    random delay), SIGKILL; then restart with the same arguments."""
+    policy, log, ref = crash_setup
+    state = tmp_path_factory.mktemp("state")
+    args = ("-c", policy, "--state", state, "--checkpoint-interval", "0.01", log)
+    seen: list[dict[str, Any]] = []
+    killed = 0
+    for n_lines, delay in kills:
+        p = trajgrade(*args)
+        assert p.stdout is not None
+        got = []
+        try:
+            while len(got) < n_lines:
+                line = p.stdout.readline()
+                if not line:
+                    break
+                got.append(line)
+            time.sleep(delay)
+            p.send_signal(signal.SIGKILL)
+            rest = p.stdout.read()
+        finally:
+            p.kill()
+            p.communicate()
+        if p.returncode == -signal.SIGKILL:
+            killed += 1
+        out = b"".join(got) + rest
+        # A line the kill cut short is not a verdict (a reader of a killed
+        # process's stdout drops it); it was not journalled, so it comes again.
+        seen += verdicts(out[: out.rfind(b"\n") + 1])
+    p = trajgrade(*args)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == ref["status"], err.decode()
+    seen += verdicts(out)
+    # Every final verdict is there, identical to the uninterrupted run's.
+    assert finals(seen) == ref["finals"]
+    # Nothing that the uninterrupted run did not say; nothing said twice
+    # except a verdict re-emitted once per kill (same id, same content).
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for v in seen:
+        by_id.setdefault(v["id"], []).append(v)
+    ref_ids = {v["id"]: v for v in ref["verdicts"]}
+    assert set(by_id) == set(ref_ids)
+    for vid, copies in by_id.items():
+        assert len(copies) <= 1 + killed
+        assert all(c == ref_ids[vid] for c in copies)
+
+
+# ---------------------------------------------------------------- resume
+def test_rerun_after_a_complete_run_repeats_nothing(
+    crash_setup: tuple[Path, Path, Ref], tmp_path: Path
+) -> None:
+    policy, log, ref = crash_setup
+    args = ("-c", policy, "--state", tmp_path / "s", log)
+    p = trajgrade(*args)
+    out, _ = p.communicate(timeout=120)
+    assert finals(verdicts(out)) == ref["finals"]
+    p = trajgrade(*args)
+    out, err = p.communicate(timeout=120)
+    assert out == b""
+    assert p.returncode == ref["status"], (
+        "a resumed run keeps the earlier verdicts' exit status"
+    )
+    assert (tmp_path / "s" / "checkpoint.msgpack").is_file()
+
+
+def test_appended_input_continues_from_the_checkpoint(tmp_path: Path) -> None:
+    """A file that grew between two runs: the second run grades only the new
+    lines, with the state the first run left (turn 7 breaks the budget)."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    log = tmp_path / "log.jsonl"
+    turns = [f'{{"trace_id":"a","type":"turn_start","ts":{i}}}\n' for i in range(7)]
+    log.write_text("".join(turns[:4]))
+    state = tmp_path / "s"
+    # Interrupted (SIGTERM) while reading stdin would close traces; a file
+    # read to its end with --state is finished, so follow the growth instead:
+    p = trajgrade(
+        "-c", policy, "--state", state, "--follow", "--idle-timeout", "0", log
+    )
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err.decode()
+    assert out == b""  # four turns: nothing decided yet
+    with log.open("a") as f:
+        f.write("".join(turns[4:]))
+    p = trajgrade(
+        "-c", policy, "--state", state, "--follow", "--idle-timeout", "0", log
+    )
+    try:
+        line = p.stdout.readline() if p.stdout else b""
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=30)
+    v = msgspec.json.decode(line)
+    assert (v["grader"], v["outcome"], v["at_event"]) == ("turn-count", "fail", 7)
+
+
+def test_checkpoint_of_another_config_is_refused(
+    crash_setup: tuple[Path, Path, Ref], tmp_path: Path
+) -> None:
+    policy, log, _ = crash_setup
+    state = tmp_path / "s"
+    p = trajgrade("-c", policy, "--state", state, log)
+    p.communicate(timeout=120)
+    other = tmp_path / "other.yaml"
+    other.write_text(POLICY.replace("max: 6", "max: 7"))
+    p = trajgrade("-c", other, "--state", state, log)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 2
+    assert b"different config" in err
+    assert b"another --state DIR" in err
+
+
+def test_a_state_dir_in_use_is_refused(tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    state = tmp_path / "s"
+    first = trajgrade("-c", policy, "--state", state, "-", stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while not (state / "lock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        second = trajgrade("-c", policy, "--state", state, os.devnull)
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 2
+        assert b"another trajgrade process is using this state directory" in err
+    finally:
+        first.kill()
+        first.communicate()
+
+
+def test_damaged_or_foreign_checkpoints_are_refused(tmp_path: Path) -> None:
+    fingerprint = suite(POLICY).fingerprint
+    (tmp_path / "checkpoint.msgpack").write_bytes(b"\x93not a checkpoint")
+    store = StateStore(tmp_path)
+    try:
+        with pytest.raises(StateError, match="checkpoint format -1 is not"):
+            store.load(fingerprint)
+        (tmp_path / "checkpoint.msgpack").write_bytes(
+            msgspec.msgpack.encode({"version": 99})
+        )
+        with pytest.raises(StateError, match="format 99"):
+            store.load(fingerprint)
+    finally:
+        store.close()
+
+
+def test_checkpoint_write_is_atomic_and_drops_old_journals(tmp_path: Path) -> None:
+    from trajgrade.engine import EngineState
+    from trajgrade.state import STATE_VERSION
+
+    store = StateStore(tmp_path)
+    try:
+        store.open_journal()
+        store.journal(["aaaa", "bbbb"])
+        seq = store.begin()
+        store.journal(["cccc"])
+        ckpt = Checkpoint(
+            version=STATE_VERSION,
+            fingerprint="f",
+            sequence=seq,
+            created=0.0,
+            positions=[],
+            engine=EngineState(traces=[], closed=[], unopened={}),
+        )
+        store.write(store.encode(ckpt), seq)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            "checkpoint.msgpack",
+            "emitted.1",
+            "lock",
+        ]
+        assert store.emitted_since(seq) == {"cccc"}
+        assert store.load("f") == ckpt
+    finally:
+        store.close()
+
+
+# ---------------------------------------------------------------- readers
+@pytest.mark.parametrize(
+    ("fixture", "fmt"),
+    [
+        ("claude-code", "claude-code"),
+        ("codex", "codex"),
+        (None, "trajgrade"),
+    ],
+)
+def test_resumed_reader_continues_exactly(
+    fixture: str | None, fmt: str, tmp_path: Path
+) -> None:
+    """Cut the input at line boundaries; a resumed decoder (replayed, or
+    started mid-file for stateless formats) yields exactly the events an
+    uninterrupted decoder yields after the cut."""
+    if fixture is None:
+        path = tmp_path / "events.jsonl"
+        path.write_bytes(corpus(20, seed=1))
+    else:
+        path = max(
+            (FIXTURES / fixture).rglob("*.jsonl"), key=lambda p: p.stat().st_size
+        )
+    data = path.read_bytes()
+    cuts = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    enc = msgspec.json.encode
+    for cut in cuts[:: max(1, len(cuts) // 7)]:
+        whole = SourceDecoder(str(path), default_trace="t")
+        whole.feed(data[:cut])
+        assert whole.format == fmt
+        after = whole.feed(data[cut:]).events + whole.close().events
+        first = TrackedInput(
+            str(path), SourceDecoder(str(path), default_trace="t"), dev=0, ino=0
+        )
+        first.feed(data[:cut])
+        pos = first.position()
+        assert pos is not None
+        st_ = path.stat()
+        pos.dev, pos.ino = st_.st_dev, st_.st_ino
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert identity_matches(fd, pos)
+            again = TrackedInput(str(path), SourceDecoder(str(path), default_trace="t"))
+            again.resume(fd, pos)
+            rest = os.read(fd, len(data))
+        finally:
+            os.close(fd)
+        got = again.feed(rest).events + again.close().events
+        assert [enc(e) for e in got] == [enc(e) for e in after], f"cut at byte {cut}"
+
+
+def test_a_replaced_file_is_not_resumed(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(corpus(3, seed=2))
+    t = TrackedInput(str(path), SourceDecoder(str(path)), dev=0, ino=0)
+    t.feed(path.read_bytes())
+    pos = t.position()
+    assert pos is not None
+    st_ = path.stat()
+    pos.dev, pos.ino = st_.st_dev, st_.st_ino
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert identity_matches(fd, pos)
+    finally:
+        os.close(fd)
+    # Same inode, other content (rewritten in place): not the same file.
+    data = path.read_bytes()
+    path.write_bytes(b"X" + data[1:])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert not identity_matches(fd, pos)
+    finally:
+        os.close(fd)

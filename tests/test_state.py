@@ -215,7 +215,7 @@ def test_rerun_after_a_complete_run_repeats_nothing(
     out, _ = p.communicate(timeout=120)
     assert finals(verdicts(out)) == ref["finals"]
     p = trajgrade(*args)
-    out, err = p.communicate(timeout=120)
+    out, _ = p.communicate(timeout=120)
     assert out == b""
     assert p.returncode == ref["status"], (
         "a resumed run keeps the earlier verdicts' exit status"
@@ -266,7 +266,7 @@ def test_checkpoint_of_another_config_is_refused(
     other = tmp_path / "other.yaml"
     other.write_text(POLICY.replace("max: 6", "max: 7"))
     p = trajgrade("-c", other, "--state", state, log)
-    out, err = p.communicate(timeout=60)
+    _, err = p.communicate(timeout=60)
     assert p.returncode == 2
     assert b"different config" in err
     assert b"another --state DIR" in err

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import IO, Any, BinaryIO, Final, cast
+from typing import IO, Any, BinaryIO, Final, TextIO, cast
 
 import msgspec
 
@@ -60,7 +60,9 @@ def _setup(
         factory: Any = structlog.BytesLoggerFactory(cast("BinaryIO", out))
     else:
         processors.append(structlog.dev.ConsoleRenderer(colors=True))
-        factory = structlog.PrintLoggerFactory(sys.stderr)
+        # Resolved at each write: a live status display swaps sys.stderr
+        # to print log lines above itself.
+        factory = structlog.PrintLoggerFactory(cast("TextIO", _Stderr()))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(
@@ -69,6 +71,16 @@ def _setup(
         logger_factory=factory,
         cache_logger_on_first_use=False,
     )
+
+
+class _Stderr:
+    """Whatever ``sys.stderr`` is now."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 class _LazyLogger:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from trajgrade.config import Suite
     from trajgrade.sinks import Sink
     from trajgrade.sources.live import Closed, LiveFiles, Opened
+    from trajgrade.status import StatusLine
 
 __all__ = ("RunOptions", "RunSummary", "run")
 
@@ -140,6 +141,8 @@ class _Run:
         self._next_checkpoint = 0.0
         self._checkpointing = False
         self._dirty = False
+        #: Bytes read from every input (the progress bar).
+        self.bytes_read = 0
 
     # ------------------------------------------------------------ verdicts
     def emit(self, verdicts: Sequence[Verdict]) -> None:
@@ -211,6 +214,7 @@ class _Run:
     def take(self, tracked: TrackedInput, data: bytes) -> None:
         """Decode and grade the next bytes of one input."""
         self._dirty = True
+        self.bytes_read += len(data)
         grading = self.grading
         self.emit(grading.feed(tracked.decoder, tracked.feed(data), now=self.now()))
         if grading.errors or grading.anomalies:
@@ -356,6 +360,21 @@ class _Run:
                     self.emit(self.engine.expire(now, idle))
             await self.maybe_checkpoint()
 
+    async def show(self, status: StatusLine) -> None:
+        from trajgrade.status import REFRESH_SECONDS
+
+        counts = self.summary.verdicts
+        while True:
+            stats = self.engine.statistics()
+            status.update(
+                events=stats.events,
+                bytes_done=self.bytes_read,
+                open_traces=stats.open_traces,
+                passed=counts.get(Outcome.PASS, 0),
+                failed=counts.get(Outcome.FAIL, 0) + counts.get(Outcome.ERROR, 0),
+            )
+            await anyio.sleep(REFRESH_SECONDS)
+
     # ------------------------------------------------------------ state
     def open_state(self) -> None:
         """Take the state directory and load its checkpoint, if any."""
@@ -452,20 +471,33 @@ def _key(name: str) -> str:
     return name if name == "-" else os.path.abspath(name)
 
 
-async def run(suite: Suite, options: RunOptions, sink: Sink, log: Any) -> RunSummary:
+async def run(
+    suite: Suite,
+    options: RunOptions,
+    sink: Sink,
+    log: Any,
+    *,
+    status: StatusLine | None = None,
+) -> RunSummary:
     """Grade every input; return the summary once all traces are final (or,
-    with durable state, once the open ones are checkpointed)."""
+    with durable state, once the open ones are checkpointed).
+
+    ``status``: a terminal status display to keep up to date (the sink then
+    writes through its console).
+    """
     state = _Run(suite, options, sink, log)
     if options.state_dir is not None:
         state.open_state()
     try:
-        return await _run(state, options, log)
+        return await _run(state, options, log, status)
     finally:
         if state.store is not None:
             state.store.close()
 
 
-async def _run(state: _Run, options: RunOptions, log: Any) -> RunSummary:
+async def _run(
+    state: _Run, options: RunOptions, log: Any, status: StatusLine | None
+) -> RunSummary:
     live: LiveFiles | None = None
     sources: list[StreamSource] = []
     if options.live:
@@ -522,6 +554,8 @@ async def _run(state: _Run, options: RunOptions, log: Any) -> RunSummary:
 
             if state.clocked or options.idle_timeout is not None or state.store:
                 tg.start_soon(state.clock)
+            if status is not None:
+                tg.start_soon(state.show, status)
             tg.start_soon(read_all)
     finally:
         for s, handler in previous.items():

@@ -7,7 +7,7 @@ decided.
 
 from __future__ import annotations
 
-from typing import IO, TYPE_CHECKING, Final
+from typing import IO, TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
@@ -16,7 +16,15 @@ from trajgrade.verdicts import Outcome, Verdict
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ("JsonlSink", "PrettySink")
+__all__ = ("JsonlSink", "PrettySink", "TextOut")
+
+
+class TextOut(Protocol):
+    """Where readable verdicts go: a text stream, or a live terminal display."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 class JsonlSink:
@@ -54,7 +62,7 @@ _MARK: Final = {
 class PrettySink:
     """Readable lines for a terminal: outcome, trace, grader, score, evidence."""
 
-    def __init__(self, out: IO[str], *, color: bool = True) -> None:
+    def __init__(self, out: TextOut, *, color: bool = True) -> None:
         self._out = out
         self._color = color
         self._lines: list[str] = []

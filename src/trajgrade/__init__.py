@@ -10,6 +10,8 @@ Reading map (start at the top):
 * ``formats/``     upstream log formats -> canonical events (sans-IO)
 * ``pipeline.py``  bytes -> lines -> events -> engine, without I/O
 * ``runner.py``, ``sources/``, ``sinks/``, ``cli.py``  the async edges
+* ``api.py``       StreamGrader: the pipeline for embedding (feed, finish, async)
+* ``actions.py``, ``wrapper.py``  on-fail actions; ``trajgrade run`` (watch an agent)
 
 Everything above ``runner.py`` is pure and synchronous: no I/O, no clock, no
 logging. The public API is re-exported here.
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from trajgrade.api import StreamGrader
 from trajgrade.config import (
+    OnFail,
     Suite,
     SuiteConfig,
     compile_suite,
@@ -71,10 +75,12 @@ __all__ = (
     "InputError",
     "Location",
     "Message",
+    "OnFail",
     "Outcome",
     "SinkError",
     "SourceDecoder",
     "SourceError",
+    "StreamGrader",
     "Suite",
     "SuiteConfig",
     "ToolCall",

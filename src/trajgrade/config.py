@@ -18,6 +18,7 @@ compiling are pure.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
@@ -46,13 +47,42 @@ from trajgrade.graders import BuildContext, Grader, lookup
 __all__ = (
     "ConfigWarning",
     "GraderSpec",
+    "OnFail",
     "Suite",
     "SuiteConfig",
     "compile_suite",
     "decode_config",
+    "default_on_fail",
     "load_config",
     "load_suite",
 )
+
+
+class OnFail(enum.StrEnum):
+    """What a failed verdict of a grader should do to a live agent (``on_fail:``).
+
+    A trajgrade-level key of every grader entry, in every layout. Omitted, it
+    is ``abort`` for metric thresholds (budgets: the run is over) and ``deny``
+    for every other type (one call broke the policy: refuse that call).
+    """
+
+    #: End the run: hooks answer ``continue: false``; ``trajgrade run`` stops the agent.
+    ABORT = "abort"
+    #: Refuse the offending call; the wrapper, which cannot refuse one call, stops the agent.
+    DENY = "deny"
+    #: Only write the verdict: no hook decision, no stop, no --signal/--fail-fast.
+    REPORT = "report"
+
+
+#: Grader types whose failure means the run is spent, not one bad call.
+_ABORT_BY_DEFAULT: Final = frozenset(
+    {"token-budget", "tool-call-count", "turn-count", "error-count", "wall-time"}
+)
+
+
+def default_on_fail(kind: str) -> OnFail:
+    """The ``on_fail`` of a grader type when its entry names none."""
+    return OnFail.ABORT if kind in _ABORT_BY_DEFAULT else OnFail.DENY
 
 
 class GraderSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -66,6 +96,8 @@ class GraderSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     path: _Path = ()
     #: Options sit in the entry itself (upstream layouts), not under ``config``.
     inline: bool = False
+    #: The entry's ``on_fail:`` (None: the type's default, see :class:`OnFail`).
+    on_fail: OnFail | None = None
 
 
 class SuiteConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -109,7 +141,7 @@ class ConfigWarning(msgspec.Struct, frozen=True):
 class Suite:
     """Compiled graders, shared by every trace. Immutable once built."""
 
-    __slots__ = ("fingerprint", "graders", "source", "warnings")
+    __slots__ = ("fingerprint", "graders", "on_fail", "source", "warnings")
 
     def __init__(
         self,
@@ -118,8 +150,15 @@ class Suite:
         fingerprint: str,
         source: str,
         warnings: Sequence[ConfigWarning] = (),
+        on_fail: Mapping[str, OnFail] | None = None,
     ) -> None:
         self.graders: tuple[Grader[Any], ...] = tuple(graders)
+        #: Grader name (``Verdict.grader``) -> what its failure should do; every
+        #: grader has an entry (its type's default when the config names none).
+        self.on_fail: dict[str, OnFail] = {
+            g.name: default_on_fail(g.kind) for g in self.graders
+        }
+        self.on_fail.update(on_fail or {})
         #: Problems that did not stop compilation (`trajgrade check` prints them).
         self.warnings: tuple[ConfigWarning, ...] = tuple(warnings)
         #: Hash of the normalised grader specs; checkpoints from another config
@@ -289,7 +328,9 @@ def _entries(
             errors.append(ConfigError(msg, location=shell.locate(path)))
             continue
         try:
-            spec = read(dict(entry), path)
+            fields = dict(entry)
+            on_fail = _on_fail(fields.pop("on_fail", None))
+            spec = read(fields, path)
         except ConfigError as exc:
             errors.append(
                 ConfigError(
@@ -300,8 +341,22 @@ def _entries(
                 )
             )
             continue
-        specs.append(spec)
+        specs.append(
+            spec if on_fail is None else msgspec.structs.replace(spec, on_fail=on_fail)
+        )
     return specs
+
+
+def _on_fail(value: Any) -> OnFail | None:
+    """The trajgrade-level ``on_fail:`` of an entry (any layout), validated."""
+    if value is None:
+        return None
+    try:
+        return OnFail(value)
+    except ValueError:
+        known = ", ".join(m.value for m in OnFail)
+        msg = f"`on_fail` must be one of {known} (got {value!r}); see README 'Stop a running agent'"
+        raise ConfigError(msg, location=Location(field="on_fail")) from None
 
 
 def _string(entry: dict[str, Any], key: str, *, required: bool = True) -> str | None:
@@ -378,6 +433,7 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
     errors: list[ConfigError] = list(config.problems)
     warnings: list[ConfigWarning] = []
     graders: list[Grader[Any]] = []
+    on_fail: dict[str, OnFail] = {}
     used: set[str] = set()
     explicit = {s.name for s in config.graders if s.name}
     for spec in config.graders:
@@ -417,6 +473,8 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
             grader = gtype.build(cfg, name=name, context=context)
             if not structural:
                 graders.append(grader)
+                on_fail[name] = spec.on_fail or default_on_fail(gtype.kind)
+                _mark(grader, on_fail[name])
         except ConfigErrors as many:
             errors.extend(relocate(e, config.locate, cpath) for e in many.errors)
         except ConfigError as exc:
@@ -432,7 +490,17 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
         fingerprint=_fingerprint(config),
         source=config.source,
         warnings=warnings,
+        on_fail=on_fail,
     )
+
+
+def _mark(grader: Grader[Any], on_fail: OnFail) -> None:
+    """Also expose ``on_fail`` on the compiled grader where it takes attributes
+    (``Suite.on_fail`` is the canonical place: a plugin grader may refuse)."""
+    try:
+        grader.on_fail = on_fail  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass
 
 
 def load_suite(

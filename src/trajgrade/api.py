@@ -1,0 +1,327 @@
+"""Embedding: grade an agent's events from your own Python code.
+
+:class:`StreamGrader` is one compiled policy plus the state of every trace it
+has seen. Feed it events as they happen and it returns the verdicts each one
+decided; ``finish()`` closes the traces still open. It is the same engine and
+the same decoders as ``trajgrade grade``, so a verdict here is the verdict
+the command line would print::
+
+    from trajgrade import StreamGrader
+
+    grader = StreamGrader.from_file("policy.yaml")
+    for line in agent_stdout:               # any supported format, one record a line
+        for v in grader.feed(line):
+            if grader.should_stop(v):
+                stop_the_agent(v.evidence)
+    final = grader.finish()
+
+What ``feed`` takes: a canonical :class:`~trajgrade.events.Event`, a mapping
+(a canonical event or a record of any line format, e.g. one Claude Code
+``stream-json`` object), or one JSON line as ``str``/``bytes``. Raw chunks
+that may cut lines go to ``feed_bytes(chunk, source=...)``, which frames
+lines per source. Bad records never raise: they are kept in ``errors``
+(located) and taint their trace, as in the CLI.
+
+The synchronous part is plain calls (no event loop, no threads). The async
+helpers, :meth:`StreamGrader.grade_stream` (an async iterator of verdicts) and
+:meth:`StreamGrader.grade_stream_to` (a callback, with a clock for wall-time
+budgets), import anyio only when called, so ``import trajgrade`` stays light.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from trajgrade.config import OnFail, Suite, compile_suite, decode_config, load_suite
+from trajgrade.engine import Anomaly, Engine, EngineState
+from trajgrade.errors import ConfigError, InputError, Location
+from trajgrade.events import EVENT_TYPES, Event
+from trajgrade.graders import BuildContext
+from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
+from trajgrade.verdicts import Outcome, Verdict
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+
+__all__ = ("Feedable", "StreamGrader")
+
+#: What :meth:`StreamGrader.feed` accepts.
+Feedable = Event | Mapping[str, Any] | str | bytes
+_EVENT_CLASSES: Final = tuple(EVENT_TYPES.values())
+_CHECKPOINT_VERSION: Final = 1
+_ENC: Final = msgspec.json.Encoder()
+
+
+class _Checkpoint(msgspec.Struct, array_like=True):
+    version: int
+    fingerprint: str
+    engine: EngineState
+
+
+class StreamGrader:
+    """A compiled policy and the live state of the traces it grades."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        *,
+        fmt: str = "auto",
+        source: str = "<api>",
+        samples: Mapping[str, Any] | None = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        self.suite = suite
+        self.engine = Engine(suite, samples=samples)
+        self._grading = Grading(self.engine)
+        self._fmt = fmt
+        self._source = source
+        self._max = max_line_bytes
+        self._decoders: dict[str, SourceDecoder] = {}
+        self._clocked = any(g.uses_clock for g in suite.graders)
+        #: Records that could not be read, located (source, line).
+        self.errors: list[InputError] = []
+        #: Odd but survivable input (orphan results, reused call ids), located.
+        self.anomalies: list[tuple[Anomaly, Location]] = []
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        regex_timeout: float = 0.25,
+        allow_code: bool = False,
+        threshold: float | None = None,
+        **options: Any,
+    ) -> StreamGrader:
+        """Load a policy file (YAML, or JSON when it ends in ``.json``).
+
+        Raises :class:`~trajgrade.errors.ConfigError` (every problem, located).
+        ``options`` go to the constructor (``fmt``, ``source``, ``samples``).
+        """
+        context = BuildContext(
+            regex_timeout=regex_timeout, allow_code=allow_code, threshold=threshold
+        )
+        return cls(load_suite(path, context=context), **options)
+
+    @classmethod
+    def from_text(
+        cls,
+        text: str | bytes,
+        *,
+        json: bool = False,
+        name: str = "<policy>",
+        base_dir: str | None = None,
+        regex_timeout: float = 0.25,
+        allow_code: bool = False,
+        threshold: float | None = None,
+        **options: Any,
+    ) -> StreamGrader:
+        """Compile a policy given as YAML (or JSON) text."""
+        config = decode_config(text, name=name, json=json, base_dir=base_dir)
+        context = BuildContext(
+            regex_timeout=regex_timeout,
+            allow_code=allow_code,
+            threshold=threshold,
+            base_dir=base_dir,
+        )
+        return cls(compile_suite(config, context=context), **options)
+
+    # ------------------------------------------------------------ feeding
+    def feed(self, item: Feedable, *, source: str | None = None) -> list[Verdict]:
+        """Grade one event or one record; return the verdicts it decided.
+
+        Mappings and JSON lines go through the format detected from the first
+        record of ``source`` (default: this grader's source), exactly as one
+        line of a log file would.
+        """
+        if isinstance(item, _EVENT_CLASSES):
+            now = time.time() if self._clocked else None
+            out = self.engine.feed_many([item], now=now, default_trace=self._source)
+            self._collect()
+            return out
+        if isinstance(item, Mapping):
+            line = _ENC.encode(item)
+        elif isinstance(item, str):
+            line = item.encode()
+        elif isinstance(item, bytes | bytearray | memoryview):
+            line = bytes(item)
+        else:
+            msg = f"cannot grade a {type(item).__name__}; feed an Event, a mapping, or a JSON line (str/bytes)"
+            raise TypeError(msg)
+        if b"\n" in line.rstrip(b"\r\n"):
+            msg = "feed() takes one record; pass several lines (or raw chunks) to feed_bytes()"
+            raise ValueError(msg)
+        if not line.endswith(b"\n"):
+            line += b"\n"
+        return self.feed_bytes(line, source=source)
+
+    def feed_bytes(self, chunk: bytes, *, source: str | None = None) -> list[Verdict]:
+        """Grade the next bytes of ``source``: lines may be cut anywhere; a
+        partial last line waits for the rest (or for :meth:`finish`)."""
+        decoder = self._decoder(source or self._source)
+        now = time.time() if self._clocked else None
+        out = self._grading.feed(decoder, decoder.feed(chunk), now=now)
+        self._collect()
+        return out
+
+    def tick(self, now: float | None = None) -> list[Verdict]:
+        """Let wall-time budgets fire while no event arrives (``now``: epoch
+        seconds, default the current time)."""
+        return self.engine.tick(time.time() if now is None else now)
+
+    def end_trace(self, trace_id: str) -> list[Verdict]:
+        """Close one trace as if it ended: its graders give final verdicts."""
+        return self.engine.end_trace(trace_id)
+
+    def finish(self) -> list[Verdict]:
+        """End of input: flush partial lines and close every open trace.
+
+        The grader stays usable; traces seen before are not reopened.
+        """
+        out: list[Verdict] = []
+        for decoder in self._decoders.values():
+            out.extend(self._grading.feed(decoder, decoder.close()))
+        self._decoders.clear()
+        out.extend(self.engine.finish())
+        self._collect()
+        return out
+
+    # ------------------------------------------------------------ policy
+    def on_fail(self, verdict: Verdict) -> OnFail | None:
+        """The ``on_fail:`` marking of a failed verdict's grader (None when
+        the verdict did not fail; ``error`` outcomes are not fails here)."""
+        if verdict.outcome is not Outcome.FAIL:
+            return None
+        return self.suite.on_fail.get(verdict.grader, OnFail.DENY)
+
+    def should_stop(self, verdict: Verdict, *, deny_stops: bool = True) -> bool:
+        """Whether ``verdict`` should stop a running agent, as ``trajgrade run``
+        decides: a fail marked ``abort``, or ``deny`` unless ``deny_stops`` is
+        false (when you can refuse the single call instead)."""
+        mark = self.on_fail(verdict)
+        return mark is OnFail.ABORT or (deny_stops and mark is OnFail.DENY)
+
+    # ------------------------------------------------------------ state
+    def checkpoint(self) -> bytes:
+        """Every trace's state as bytes (msgpack). Take it between records:
+        a partial line held by :meth:`feed_bytes` is not included."""
+        state = _Checkpoint(
+            version=_CHECKPOINT_VERSION,
+            fingerprint=self.suite.fingerprint,
+            engine=self.engine.checkpoint(),
+        )
+        return msgspec.msgpack.encode(state)
+
+    def restore(self, data: bytes) -> None:
+        """Load a :meth:`checkpoint` taken with the same policy.
+
+        Raises :class:`~trajgrade.errors.ConfigError` when it came from another
+        policy, and :class:`~trajgrade.errors.InputError` when it is not a checkpoint.
+        """
+        try:
+            state = msgspec.msgpack.decode(data, type=_Checkpoint)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            msg = f"not a StreamGrader checkpoint ({exc}); pass bytes from checkpoint()"
+            raise InputError(msg) from None
+        if state.fingerprint != self.suite.fingerprint:
+            msg = (
+                f"checkpoint was taken with another policy (fingerprint {state.fingerprint}, "
+                f"this one {self.suite.fingerprint}); restore it into a grader built from the same config"
+            )
+            raise ConfigError(msg, location=Location(file=self.suite.source))
+        self.engine.load(state.engine)
+
+    # ------------------------------------------------------------ async
+    async def grade_stream(
+        self,
+        items: AsyncIterable[Feedable],
+        *,
+        source: str | None = None,
+        finish: bool = True,
+    ) -> AsyncIterator[Verdict]:
+        """Yield verdicts as the items of a live source decide them.
+
+        ``bytes`` items are raw chunks of ``source`` (a pipe, a socket:
+        framed by :meth:`feed_bytes`); anything else is one record
+        (:meth:`feed`). At the end of ``items`` the open traces are finished
+        (unless ``finish=False``). Wall-time budgets are checked at each item;
+        use :meth:`grade_stream_to` to have them fire between items too.
+        """
+        async for item in items:
+            for v in self._feed_any(item, source):
+                yield v
+        if finish:
+            for v in self.finish():
+                yield v
+
+    async def grade_stream_to(
+        self,
+        items: AsyncIterable[Feedable],
+        on_verdict: Callable[[Verdict], Awaitable[None] | None],
+        *,
+        source: str | None = None,
+        finish: bool = True,
+        tick_interval: float = 0.1,
+    ) -> None:
+        """Call ``on_verdict`` (plain or async) for every verdict of a live
+        source; wall-time budgets fire on the clock between items."""
+        import anyio
+
+        async def deliver(verdicts: list[Verdict]) -> None:
+            for v in verdicts:
+                result = on_verdict(v)
+                if inspect.isawaitable(result):
+                    await result
+
+        async def clock() -> None:
+            while True:
+                await anyio.sleep(tick_interval)
+                await deliver(self.tick())
+
+        async with anyio.create_task_group() as tg:
+            if self._clocked:
+                tg.start_soon(clock)
+            async for item in items:
+                await deliver(self._feed_any(item, source))
+            if finish:
+                await deliver(self.finish())
+            tg.cancel_scope.cancel()
+
+    # ------------------------------------------------------------ internals
+    def _feed_any(self, item: Feedable, source: str | None) -> list[Verdict]:
+        out: list[Verdict] = []
+        if self._clocked:
+            out.extend(self.tick())
+        if isinstance(item, bytes | bytearray | memoryview):
+            out.extend(self.feed_bytes(bytes(item), source=source))
+        else:
+            out.extend(self.feed(item, source=source))
+        return out
+
+    def _decoder(self, source: str) -> SourceDecoder:
+        decoder = self._decoders.get(source)
+        if decoder is None:
+            decoder = SourceDecoder(
+                source, fmt=self._fmt, default_trace=source, max_line_bytes=self._max
+            )
+            self._decoders[source] = decoder
+        return decoder
+
+    def _collect(self) -> None:
+        g = self._grading
+        if g.errors:
+            self.errors.extend(g.errors)
+            g.errors.clear()
+        if g.anomalies:
+            self.anomalies.extend(g.anomalies)
+            g.anomalies.clear()
+        if self.engine.anomalies:
+            self.anomalies.extend((a, Location()) for a in self.engine.anomalies)
+            self.engine.anomalies.clear()

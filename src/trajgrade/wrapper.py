@@ -1,0 +1,421 @@
+"""``trajgrade run``: start an agent, grade its live event stream, stop it on a fail.
+
+The agent is a child process whose stdout is its JSON event stream (Claude
+Code ``-p --output-format stream-json --verbose``, ``codex exec --json``, or
+any format ``trajgrade formats`` lists; detected from the first line). Each
+chunk the child writes is graded exactly as ``grade`` grades a pipe
+(:class:`~trajgrade.pipeline.SourceDecoder` -> :class:`~trajgrade.pipeline.Grading`
+-> :class:`~trajgrade.engine.Engine`), *then* passed through unchanged: the
+stop decision never waits behind a slow reader of the agent's output.
+
+Channels (the agent's output stays byte-exact):
+
+* the agent's stdout -> our stdout, or ``--agent-output FILE``;
+* the agent's stderr -> our stderr, untouched (inherited);
+* verdicts -> stderr, or ``--verdicts FILE`` (``-``: stdout, only when the
+  agent's output goes to a file);
+* logs (why the agent was stopped, its exit status) -> stderr.
+
+Stopping: the first verdict with outcome ``fail`` from a grader whose
+``on_fail:`` marking is in ``--stop-on`` (default: ``abort`` and ``deny``;
+the wrapper cannot refuse one call, so ``deny`` stops too) makes the wrapper
+send SIGTERM to the agent's process group, then SIGKILL after ``--grace``
+seconds. The agent runs in its own process group (a new session), so its
+tool processes (a shell running the offending command) are stopped with it,
+and a Ctrl-C reaches it once, forwarded by us, not twice.
+
+Signals: SIGINT, SIGTERM and SIGHUP sent to trajgrade are forwarded to the
+agent's process group; a second one kills the group. Reading goes on until
+the agent's output ends, so every verdict is still written.
+
+Exit status (see :data:`EXIT_CODES`): 0 passed, 1 a verdict failed, 2 usage or
+config error (or the agent could not be started), 3 trajgrade stopped the
+agent, 4 the agent failed on its own (its status is logged), 128+N when
+signal N sent to trajgrade ended the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import IO, TYPE_CHECKING, Any, Final
+
+import anyio
+import msgspec
+
+from trajgrade.actions import ActionOptions, Actions
+from trajgrade.config import OnFail
+from trajgrade.engine import Engine
+from trajgrade.errors import Location, SourceError
+from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
+from trajgrade.verdicts import Outcome, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from trajgrade.config import Suite
+    from trajgrade.sinks import Sink
+
+__all__ = (
+    "EXIT_AGENT_FAILED",
+    "EXIT_CODES",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_STOPPED",
+    "EXIT_USAGE",
+    "STOP_ON",
+    "WrapOptions",
+    "WrapSummary",
+    "wrap",
+)
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_STOPPED: Final = 3
+EXIT_AGENT_FAILED: Final = 4
+#: Exit statuses of ``trajgrade run`` and what they mean (README and ``--help``).
+EXIT_CODES: Final = {
+    EXIT_OK: "the agent exited 0 and every verdict passed",
+    EXIT_FAILED: "the agent ran to its end and at least one verdict is fail or error",
+    EXIT_USAGE: "usage or config error, or the agent could not be started",
+    EXIT_STOPPED: "trajgrade stopped the agent on a fail (the reason is logged)",
+    EXIT_AGENT_FAILED: "the agent exited non-zero or was killed, on its own (its status is logged)",
+    128: "+N: signal N sent to trajgrade (forwarded to the agent) ended the run",
+}
+#: ``--stop-on`` value -> the ``on_fail:`` markings whose fails stop the agent.
+STOP_ON: Final[dict[str, frozenset[OnFail]]] = {
+    "marked": frozenset({OnFail.ABORT, OnFail.DENY}),
+    "abort": frozenset({OnFail.ABORT}),
+    "never": frozenset(),
+}
+_CHUNK: Final = 1 << 16
+#: Signals forwarded to the agent.
+_FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class WrapOptions(msgspec.Struct, kw_only=True):
+    """How to run and watch one agent (from the CLI or a caller)."""
+
+    #: The agent's command line (argv; no shell).
+    command: list[str]
+    fmt: str = "auto"
+    #: Which ``on_fail:`` markings stop the agent (a key of :data:`STOP_ON`).
+    stop_on: str = "marked"
+    #: Seconds between SIGTERM and SIGKILL when stopping the agent.
+    grace: float = 5.0
+    #: Seconds to keep reading after the agent exited while a process it left
+    #: behind still holds its stdout open.
+    drain: float = 2.0
+    tick_interval: float = 0.1
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    #: Trace id of events that carry none (default: the command's name).
+    trace_id: str | None = None
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+
+
+class WrapSummary(msgspec.Struct, kw_only=True):
+    """What a wrapped run did; ``exit_code`` is trajgrade's exit status."""
+
+    exit_code: int = EXIT_OK
+    pid: int = 0
+    #: The agent's own exit status (negative: killed by that signal).
+    agent_exit: int | None = None
+    #: The verdict that made trajgrade stop the agent.
+    stopped_by: Verdict | None = None
+    #: Name of the signal sent to trajgrade that ended the run.
+    interrupted: str | None = None
+    events: int = 0
+    traces: int = 0
+    verdicts: dict[str, int] = msgspec.field(default_factory=dict)
+    failed_traces: list[str] = msgspec.field(default_factory=list)
+    input_errors: int = 0
+    #: Whether the agent's output could not be written (reader gone).
+    output_lost: bool = False
+
+
+class _Wrap:
+    """One watched agent: grading state, the stop decision, pass-through."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        options: WrapOptions,
+        *,
+        agent_out: IO[bytes],
+        sink: Sink,
+        log: Any,
+        actions: Actions,
+    ) -> None:
+        self.engine = Engine(suite)
+        self.grading = Grading(self.engine)
+        self.options = options
+        self.out = agent_out
+        self.sink = sink
+        self.log = log
+        self.actions = actions
+        self.marks = suite.on_fail
+        self.stop_marks = STOP_ON[options.stop_on]
+        self.clocked = any(g.uses_clock for g in suite.graders)
+        self.summary = WrapSummary()
+        self.proc: Any = None
+        self.stopping: anyio.Event = anyio.Event()
+        self._failed: dict[str, None] = {}
+        self._signals = 0
+
+    # ------------------------------------------------------------ verdicts
+    def emit(self, verdicts: Sequence[Verdict]) -> None:
+        if not verdicts:
+            return
+        counts = self.summary.verdicts
+        for v in verdicts:
+            if v.final:
+                counts[v.outcome] = counts.get(v.outcome, 0) + 1
+                if v.outcome is not Outcome.PASS:
+                    self._failed[v.trace_id] = None
+        self.sink.send(verdicts)
+        self.sink.flush()
+        self.actions.observe(verdicts)
+        if self.summary.stopped_by is None:
+            for v in verdicts:
+                if (
+                    v.outcome is Outcome.FAIL
+                    and self.marks.get(v.grader, OnFail.DENY) in self.stop_marks
+                ):
+                    self.stop(v)
+                    break
+
+    def stop(self, v: Verdict) -> None:
+        """Stop the agent because of ``v``: SIGTERM now, SIGKILL after the grace."""
+        if self.proc is None or self.proc.returncode is not None:
+            return  # it ended on its own: a fail now is a graded fail
+        self.summary.stopped_by = v
+        self.log.warning(
+            "agent_stopped",
+            pid=self.proc.pid,
+            trace=v.trace_id,
+            grader=v.grader,
+            on_fail=str(self.marks.get(v.grader, OnFail.DENY)),
+            evidence=v.evidence,
+            signal="SIGTERM",
+            grace=self.options.grace,
+        )
+        _kill_group(self.proc.pid, signal.SIGTERM)
+        self.stopping.set()
+
+    def report(self) -> None:
+        g = self.grading
+        for err in g.errors:
+            loc = err.location
+            self.log.warning(
+                "input_rejected",
+                source=loc.file,
+                line=loc.line,
+                trace=err.trace_id,
+                reason=err.message,
+            )
+        self.summary.input_errors += len(g.errors)
+        g.errors.clear()
+        for anomaly, loc in g.anomalies:
+            self.log.info(
+                "input_anomaly",
+                source=loc.file,
+                line=loc.line,
+                trace=anomaly.trace_id,
+                kind=anomaly.kind,
+                reason=anomaly.message,
+            )
+        g.anomalies.clear()
+
+    # ------------------------------------------------------------ agent output
+    def pass_through(self, chunk: bytes) -> None:
+        if self.summary.output_lost:
+            return
+        try:
+            self.out.write(chunk)
+            self.out.flush()
+        except OSError as exc:
+            # The reader of the agent's output went away: keep grading (and
+            # keep the agent's stdout pipe drained) but stop writing.
+            self.summary.output_lost = True
+            self.log.warning(
+                "agent_output_lost",
+                reason=f"cannot write the agent's output: {exc.strerror or exc}; it is discarded from here on",
+            )
+
+    async def read(self, stream: Any, decoder: SourceDecoder) -> None:
+        grading = self.grading
+        while True:
+            try:
+                chunk = await stream.receive(_CHUNK)
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return
+            now = time.time() if self.clocked else None
+            # Grade first: a stop is decided before a slow reader of the
+            # agent's output can hold us up.
+            self.emit(grading.feed(decoder, decoder.feed(chunk), now=now))
+            if grading.errors or grading.anomalies:
+                self.report()
+            self.pass_through(chunk)
+
+    async def clock(self) -> None:
+        while True:
+            await anyio.sleep(self.options.tick_interval)
+            self.emit(self.engine.tick(time.time()))
+
+    async def escalate(self) -> None:
+        """After a stop: SIGKILL the agent's group when the grace runs out."""
+        await self.stopping.wait()
+        with anyio.move_on_after(self.options.grace):
+            await self.proc.wait()
+            return
+        self.log.warning(
+            "agent_killed",
+            pid=self.proc.pid,
+            reason=f"the agent did not exit within {self.options.grace:g}s of SIGTERM",
+        )
+        _kill_group(self.proc.pid, signal.SIGKILL)
+
+    # ------------------------------------------------------------ signals
+    def on_signal(self, signum: int, frame: Any) -> None:
+        # A plain handler (not the loop's): it runs even while a write to a
+        # stalled stdout blocks the loop. Forwarding is a syscall, safe here.
+        self._signals += 1
+        if self.summary.interrupted is None:
+            self.summary.interrupted = signal.Signals(signum).name
+        if self.proc is None:
+            return
+        if self._signals == 1:
+            _kill_group(self.proc.pid, signum)
+        else:
+            _kill_group(self.proc.pid, signal.SIGKILL)
+
+    # ------------------------------------------------------------ the end
+    def finish(self, returncode: int) -> WrapSummary:
+        self.emit(self.engine.finish())
+        self.engine.anomalies.clear()
+        self.sink.close()
+        stats = self.engine.statistics()
+        s = self.summary
+        s.events = stats.events
+        s.traces = stats.closed_traces
+        s.failed_traces = list(self._failed)
+        s.agent_exit = returncode
+        failed = any(s.verdicts.get(o, 0) for o in (Outcome.FAIL, Outcome.ERROR))
+        if s.stopped_by is not None:
+            s.exit_code = EXIT_STOPPED
+        elif s.interrupted is not None:
+            s.exit_code = 128 + int(signal.Signals[s.interrupted])
+        elif returncode != 0:
+            s.exit_code = EXIT_AGENT_FAILED
+        else:
+            s.exit_code = EXIT_FAILED if failed else EXIT_OK
+        return s
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        pass  # the group is gone already
+
+
+async def wrap(
+    suite: Suite,
+    options: WrapOptions,
+    *,
+    agent_out: IO[bytes],
+    sink: Sink,
+    log: Any,
+    actions: ActionOptions | None = None,
+) -> WrapSummary:
+    """Run the agent to its end (or stop it); return what happened.
+
+    Raises :class:`~trajgrade.errors.SourceError` when the agent cannot be
+    started.
+    """
+    if not options.command:
+        msg = "no agent command given; put it after --, e.g. trajgrade run -c policy.yaml -- claude -p ..."
+        raise SourceError(msg)
+    if options.stop_on not in STOP_ON:
+        msg = f"unknown stop_on {options.stop_on!r}; use one of {', '.join(STOP_ON)}"
+        raise ValueError(msg)
+    acts = Actions(actions or ActionOptions(), log, marks=suite.on_fail)
+    state = _Wrap(suite, options, agent_out=agent_out, sink=sink, log=log, actions=acts)
+    name = os.path.basename(options.command[0])
+    decoder = SourceDecoder(
+        f"<{name}>",
+        fmt=options.fmt,
+        default_trace=options.trace_id or name,
+        max_line_bytes=options.max_line_bytes,
+    )
+    previous = {s: signal.signal(s, state.on_signal) for s in _FORWARDED}
+    try:
+        try:
+            proc = await anyio.open_process(
+                options.command,
+                stdin=None,
+                stdout=-1,
+                stderr=None,
+                cwd=options.cwd,
+                env=options.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            msg = f"cannot start the agent: {exc.strerror or exc}; check the command after --"
+            raise SourceError(msg, location=Location(file=options.command[0])) from None
+        state.proc = proc
+        state.summary.pid = proc.pid
+        if state.summary.interrupted is not None:
+            # A signal arrived while the agent was starting: pass it on now.
+            _kill_group(proc.pid, signal.Signals[state.summary.interrupted])
+        log.info("agent_started", pid=proc.pid, command=options.command)
+        reading = anyio.CancelScope()
+        try:
+            summary = await _watch(state, proc, decoder, reading)
+        finally:
+            if proc.returncode is None:
+                # Only on an error of ours: never leave the agent running unwatched.
+                _kill_group(proc.pid, signal.SIGKILL)
+            with anyio.CancelScope(shield=True):
+                await proc.aclose()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return summary
+
+
+async def _watch(
+    state: _Wrap, proc: Any, decoder: SourceDecoder, reading: anyio.CancelScope
+) -> WrapSummary:
+    """Grade the agent's output until it ends; then finish and drain actions."""
+    options, acts, log = state.options, state.actions, state.log
+    async with anyio.create_task_group() as tg:
+
+        async def stop_reading_after_exit() -> None:
+            # A process the agent left behind may hold its stdout open:
+            # once the agent is gone, give its output a moment, then stop.
+            await proc.wait()
+            await anyio.sleep(options.drain)
+            reading.cancel()
+
+        tg.start_soon(acts.serve)
+        tg.start_soon(state.escalate)
+        tg.start_soon(stop_reading_after_exit)
+        if state.clocked:
+            tg.start_soon(state.clock)
+        with reading:
+            await state.read(proc.stdout, decoder)
+        state.emit(state.grading.feed(decoder, decoder.close()))
+        state.report()
+        returncode = await proc.wait()
+        if state.summary.stopped_by is not None:
+            # Tool processes that ignored SIGTERM must not outlive the stop.
+            _kill_group(proc.pid, signal.SIGKILL)
+        log.info("agent_exited", pid=proc.pid, exit_code=returncode)
+        summary = state.finish(returncode)
+        await acts.drain(acts.options.on_fail_timeout)
+        tg.cancel_scope.cancel()
+    return summary

@@ -52,6 +52,7 @@ from trajgrade.verdicts import Outcome, Verdict
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from trajgrade.actions import ActionOptions, Actions
     from trajgrade.config import Suite
     from trajgrade.sinks import Sink
     from trajgrade.sources.live import Closed, LiveFiles, Opened
@@ -108,6 +109,8 @@ class RunSummary(msgspec.Struct, kw_only=True):
     failed_sources: list[str] = msgspec.field(default_factory=list)
     anomalies: int = 0
     interrupted: bool = False
+    #: ``--fail-fast`` stopped the run at a fail.
+    stopped: bool = False
     #: The run continued from a checkpoint.
     resumed: bool = False
     checkpoints: int = 0
@@ -143,6 +146,9 @@ class _Run:
         self._dirty = False
         #: Bytes read from every input (the progress bar).
         self.bytes_read = 0
+        self.actions: Actions | None = None
+        #: Cancelled to stop reading (a signal, --fail-fast).
+        self.reading = anyio.CancelScope()
 
     # ------------------------------------------------------------ verdicts
     def emit(self, verdicts: Sequence[Verdict]) -> None:
@@ -171,6 +177,13 @@ class _Run:
         self.sink.flush()
         if self.store is not None:
             self.store.journal(v.id for v in verdicts)
+        actions = self.actions
+        if actions is not None:
+            actions.observe(verdicts)
+            if actions.stop_requested and not self.summary.stopped:
+                # (Actions logs which verdict tripped it.)
+                self.summary.stopped = True
+                self.reading.cancel()
 
     def report(self) -> None:
         """Log located input errors and anomalies gathered since last time."""
@@ -478,14 +491,20 @@ async def run(
     log: Any,
     *,
     status: StatusLine | None = None,
+    actions: ActionOptions | None = None,
 ) -> RunSummary:
     """Grade every input; return the summary once all traces are final (or,
     with durable state, once the open ones are checkpointed).
 
     ``status``: a terminal status display to keep up to date (the sink then
-    writes through its console).
+    writes through its console). ``actions``: on-fail actions (``--fail-fast``,
+    ``--on-fail``, ``--signal``), see :mod:`trajgrade.actions`.
     """
     state = _Run(suite, options, sink, log)
+    if actions is not None and actions.active:
+        from trajgrade.actions import Actions
+
+        state.actions = Actions(actions, log, marks=suite.on_fail)
     if options.state_dir is not None:
         state.open_state()
     try:
@@ -533,6 +552,8 @@ async def _run(
             os._exit(FORCED_EXIT)
         loop.call_soon_threadsafe(interrupt, signum)
 
+    state.reading = reading
+    actions = state.actions
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         async with anyio.create_task_group() as tg:
@@ -550,12 +571,18 @@ async def _run(
                             )
                             state.summary.input_errors += 1
                             state.summary.failed_sources.append(src.name)
+                conclude(state, live=live is not None)
+                if actions is not None:
+                    # The final verdicts may have started --on-fail commands.
+                    await actions.drain(actions.options.on_fail_timeout + 1.0)
                 tg.cancel_scope.cancel()
 
             if state.clocked or options.idle_timeout is not None or state.store:
                 tg.start_soon(state.clock)
             if status is not None:
                 tg.start_soon(state.show, status)
+            if actions is not None:
+                tg.start_soon(actions.serve)
             tg.start_soon(read_all)
     finally:
         for s, handler in previous.items():
@@ -564,15 +591,25 @@ async def _run(
             src.close()
         if live is not None:
             live.close()
-    # Without state every trace ends now. With state, an interrupted run
-    # leaves open traces to the next run; a run that read all its inputs
-    # (batch) has nothing more to wait for and finishes them.
-    keep = state.store is not None and (state.summary.interrupted or live is not None)
-    if not keep:
-        for key, tracked in list(state.inputs.items()):
-            state.end_input(tracked)
-            del state.inputs[key]
-    summary = state.finish(close_traces=not keep)
+    summary = state.finish(close_traces=False)
     if state.store is not None:
         await state.checkpoint()
     return summary
+
+
+def conclude(state: _Run, *, live: bool) -> None:
+    """Reading stopped: end the inputs and traces that end here.
+
+    Without state every trace ends now. With state, a run that was stopped
+    (a signal, --fail-fast) or follows live inputs leaves its open traces to
+    the next run; a batch run that read all its inputs has nothing more to
+    wait for and finishes them.
+    """
+    s = state.summary
+    keep = state.store is not None and (s.interrupted or s.stopped or live)
+    if keep:
+        return
+    for key, tracked in list(state.inputs.items()):
+        state.end_input(tracked)
+        del state.inputs[key]
+    state.emit(state.engine.finish())

@@ -17,9 +17,13 @@ error verdict; 2 usage or config error (also ``check`` on an invalid config).
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import Any, Final
 
 import click
+
+from trajgrade.actions import ActionOptions, action_options
+from trajgrade.kafka.options import current_kafka_options, kafka_options  # kafka
 
 __all__ = ("main",)
 
@@ -67,6 +71,8 @@ def main() -> None:
 
 
 @main.command()
+@kafka_options  # kafka
+@action_options
 @click.option(
     "-c",
     "--config",
@@ -157,10 +163,51 @@ def main() -> None:
     help="Pass threshold for graders that have one (agentv tool_trajectory; default 0.8).",
 )
 @click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Keep reading the input files as they grow (like tail -F); survives rotation and truncation.",
+)
+@click.option(
+    "--watch",
+    "watch_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Grade every session file under DIR, including ones created later (repeatable).",
+)
+@click.option(
+    "--glob",
+    "glob_pattern",
+    default="**/*.jsonl",
+    show_default=True,
+    help="Which files under a --watch DIR are session files.",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds without an event after which a live trace is closed and gets its final verdicts (default 600 with --follow/--watch; 0: never).",
+)
+@click.option(
+    "--state",
+    "state_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Checkpoint grader state and read positions here; a restart with the same arguments continues where the last run stopped.",
+)
+@click.option(
+    "--checkpoint-interval",
+    type=click.FloatRange(min=0.01),
+    default=5.0,
+    show_default=True,
+    help="Seconds between checkpoints (also written on shutdown).",
+)
+@click.option(
     "-q",
     "--quiet",
     is_flag=True,
-    help="No summary; only warnings and errors are logged.",
+    help="No summary or status line; only warnings and errors are logged.",
 )
 def grade(
     config_path: str,
@@ -177,18 +224,29 @@ def grade(
     allow_code: bool,
     trace_template: str,
     threshold: float | None,
+    follow: bool,
+    watch_dirs: tuple[str, ...],
+    glob_pattern: str,
+    idle_timeout: float | None,
+    state_dir: str | None,
+    checkpoint_interval: float,
     quiet: bool,
+    actions: ActionOptions,
 ) -> None:
     """Grade agent event logs; verdicts on stdout as they are decided."""
     import anyio
 
     from trajgrade import log as tlog
     from trajgrade.config import load_suite
-    from trajgrade.errors import ConfigError, InputError, SourceError
+    from trajgrade.errors import ConfigError, InputError, SourceError, StateError
     from trajgrade.formats import BUILTIN as FORMATS
     from trajgrade.graders import BuildContext
     from trajgrade.runner import RunOptions, run
 
+    if (kafka := current_kafka_options()) is not None:  # kafka
+        from trajgrade.kafka.runner import runner_for  # kafka
+
+        run = runner_for(kafka, inputs=inputs)  # kafka
     tlog.configure(level="warning" if quiet else log_level)
     logger = tlog.get_logger()
     if fmt != "auto" and fmt not in FORMATS:
@@ -216,9 +274,29 @@ def grade(
         except InputError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
+    usage = None
+    if follow and not inputs:
+        usage = "--follow needs the files to follow"
+    elif follow and "-" in inputs:
+        usage = "stdin cannot be followed (it is read live already); drop '-'"
+    elif watch_dirs and inputs and not follow:
+        usage = "with --watch, input files are followed too: add --follow"
+    if usage is not None:
+        raise click.UsageError(usage)
     pretty = output == "pretty" or (output == "auto" and sys.stdout.isatty())
     sink: Any
-    if pretty:
+    status = None
+    if pretty and sys.stdout.isatty() and not quiet:
+        # A person is watching: a status line (progress bar for files of
+        # known size), with the verdicts printed above it.
+        from trajgrade.sinks.jsonl import PrettySink
+        from trajgrade.status import ConsoleWriter, StatusLine
+
+        status = StatusLine(
+            total_bytes=_total_bytes(inputs, live=follow or bool(watch_dirs))
+        )
+        sink = PrettySink(ConsoleWriter(status.console), color=True)
+    elif pretty:
         from trajgrade.sinks.jsonl import PrettySink
 
         sink = PrettySink(sys.stdout, color=sys.stdout.isatty())
@@ -227,17 +305,29 @@ def grade(
 
         sink = JsonlSink(sys.stdout.buffer)
     options = RunOptions(
-        inputs=list(inputs) or ["-"],
+        inputs=list(inputs) or ([] if watch_dirs else ["-"]),
         fmt=fmt,
         clock=clock,
         tick_interval=tick_interval,
         max_line_bytes=max_line_bytes,
         samples=samples,
         trace_template=trace_template,
+        follow=follow,
+        watch=[(d, glob_pattern) for d in watch_dirs],
+        idle_timeout=_idle_timeout(idle_timeout, live=follow or bool(watch_dirs)),
+        state_dir=state_dir,
+        checkpoint_interval=checkpoint_interval,
     )
+    extra: dict[str, Any] = {"status": status, "actions": actions}
+    if kafka is not None:  # kafka
+        extra = {}
     try:
-        summary = anyio.run(run, suite, options, sink, logger)
-    except SourceError as exc:
+        if status is not None:
+            with status:
+                summary = anyio.run(partial(run, **extra), suite, options, sink, logger)
+        else:
+            summary = anyio.run(partial(run, **extra), suite, options, sink, logger)
+    except (SourceError, StateError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     except (OSError, BaseExceptionGroup) as exc:
@@ -277,6 +367,35 @@ def grade(
     if summary.failed_sources:
         sys.exit(EXIT_USAGE)  # an input could not be read to its end
     sys.exit(EXIT_OK if summary.all_passed else EXIT_FAILED)
+
+
+#: Idle timeout of live traces when --idle-timeout is not given.
+LIVE_IDLE_TIMEOUT: Final = 600.0
+
+
+def _total_bytes(inputs: tuple[str, ...], *, live: bool) -> int | None:
+    """Bytes a batch run will read, when every input is a regular file."""
+    import os
+    import stat
+
+    if live or not inputs:
+        return None
+    total = 0
+    for name in inputs:
+        try:
+            st = os.stat(name)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        total += st.st_size
+    return total
+
+
+def _idle_timeout(given: float | None, *, live: bool) -> float | None:
+    if given is None:
+        return LIVE_IDLE_TIMEOUT if live else None
+    return given or None
 
 
 @main.command()
@@ -402,3 +521,236 @@ def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
     else:
         print_stats(rows)
     sys.exit(EXIT_FAILED if errors else EXIT_OK)
+
+
+# wrapper
+
+
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Policy: a grader config (YAML or JSON); `on_fail:` marks what stops the agent.",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    help="The agent's output format: auto, or a name from `trajgrade formats`.",
+)
+@click.option(
+    "--agent-output",
+    default="-",
+    show_default=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Where the agent's stdout goes, byte for byte ('-': our stdout).",
+)
+@click.option(
+    "--verdicts",
+    "verdicts_path",
+    default=None,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Where verdicts go (default: stderr; '-': stdout, only with --agent-output FILE).",
+)
+@click.option(
+    "--output",
+    type=click.Choice(["auto", "jsonl", "pretty"]),
+    default="auto",
+    show_default=True,
+    help="Verdicts as JSON lines, or readable text (auto: text on a terminal).",
+)
+@click.option(
+    "--stop-on",
+    type=click.Choice(["marked", "abort", "never"]),
+    default="marked",
+    show_default=True,
+    help="Which fails stop the agent: graders marked on_fail abort or deny, only abort, or never.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL when stopping the agent.",
+)
+@click.option(
+    "--tick",
+    "tick_interval",
+    type=click.FloatRange(min=0.001),
+    default=0.1,
+    show_default=True,
+    help="Seconds between clock checks (wall-time budgets).",
+)
+@click.option(
+    "--regex-timeout",
+    type=click.FloatRange(min=0.001),
+    default=0.25,
+    show_default=True,
+    help="Seconds one user regex may run on one value.",
+)
+@click.option(
+    "--max-line-bytes",
+    type=click.IntRange(min=1024),
+    default=32 * 1024 * 1024,
+    show_default=True,
+    help="Longer lines of the agent's output are passed through but not graded.",
+)
+@click.option(
+    "--trace-id",
+    default=None,
+    help="Trace id of events that carry none (default: the command's name).",
+)
+@click.option(
+    "--allow-code",
+    is_flag=True,
+    help="Allow graders/extractors named as path.py:function in the config to be imported and run.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Only warnings and errors are logged."
+)
+@action_options(fail_fast=False)
+def run(
+    config_path: str,
+    command: tuple[str, ...],
+    fmt: str,
+    agent_output: str,
+    verdicts_path: str | None,
+    output: str,
+    stop_on: str,
+    grace: float,
+    tick_interval: float,
+    regex_timeout: float,
+    max_line_bytes: int,
+    trace_id: str | None,
+    allow_code: bool,
+    log_level: str,
+    quiet: bool,
+    actions: Any,
+) -> None:
+    """Start an agent, grade its live output, stop it on a fail.
+
+    \b
+    trajgrade run -c policy.yaml -- claude -p "..." --output-format stream-json --verbose
+    trajgrade run -c policy.yaml -- codex exec --json "..."
+
+    Exit status: 0 passed; 1 a verdict failed; 2 usage/config error or the
+    agent could not start; 3 trajgrade stopped the agent; 4 the agent failed
+    on its own; 128+N a signal N to trajgrade (forwarded) ended the run.
+    """
+    import contextlib
+    import functools
+
+    import anyio
+
+    from trajgrade import log as tlog
+    from trajgrade.config import load_suite
+    from trajgrade.errors import ConfigError, SourceError
+    from trajgrade.formats import BUILTIN as FORMATS
+    from trajgrade.graders import BuildContext
+    from trajgrade.wrapper import WrapOptions, wrap
+
+    tlog.configure(level="warning" if quiet else log_level)
+    logger = tlog.get_logger()
+    if fmt != "auto" and fmt not in FORMATS:
+        msg = f"unknown format {fmt!r}; known: auto, {', '.join(sorted(FORMATS))}"
+        raise click.BadParameter(msg, param_hint="--format")
+    if verdicts_path == "-" and agent_output == "-":
+        msg = "stdout carries the agent's output; send it to a file with --agent-output FILE to get verdicts on stdout"
+        raise click.BadParameter(msg, param_hint="--verdicts")
+    try:
+        suite = load_suite(
+            config_path,
+            context=BuildContext(regex_timeout=regex_timeout, allow_code=allow_code),
+        )
+    except ConfigError as exc:
+        for line in _config_errors(exc):
+            click.echo(f"error: {line}", err=True)
+        sys.exit(EXIT_USAGE)
+    for warning in suite.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    with contextlib.ExitStack() as stack:
+        try:
+            agent_out = (
+                sys.stdout.buffer
+                if agent_output == "-"
+                else stack.enter_context(open(agent_output, "wb"))
+            )
+            if verdicts_path is None:
+                verdict_out = sys.stderr.buffer
+            elif verdicts_path == "-":
+                verdict_out = sys.stdout.buffer
+            else:
+                verdict_out = stack.enter_context(open(verdicts_path, "wb"))
+        except OSError as exc:
+            click.echo(
+                f"error: {exc.filename}: {exc.strerror}; check the path", err=True
+            )
+            sys.exit(EXIT_USAGE)
+        sink: Any
+        if output == "pretty" or (output == "auto" and verdict_out.isatty()):
+            import io
+
+            from trajgrade.sinks.jsonl import PrettySink
+
+            text = io.TextIOWrapper(verdict_out, encoding="utf-8", write_through=True)
+            stack.callback(text.detach)
+            sink = PrettySink(text, color=verdict_out.isatty())
+        else:
+            from trajgrade.sinks.jsonl import JsonlSink
+
+            sink = JsonlSink(verdict_out)
+        options = WrapOptions(
+            command=list(command),
+            fmt=fmt,
+            stop_on=stop_on,
+            grace=grace,
+            tick_interval=tick_interval,
+            max_line_bytes=max_line_bytes,
+            trace_id=trace_id,
+        )
+        try:
+            summary = anyio.run(
+                functools.partial(
+                    wrap,
+                    suite,
+                    options,
+                    agent_out=agent_out,
+                    sink=sink,
+                    log=logger,
+                    actions=actions,
+                )
+            )
+        except SourceError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
+    stopped = summary.stopped_by
+    logger.info(
+        "run_finished",
+        agent_exit=summary.agent_exit,
+        exit_code=summary.exit_code,
+        stopped_by=None if stopped is None else stopped.grader,
+        traces=summary.traces,
+        events=summary.events,
+        verdicts={str(k): v for k, v in summary.verdicts.items()},
+        input_errors=summary.input_errors,
+    )
+    sys.exit(summary.exit_code)
+
+
+from trajgrade.hooks.cli import hook, serve  # noqa: E402  # hooks
+
+main.add_command(hook)  # hooks
+main.add_command(serve)  # hooks

@@ -1,0 +1,26 @@
+"""The ``trajgrade`` console entry point: the hook path first, without click.
+
+``trajgrade hook AGENT …`` runs on every tool call of an agent, so it goes
+straight to :mod:`trajgrade.hooks.invoke` and imports only what grading the
+call needs; every other command loads the click CLI (``trajgrade.cli``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ("main",)
+
+_AGENTS = ("claude-code", "codex", "gemini")
+
+
+def main() -> None:
+    """Dispatch ``hook AGENT`` to the fast path, anything else to the CLI."""
+    argv = sys.argv[1:]
+    if len(argv) >= 2 and argv[0] == "hook" and argv[1] in _AGENTS:
+        from trajgrade.hooks.invoke import main as hook
+
+        sys.exit(hook(argv[1], argv[2:]))
+    from trajgrade.cli import main as cli
+
+    cli(prog_name="trajgrade")

@@ -1,0 +1,110 @@
+"""What a hook prints, per agent: built from what each real agent does with it.
+
+The session step decides one of three things for an invocation: nothing,
+*deny* the pending tool call (a grader failed because of it), or *stop* the
+run (a budget blew, or a grader marked ``on_fail: abort`` failed). Each agent
+is told that in the one spelling it honours, as recorded with the real CLIs
+(``corpus/*-live/README.md``, "What blocking does"):
+
+Claude Code 2.1
+    deny: ``hookSpecificOutput.permissionDecision: "deny"`` with the reason
+    (the model sees it as the tool's error and goes on). stop:
+    ``{"continue": false, "stopReason": …}``; on ``PreToolUse`` that lets the
+    pending tool run and then ends the session, and combined with a deny only
+    the deny is honoured, so a deny is sent alone and the stop follows on the
+    next hook call. ``allow`` is never sent.
+Codex 0.169
+    Only a deny with a non-empty reason works; any ``continue: false`` (or
+    ``stopReason``, ``systemMessage``) makes Codex discard the whole answer.
+    So a stop is sent as a deny of every further call (the reason says the
+    run was stopped), and nothing is printed on other events.
+Gemini CLI 0.61
+    deny: top-level ``{"decision": "deny", "reason": …}`` (the Claude-style
+    ``hookSpecificOutput`` is ignored). stop: ``{"continue": false,
+    "stopReason": …}``, which on ``BeforeTool`` ends the run *before* the
+    tool runs, so it wins over a deny.
+
+Every answer exits 0 with JSON on stdout: exit 2 would also block, but on
+``Stop``/``AfterAgent`` it means "keep going", the opposite of stopping.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+__all__ = ("Answer", "answer")
+
+_ENC: Final = msgspec.json.Encoder()
+
+
+class Answer(msgspec.Struct, frozen=True):
+    """What the hook process prints on stdout (may be empty) and exits with."""
+
+    stdout: bytes = b""
+    exit_code: int = 0
+
+    @property
+    def body(self) -> dict[str, object]:
+        """The answer as an object (an empty one when nothing is said)."""
+        decoded = msgspec.json.decode(self.stdout) if self.stdout else {}
+        assert isinstance(decoded, dict)
+        return decoded
+
+
+_NOTHING: Final = Answer()
+
+
+def answer(
+    agent: str,
+    event: str,
+    *,
+    deny: str | None = None,
+    stop: str | None = None,
+    notice: str | None = None,
+) -> Answer:
+    """The answer to one invocation of ``event`` for ``agent``.
+
+    ``deny`` applies only on the tool gate (``PreToolUse``/``BeforeTool``);
+    ``notice`` is a message for the user (a broken config), shown where the
+    agent supports it.
+    """
+    if agent == "codex":
+        if event != "PreToolUse":
+            return _NOTHING
+        reason = deny or stop
+        if reason is None:
+            return _NOTHING
+        return _json(
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": reason,
+                }
+            }
+        )
+    body: dict[str, object] = {}
+    if agent == "gemini":
+        if stop is not None and event != "SessionEnd":
+            body = {"continue": False, "stopReason": stop}
+        elif deny is not None and event == "BeforeTool":
+            body = {"decision": "deny", "reason": deny}
+    elif deny is not None and event == "PreToolUse":
+        body = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": deny,
+            }
+        }
+    elif stop is not None and event != "SessionEnd":
+        body = {"continue": False, "stopReason": stop}
+    if notice is not None:
+        body["systemMessage"] = notice
+    return _json(body) if body else _NOTHING
+
+
+def _json(body: dict[str, object]) -> Answer:
+    return Answer(stdout=_ENC.encode(body) + b"\n")

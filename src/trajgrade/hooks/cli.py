@@ -1,0 +1,224 @@
+"""Click commands: ``trajgrade hook …`` (help and ``install``) and ``trajgrade serve``.
+
+``trajgrade hook AGENT`` itself never runs through click: the console entry
+point (:mod:`trajgrade._entry`) sends it to :mod:`trajgrade.hooks.invoke`
+first. The click commands here document it and forward when reached anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+
+import click
+
+__all__ = ("hook", "serve")
+
+_AGENTS = ("claude-code", "codex", "gemini")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def hook() -> None:
+    """Grade a running agent from its hooks (Claude Code, Codex, Gemini CLI)."""
+
+
+def _forwarder(agent: str) -> click.Command:
+    @click.command(
+        agent,
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+        help=f"Answer one {agent} hook call (payload on stdin). See --help.",
+    )
+    @click.pass_context
+    def run(ctx: click.Context) -> None:
+        from trajgrade.hooks.invoke import main
+
+        sys.exit(main(agent, list(ctx.args)))
+
+    return run
+
+
+for _agent in _AGENTS:
+    hook.add_command(_forwarder(_agent))
+
+
+@hook.command("install")
+@click.argument("agent", type=click.Choice(_AGENTS))
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Grader policy the hook uses.",
+)
+@click.option(
+    "--project/--user",
+    "project",
+    default=True,
+    show_default=True,
+    help="Project settings (cwd) or the user's.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the merged settings; write nothing."
+)
+@click.option(
+    "--fail-closed", is_flag=True, help="Register the hook with --fail-closed."
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Pass --state-dir to the hook.",
+)
+@click.option(
+    "--server",
+    "server_url",
+    default=None,
+    help="Use a running `trajgrade serve` at this URL (http hooks for Claude Code, the thin client otherwise).",
+)
+def install_cmd(
+    agent: str,
+    config_path: str | None,
+    project: bool,
+    dry_run: bool,
+    fail_closed: bool,
+    state_dir: str | None,
+    server_url: str | None,
+) -> None:
+    """Register trajgrade as AGENT's hook (merged; other hooks are kept)."""
+    from trajgrade.errors import ConfigError
+    from trajgrade.hooks.install import install
+
+    if config_path is None and server_url is None:
+        msg = "give -c POLICY (or --server URL of a running `trajgrade serve`)"
+        raise click.UsageError(msg)
+    beside = os.path.join(os.path.dirname(sys.executable), "trajgrade")
+    exe = shutil.which("trajgrade") or (
+        beside if os.path.exists(beside) else "trajgrade"
+    )
+    words = [exe, "hook", agent]
+    if server_url is not None:
+        # The client run as a script imports nothing of trajgrade: a
+        # forwarded call costs little more than the interpreter start.
+        from trajgrade.hooks import client
+
+        words = [sys.executable, os.path.abspath(client.__file__), agent]
+        words += ["--server", server_url.rstrip("/")]
+    else:
+        assert config_path is not None
+        words += ["-c", os.path.abspath(config_path)]
+        if state_dir:
+            words += ["--state-dir", os.path.abspath(state_dir)]
+    if fail_closed:
+        words.append("--fail-closed")
+    command = shlex.join(words)
+    url = f"{server_url.rstrip('/')}/hook/{agent}" if server_url else None
+    try:
+        path, text = install(
+            agent, user=not project, command=command, url=url, dry_run=dry_run
+        )
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    if dry_run:
+        click.echo(f"# would write {path}")
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"{path}: trajgrade hooks registered for {agent}")
+        if agent == "codex":
+            click.echo(
+                "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
+                err=True,
+            )
+
+
+@click.command()
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Grader policy.",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Loopback address to listen on.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8787,
+    show_default=True,
+    help="Port (0: any free one, printed).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Checkpoints (default $XDG_STATE_HOME/trajgrade/hooks).",
+)
+@click.option(
+    "--verdicts",
+    "verdicts_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Append every verdict as a JSON line here.",
+)
+@click.option(
+    "--checkpoint-interval",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between checkpoints of changed sessions.",
+)
+@click.option(
+    "--allow-code",
+    is_flag=True,
+    help="Allow path.py:function graders named in the policy.",
+)
+def serve(
+    config_path: str,
+    host: str,
+    port: int,
+    state_dir: str | None,
+    verdicts_path: str | None,
+    checkpoint_interval: float,
+    allow_code: bool,
+) -> None:
+    """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
+    from trajgrade.config import load_suite
+    from trajgrade.errors import ConfigError, ConfigErrors
+    from trajgrade.graders import BuildContext
+    from trajgrade.hooks.server import HookServer
+    from trajgrade.hooks.server import serve as run
+    from trajgrade.hooks.store import default_state_dir
+
+    try:
+        suite = load_suite(config_path, context=BuildContext(allow_code=allow_code))
+    except ConfigError as exc:
+        errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
+        for e in errors:
+            click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    try:
+        server = HookServer(
+            suite,
+            host=host,
+            port=port,
+            state_dir=state_dir or default_state_dir(),
+            verdicts=verdicts_path,
+            checkpoint_interval=checkpoint_interval,
+        )
+    except (ValueError, OSError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    bound = server.server_address[1]
+    click.echo(f"trajgrade serve: listening on http://{host}:{bound}", err=True)
+    click.echo(f"http://{host}:{bound}", nl=True)
+    sys.stdout.flush()
+    run(server)

@@ -1,0 +1,131 @@
+"""The thin command client: forward one hook call to ``trajgrade serve``.
+
+For agents without ``http`` hooks (Codex, Gemini CLI), or to keep Claude Code
+on ``command`` hooks: ``trajgrade hook AGENT --server http://127.0.0.1:P``
+posts the payload to ``/hook/AGENT`` and prints the daemon's answer. It uses
+a raw socket and the standard library only (no msgspec, no http.client), so
+the process costs little more than the interpreter start.
+
+If the daemon cannot be reached or fails, the call is fail-open (nothing is
+printed; the reason goes to stderr) unless ``--fail-closed`` was given, in
+which case the pending tool call is denied.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Final
+
+__all__ = ("forward",)
+
+#: Seconds to connect and to get the answer; the agent's own hook timeout
+#: is longer (Claude Code 60 s, Codex the configured one, Gemini ms-based).
+TIMEOUT: Final = 10.0
+
+
+def forward(url: str, agent: str, body: bytes, *, fail_closed: bool) -> int:
+    """Post ``body`` to the daemon at ``url``; print its answer; the exit status."""
+    try:
+        host, port = _address(url)
+        status, headers, answer = _post(host, port, f"/hook/{agent}", body)
+        if status != 200:
+            detail = answer.decode("utf-8", "replace").strip()
+            msg = f"HTTP {status}: {detail}"
+            raise OSError(msg)
+    except (OSError, ValueError) as exc:
+        return _failed(agent, body, fail_closed, f"trajgrade serve at {url}: {exc}")
+    sys.stdout.buffer.write(answer)
+    sys.stdout.flush()
+    return int(headers.get("x-trajgrade-exit", "0"))
+
+
+def _address(url: str) -> tuple[str, int]:
+    rest = url.removeprefix("http://").rstrip("/")
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        msg = f"--server must be http://HOST:PORT (got {url!r})"
+        raise ValueError(msg)
+    return host.strip("[]"), int(port)
+
+
+def _post(
+    host: str, port: int, path: str, body: bytes
+) -> tuple[int, dict[str, str], bytes]:
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
+    with socket.create_connection((host, port), timeout=TIMEOUT) as sock:
+        sock.sendall(head + body)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    raw = b"".join(chunks)
+    top, sep, rest = raw.partition(b"\r\n\r\n")
+    if not sep:
+        msg = "incomplete HTTP answer"
+        raise OSError(msg)
+    lines = top.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    length = int(headers.get("content-length", len(rest)))
+    return status, headers, rest[:length]
+
+
+def _failed(agent: str, body: bytes, fail_closed: bool, problem: str) -> int:
+    sys.stderr.write(f"trajgrade hook: {problem}\n")
+    if not fail_closed:
+        return 0
+    import json
+
+    try:
+        event = json.loads(body).get("hook_event_name")
+    except (ValueError, AttributeError):
+        event = None
+    reason = f"trajgrade could not grade this call and runs fail-closed: {problem}"
+    if agent == "gemini" and event == "BeforeTool":
+        out: dict[str, object] = {"decision": "deny", "reason": reason}
+    elif agent != "gemini" and event == "PreToolUse":
+        out = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }
+    else:
+        return 0
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """``python client.py AGENT --server URL [--fail-closed]``, payload on stdin.
+
+    Run as a script (not ``-m``), this file imports no part of ``trajgrade``:
+    ``hook install --server`` registers it that way, so forwarding costs only
+    the interpreter's start.
+    """
+    agent = argv[0] if argv else ""
+    url = None
+    if "--server" in argv[1:]:
+        i = argv.index("--server", 1)
+        url = argv[i + 1] if i + 1 < len(argv) else None
+    if agent not in ("claude-code", "codex", "gemini") or url is None:
+        sys.stderr.write(
+            "usage: client.py {claude-code|codex|gemini} --server URL [--fail-closed]\n"
+        )
+        return 0
+    return forward(
+        url, agent, sys.stdin.buffer.read(), fail_closed="--fail-closed" in argv
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

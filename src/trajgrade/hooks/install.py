@@ -1,0 +1,179 @@
+"""``trajgrade hook install``: merge trajgrade's hook registration into an agent's settings.
+
+Where each agent reads hooks (as the recorded runs used them):
+
+* Claude Code: ``.claude/settings.json`` (``--project``, the default) or
+  ``~/.claude/settings.json`` (``--user``); ``hooks.<Event>`` lists of
+  ``{matcher?, hooks: [{type: command, command}]}``.
+* Codex: ``$CODEX_HOME/hooks.json`` (``~/.codex/hooks.json``; ``--user``
+  only), the same shape with ``timeout`` in seconds. Codex runs
+  non-managed hooks only once they are trusted (``/hooks`` in the TUI).
+* Gemini CLI: ``.gemini/settings.json`` or ``~/.gemini/settings.json``;
+  the same shape with ``name`` and ``timeout`` in milliseconds.
+
+Merging never clobbers: other keys and other hooks are kept; an entry whose
+command is a ``trajgrade hook <agent>`` command (or whose url is a
+``/hook/<agent>`` url) is replaced in place, so installing twice changes
+nothing. A settings file that is not a JSON object is refused, untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from typing import Any, Final
+
+from trajgrade.errors import ConfigError, Location
+
+__all__ = ("EVENTS", "install", "merged", "settings_path")
+
+#: Hook events registered per agent, and whether they take a tool matcher.
+EVENTS: Final[dict[str, tuple[tuple[str, str | None], ...]]] = {
+    "claude-code": (
+        ("SessionStart", None),
+        ("UserPromptSubmit", None),
+        ("PreToolUse", "*"),
+        ("PostToolUse", "*"),
+        ("PostToolUseFailure", "*"),
+        ("Stop", None),
+        ("SessionEnd", None),
+    ),
+    "codex": (
+        ("SessionStart", None),
+        ("UserPromptSubmit", None),
+        ("PreToolUse", "*"),
+        ("PostToolUse", "*"),
+        ("Stop", None),
+        ("SessionEnd", None),
+    ),
+    "gemini": (
+        ("SessionStart", None),
+        ("BeforeAgent", None),
+        ("BeforeTool", ".*"),
+        ("AfterTool", ".*"),
+        ("AfterAgent", None),
+        ("SessionEnd", None),
+    ),
+}
+
+
+def settings_path(agent: str, *, user: bool, cwd: str | None = None) -> str:
+    """The settings file ``agent`` reads hooks from."""
+    home = os.path.expanduser("~")
+    base = cwd or os.getcwd()
+    if agent == "codex":
+        if not user:
+            msg = "Codex reads hooks from $CODEX_HOME/hooks.json only; use --user (set CODEX_HOME to choose the directory)"
+            raise ConfigError(msg)
+        return os.path.join(
+            os.environ.get("CODEX_HOME") or os.path.join(home, ".codex"), "hooks.json"
+        )
+    folder = ".claude" if agent == "claude-code" else ".gemini"
+    return os.path.join(home if user else base, folder, "settings.json")
+
+
+def _handler(agent: str, command: str | None, url: str | None) -> dict[str, Any]:
+    if url is not None:
+        return {"type": "http", "url": url, "timeout": 30}
+    assert command is not None
+    if agent == "codex":
+        return {"type": "command", "command": command, "timeout": 30}
+    if agent == "gemini":
+        return {
+            "type": "command",
+            "command": command,
+            "name": "trajgrade",
+            "timeout": 30000,
+        }
+    return {"type": "command", "command": command}
+
+
+def _ours(agent: str, handler: Any) -> bool:
+    if not isinstance(handler, dict):
+        return False
+    url = handler.get("url")
+    if isinstance(url, str) and url.rstrip("/").endswith(f"/hook/{agent}"):
+        return True
+    cmd = handler.get("command")
+    if not isinstance(cmd, str):
+        return False
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        return False
+    return any(
+        os.path.basename(w) == "trajgrade" and words[i + 1 : i + 3] == ["hook", agent]
+        for i, w in enumerate(words)
+    ) or ("-m" in words and "trajgrade" in words and agent in words)
+
+
+def merged(
+    settings: dict[str, Any], agent: str, *, command: str | None, url: str | None = None
+) -> dict[str, Any]:
+    """``settings`` with trajgrade's hooks for ``agent`` registered (a new dict)."""
+    out = dict(settings)
+    hooks = dict(out.get("hooks") or {})
+    for event, matcher in EVENTS[agent]:
+        # Claude Code posts to http hooks itself; SessionStart cannot be an
+        # http hook there, so it keeps a command that forwards.
+        use_url = (
+            url
+            if url is not None and agent == "claude-code" and event != "SessionStart"
+            else None
+        )
+        handler = _handler(agent, command, use_url)
+        groups = [dict(g) if isinstance(g, dict) else g for g in hooks.get(event) or []]
+        placed = False
+        for g in groups:
+            if not isinstance(g, dict) or not isinstance(g.get("hooks"), list):
+                continue
+            for i, h in enumerate(g["hooks"]):
+                if _ours(agent, h):
+                    g["hooks"] = [*g["hooks"][:i], handler, *g["hooks"][i + 1 :]]
+                    placed = True
+                    break
+            if placed:
+                break
+        if not placed:
+            group: dict[str, Any] = {"hooks": [handler]}
+            if matcher is not None:
+                group["matcher"] = matcher
+            groups.append(group)
+        hooks[event] = groups
+    out["hooks"] = hooks
+    return out
+
+
+def install(
+    agent: str,
+    *,
+    user: bool,
+    command: str | None,
+    url: str | None = None,
+    dry_run: bool = False,
+    cwd: str | None = None,
+) -> tuple[str, str]:
+    """Merge the registration into the settings file; (path, new text)."""
+    path = settings_path(agent, user=user, cwd=cwd)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    try:
+        current = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        msg = f"not valid JSON ({exc}); fix or move the file, then install again"
+        raise ConfigError(msg, location=Location(file=path)) from None
+    if not isinstance(current, dict) or not isinstance(current.get("hooks", {}), dict):
+        msg = "expected a JSON object whose `hooks` is an object; fix the file, then install again"
+        raise ConfigError(msg, location=Location(file=path))
+    new = json.dumps(merged(current, agent, command=command, url=url), indent=2) + "\n"
+    if not dry_run:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.trajgrade.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(new)
+        os.replace(tmp, path)
+    return path, new

@@ -1,0 +1,304 @@
+"""The cold hook path: ``trajgrade hook AGENT -c POLICY`` as one short process.
+
+Reads the payload on stdin, steps the session under its lock, prints the
+answer on stdout (the agent's channel: nothing else is ever printed there),
+and exits 0. Arguments are parsed by hand and modules are imported only when
+needed (no click, no ``trajgrade.formats``): everything loaded here is paid
+for on every tool call of the agent. With ``--server`` it only forwards the
+payload to ``trajgrade serve`` (:mod:`trajgrade.hooks.client`).
+
+Failure handling: by default (fail-open) an internal error or a broken config
+lets the call proceed, as agents do with a failing hook, and is logged to
+stderr and ``<state dir>/hooks.log``; a broken config is also shown to the
+user at ``SessionStart`` where the agent supports a message (Claude Code,
+Gemini). ``--fail-closed`` instead denies every tool call until it is fixed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from trajgrade.config import Suite
+    from trajgrade.hooks.session import Step
+    from trajgrade.hooks.store import SessionStore
+
+__all__ = ("USAGE", "HookOptions", "main", "parse_args")
+
+USAGE: Final = """\
+usage: trajgrade hook {claude-code|codex|gemini} -c POLICY [options]
+
+Answer one agent hook call: payload JSON on stdin, answer on stdout.
+
+options:
+  -c, --config PATH     grader policy (YAML or JSON)
+  --state-dir DIR       session state (default $XDG_STATE_HOME/trajgrade/hooks)
+  --fail-closed         deny tool calls when grading fails (default: fail open)
+  --server URL          forward to `trajgrade serve` at URL instead
+  --verdicts PATH       append every verdict as a JSON line to PATH
+  --max-age SECONDS     remove session states untouched this long (default 7 days)
+  --allow-code          allow path.py:function graders named in the policy
+"""
+
+
+class UsageError(Exception):
+    """Bad command-line arguments."""
+
+
+class HookOptions:
+    """Parsed ``trajgrade hook`` options."""
+
+    __slots__ = (
+        "allow_code",
+        "config",
+        "fail_closed",
+        "max_age",
+        "server",
+        "state_dir",
+        "verdicts",
+    )
+
+    def __init__(self) -> None:
+        self.config: str | None = None
+        self.state_dir: str | None = None
+        self.fail_closed = False
+        self.server: str | None = None
+        self.verdicts: str | None = None
+        self.max_age: float | None = None
+        self.allow_code = False
+
+
+def parse_args(argv: list[str]) -> HookOptions:
+    """The options in ``argv``; UsageError names a bad one."""
+    opts = HookOptions()
+    values = {
+        "-c": "config",
+        "--config": "config",
+        "--state-dir": "state_dir",
+        "--server": "server",
+        "--verdicts": "verdicts",
+        "--max-age": "max_age",
+    }
+    it = iter(argv)
+    for arg in it:
+        key, eq, inline = arg.partition("=")
+        if key in values:
+            value = inline if eq else next(it, None)
+            if value is None:
+                msg = f"{key} needs a value"
+                raise UsageError(msg)
+            if values[key] == "max_age":
+                try:
+                    opts.max_age = float(value)
+                except ValueError:
+                    msg = f"--max-age must be a number of seconds (got {value!r})"
+                    raise UsageError(msg) from None
+            else:
+                setattr(opts, values[key], value)
+        elif arg == "--fail-closed":
+            opts.fail_closed = True
+        elif arg == "--allow-code":
+            opts.allow_code = True
+        else:
+            msg = f"unknown argument {arg!r}"
+            raise UsageError(msg)
+    if opts.config is None and opts.server is None:
+        msg = "-c/--config POLICY is required"
+        raise UsageError(msg)
+    return opts
+
+
+def main(agent: str, argv: list[str]) -> int:
+    """Run one hook invocation; the exit status."""
+    if "-h" in argv or "--help" in argv:
+        sys.stdout.write(USAGE)
+        return 0
+    try:
+        opts = parse_args(argv)
+    except UsageError as exc:
+        sys.stderr.write(f"trajgrade hook: error: {exc}\n{USAGE}")
+        return _fail(agent, None, "--fail-closed" in argv, f"bad arguments: {exc}")
+    raw = sys.stdin.buffer.read()
+    if opts.server is not None:
+        from trajgrade.hooks.client import forward
+
+        return forward(opts.server, agent, raw, fail_closed=opts.fail_closed)
+    try:
+        return _grade(agent, opts, raw)
+    except Exception as exc:
+        return _fail(agent, None, opts.fail_closed, f"internal error: {exc!r}")
+
+
+def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
+    import msgspec
+
+    from trajgrade.hooks.store import SessionStore, default_state_dir
+
+    now = time.time()
+    state_dir = opts.state_dir or default_state_dir()
+    log = _Log(os.path.join(state_dir, "hooks.log"))
+    event: str | None = None
+    try:
+        payload = msgspec.json.decode(raw)
+        if not isinstance(payload, dict):
+            msg = "the hook payload on stdin must be a JSON object"
+            raise ValueError(msg)
+        event = payload.get("hook_event_name")
+        session = payload.get("session_id")
+        if not isinstance(session, str) or not session:
+            msg = "the hook payload has no string `session_id`"
+            raise ValueError(msg)
+        suite = _suite(opts)
+    except _BadConfig as exc:
+        text = str(exc)
+        log.write("error", "config_error", agent=agent, error=text)
+        return _fail(
+            agent, event, opts.fail_closed, f"invalid config: {text}", notice=True
+        )
+    except Exception as exc:
+        log.write("error", "bad_payload", agent=agent, error=str(exc))
+        return _fail(agent, event, opts.fail_closed, str(exc))
+    try:
+        store = SessionStore(
+            state_dir, agent, **({"max_age": opts.max_age} if opts.max_age else {})
+        )
+        result = _step_locked(store, suite, agent, session, payload, now, log)
+    except Exception as exc:
+        log.write(
+            "error", "internal_error", agent=agent, error=f"{type(exc).__name__}: {exc}"
+        )
+        return _fail(agent, event, opts.fail_closed, f"internal error: {exc}")
+    if opts.verdicts and result.verdicts:
+        _append_verdicts(opts.verdicts, result.verdicts)
+    if result.deny or result.stop:
+        log.write(
+            "info",
+            "decision",
+            agent=agent,
+            session=session,
+            hook_event=result.event,
+            deny=result.deny,
+            stop=result.stop,
+        )
+    sys.stdout.buffer.write(result.answer.stdout)
+    sys.stdout.flush()
+    return result.answer.exit_code
+
+
+def _step_locked(
+    store: SessionStore,
+    suite: Suite,
+    agent: str,
+    session: str,
+    payload: dict[str, Any],
+    now: float,
+    log: _Log,
+) -> Step:
+    import msgspec
+
+    from trajgrade.hooks.session import new_state, step
+
+    with store.locked(session):
+        try:
+            state = store.load(session)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.write("warning", "state_unreadable", session=session, error=str(exc))
+            state = None
+        if state is not None and state.fingerprint != suite.fingerprint:
+            log.write(
+                "warning",
+                "state_from_other_config",
+                session=session,
+                had=state.fingerprint,
+                now=suite.fingerprint,
+                action="grading this session afresh with the current config",
+            )
+            state = None
+        if state is None:
+            state = new_state(agent, session, suite, now)
+            store.sweep(now)
+        result = step(suite, state, payload, now=now)
+        if state.ended:
+            store.drop(session)
+        else:
+            store.save(state)
+    return result
+
+
+class _BadConfig(Exception):
+    pass
+
+
+def _suite(opts: HookOptions) -> Suite:
+    from trajgrade.config import load_suite
+    from trajgrade.errors import ConfigError, ConfigErrors
+    from trajgrade.graders import BuildContext
+
+    assert opts.config is not None
+    try:
+        return load_suite(opts.config, context=BuildContext(allow_code=opts.allow_code))
+    except ConfigErrors as exc:
+        raise _BadConfig("; ".join(str(e) for e in exc.errors)) from None
+    except ConfigError as exc:
+        raise _BadConfig(str(exc)) from None
+
+
+def _fail(
+    agent: str, event: Any, fail_closed: bool, problem: str, *, notice: bool = False
+) -> int:
+    """Answer after an internal error: nothing (fail-open) or a deny."""
+    from trajgrade.hooks.answers import answer
+
+    sys.stderr.write(f"trajgrade hook: {problem}\n")
+    name = event if isinstance(event, str) else ""
+    deny = (
+        f"trajgrade could not grade this call and runs fail-closed: {problem}"
+        if fail_closed
+        else None
+    )
+    message = (
+        f"trajgrade hook: {problem}" if notice and name == "SessionStart" else None
+    )
+    out = answer(agent, name, deny=deny, notice=message)
+    sys.stdout.buffer.write(out.stdout)
+    sys.stdout.flush()
+    return out.exit_code
+
+
+def _append_verdicts(path: str, verdicts: list[Any]) -> None:
+    import msgspec
+
+    data = b"".join(msgspec.json.encode(v) + b"\n" for v in verdicts)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+class _Log:
+    """JSON lines to the hook log file; problems also to stderr."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, level: str, event: str, **fields: Any) -> None:
+        import msgspec
+
+        line = msgspec.json.encode(
+            {"ts": time.time(), "level": level, "event": event, **fields}
+        )
+        if level in ("warning", "error"):
+            sys.stderr.write(f"trajgrade hook: {line.decode()}\n")
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line + b"\n")
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # the log is best effort; stderr already has problems

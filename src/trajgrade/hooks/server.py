@@ -1,0 +1,243 @@
+"""``trajgrade serve``: a loopback daemon that answers hook calls from memory.
+
+``POST /hook/<agent>`` with the hook payload as the body answers with the
+body the command hook would print (empty when there is nothing to say) and
+the command's exit status in ``X-Trajgrade-Exit``. Claude Code posts there
+itself (an ``http`` hook); Codex and Gemini run the thin command client
+(``trajgrade hook AGENT --server URL``). ``GET /health`` answers ``ok``.
+
+Each session keeps its engine and :class:`SessionState` in memory, behind
+its own lock (Claude Code posts parallel ``PreToolUse`` calls concurrently),
+so a call costs no file I/O. Changed sessions are checkpointed to the state
+directory every ``checkpoint_interval`` seconds and at shutdown, in the cold
+path's format: a daemon restarted (or replaced by cold hooks) goes on from
+there. A session that ends is dropped from memory and disk.
+
+Why the standard library's ``ThreadingHTTPServer``: hook bodies are small
+and the daemon serves one machine's agents on 127.0.0.1; it needs no new
+dependency, and with Nagle off it answers in well under a millisecond.
+Only loopback addresses are accepted for ``host``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from trajgrade.engine import Engine
+from trajgrade.hooks.invoke import _Log
+from trajgrade.hooks.payloads import AGENTS
+from trajgrade.hooks.session import SessionState, new_state, step
+from trajgrade.hooks.store import SessionStore
+
+if TYPE_CHECKING:
+    from trajgrade.config import Suite
+
+__all__ = ("HookServer", "serve")
+
+LOOPBACK: Final = ("127.0.0.1", "::1", "localhost")
+_DEC: Final = msgspec.json.Decoder()
+
+
+class _Live:
+    __slots__ = ("dirty", "engine", "lock", "state")
+
+    def __init__(self, state: SessionState, engine: Engine) -> None:
+        self.state = state
+        self.engine = engine
+        self.lock = threading.Lock()
+        self.dirty = False
+
+
+class HookServer(ThreadingHTTPServer):
+    """The daemon: sessions in memory, checkpointed to ``state_dir``."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        suite: Suite,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        state_dir: str,
+        verdicts: str | None = None,
+        checkpoint_interval: float = 1.0,
+    ) -> None:
+        if host not in LOOPBACK:
+            msg = f"trajgrade serve listens on loopback only (got host {host!r}); use 127.0.0.1"
+            raise ValueError(msg)
+        super().__init__((host, port), _Handler)
+        self.suite = suite
+        self.state_dir = state_dir
+        self.verdicts_path = verdicts
+        self.interval = checkpoint_interval
+        self.log = _Log(f"{state_dir}/hooks.log")
+        self._stores = {a: SessionStore(state_dir, a) for a in AGENTS}
+        self._live: dict[tuple[str, str], _Live] = {}
+        self._lock = threading.Lock()
+        self._verdict_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._saver = threading.Thread(target=self._checkpoints, daemon=True)
+        self._saver.start()
+
+    # ------------------------------------------------------------ calls
+    def handle_hook(self, agent: str, body: bytes) -> tuple[bytes, int]:
+        """The answer body and exit status for one payload."""
+        payload = _DEC.decode(body)
+        if not isinstance(payload, dict):
+            msg = "the hook payload must be a JSON object"
+            raise ValueError(msg)
+        session = payload.get("session_id")
+        if not isinstance(session, str) or not session:
+            msg = "the hook payload has no string `session_id`"
+            raise ValueError(msg)
+        live = self._session(agent, session)
+        with live.lock:
+            result = step(
+                self.suite, live.state, payload, now=time.time(), engine=live.engine
+            )
+            live.dirty = True
+            if live.state.ended:
+                with self._lock:
+                    self._live.pop((agent, session), None)
+                store = self._stores[agent]
+                with store.locked(session):
+                    store.drop(session)
+                live.dirty = False
+        if result.verdicts and self.verdicts_path:
+            data = b"".join(msgspec.json.encode(v) + b"\n" for v in result.verdicts)
+            with self._verdict_lock, open(self.verdicts_path, "ab") as f:
+                f.write(data)
+        if result.deny or result.stop:
+            self.log.write(
+                "info",
+                "decision",
+                agent=agent,
+                session=session,
+                hook_event=result.event,
+                deny=result.deny,
+                stop=result.stop,
+            )
+        return result.answer.stdout, result.answer.exit_code
+
+    def _session(self, agent: str, session: str) -> _Live:
+        key = (agent, session)
+        with self._lock:
+            live = self._live.get(key)
+            if live is not None:
+                return live
+            store = self._stores[agent]
+            now = time.time()
+            with store.locked(session):
+                try:
+                    state = store.load(session)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    state = None
+            if state is None or state.fingerprint != self.suite.fingerprint:
+                state = new_state(agent, session, self.suite, now)
+                store.sweep(now)
+            engine = Engine(self.suite)
+            if state.engine is not None:
+                engine.load(state.engine)
+            live = self._live[key] = _Live(state, engine)
+            return live
+
+    # ------------------------------------------------------------ checkpoints
+    def checkpoint(self) -> int:
+        """Save every changed session now; how many were saved."""
+        with self._lock:
+            lives = list(self._live.items())
+        n = 0
+        for (agent, session), live in lives:
+            with live.lock:
+                if not live.dirty:
+                    continue
+                store = self._stores[agent]
+                with store.locked(session):
+                    store.save(live.state)
+                live.dirty = False
+                n += 1
+        return n
+
+    def _checkpoints(self) -> None:
+        while not self._stopping.wait(self.interval):
+            try:
+                self.checkpoint()
+            except OSError as exc:
+                self.log.write("error", "checkpoint_failed", error=str(exc))
+
+    def server_close(self) -> None:
+        """Stop the checkpoint thread and save every changed session."""
+        self._stopping.set()
+        self.checkpoint()
+        super().server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Header and body are separate writes; with Nagle on, a keep-alive
+    # client's delayed ACK would hold every answer back ~40 ms.
+    disable_nagle_algorithm = True
+    server: HookServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass  # one line per call would swamp the log; decisions are logged
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self._send(200, b"ok\n", 0)
+        else:
+            self._send(404, b"not found; POST /hook/<agent>\n", 0)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        agent = self.path.split("?", 1)[0].removeprefix("/hook/")
+        if agent not in AGENTS:
+            msg = f"unknown hook path {self.path!r}; POST /hook/<{'|'.join(AGENTS)}>\n"
+            self._send(404, msg.encode(), 0)
+            return
+        try:
+            out, code = self.server.handle_hook(agent, body)
+        except Exception as exc:
+            self.server.log.write(
+                "error",
+                "internal_error",
+                agent=agent,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            # 500: the thin client applies its fail-open/closed choice; Claude
+            # Code treats a non-2xx answer as a non-blocking error.
+            self._send(500, f"trajgrade serve: {exc}\n".encode(), 0)
+            return
+        self._send(200, out, code)
+
+    def _send(self, status: int, body: bytes, code: int) -> None:
+        self.send_response(status)
+        self.send_header(
+            "Content-Type", "application/json" if status == 200 else "text/plain"
+        )
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Trajgrade-Exit", str(code))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def serve(server: HookServer) -> None:
+    """Serve until SIGINT/SIGTERM, then checkpoint and close."""
+    import signal
+
+    def _stop(signum: int, frame: object) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()

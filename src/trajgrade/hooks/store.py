@@ -1,0 +1,129 @@
+"""Session state files: one per (agent, session), locked, written atomically.
+
+Layout of the state directory (default ``$XDG_STATE_HOME/trajgrade/hooks``,
+else ``~/.local/state/trajgrade/hooks``; ``--state-dir`` overrides)::
+
+    <agent>/<session>.state   msgpack SessionState
+    <agent>/<session>.lock    flock'ed while an invocation steps the session
+    hooks.log                 one JSON line per logged problem or action
+
+Why this shape:
+
+* Claude Code runs the ``PreToolUse`` hooks of parallel tool calls as
+  concurrent processes. Each holds the session's exclusive ``flock`` from
+  before it loads the state until after it saved it, so no update is lost
+  (``fcntl.flock`` directly: the same call ``filelock`` makes on POSIX, for
+  a millisecond less on the critical path).
+* A save writes a temporary file and renames it over the old one, so a
+  killed hook leaves the old state or the new one, never half of one. There
+  is no fsync: the state must survive a killed process, not a power cut,
+  and an fsync would cost the agent milliseconds on every tool call.
+* Session ids are used as file names when they are plain (the agents use
+  UUIDs); anything else is hashed.
+* Clean-up is by age: when a session's state is created, files in the same
+  agent directory untouched for ``max_age`` seconds (default 7 days) are
+  removed. ``SessionEnd`` removes its session's state at once; lock files
+  are left to the age sweep (removing a lock another process waits on would
+  let a third one lock a new file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from trajgrade.hooks.session import SessionState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ("DEFAULT_MAX_AGE", "SessionStore", "default_state_dir")
+
+#: Seconds after which an untouched session state is removed.
+DEFAULT_MAX_AGE: Final = 7 * 24 * 3600.0
+_PLAIN: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_ENC: Final = msgspec.msgpack.Encoder()
+_DEC: Final = msgspec.msgpack.Decoder(SessionState)
+
+
+def default_state_dir() -> str:
+    """``$XDG_STATE_HOME/trajgrade/hooks`` or ``~/.local/state/trajgrade/hooks``."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "trajgrade", "hooks")
+
+
+class SessionStore:
+    """The state files of one agent's sessions under ``root``."""
+
+    def __init__(
+        self, root: str, agent: str, *, max_age: float = DEFAULT_MAX_AGE
+    ) -> None:
+        self.root = root
+        self.dir = os.path.join(root, agent)
+        self.max_age = max_age
+        os.makedirs(self.dir, exist_ok=True)
+
+    def _base(self, session: str) -> str:
+        name = (
+            session
+            if _PLAIN.fullmatch(session) and not session.startswith(".")
+            else hashlib.sha256(session.encode()).hexdigest()[:32]
+        )
+        return os.path.join(self.dir, name)
+
+    @contextlib.contextmanager
+    def locked(self, session: str) -> Iterator[None]:
+        """Hold the session's exclusive lock (blocking)."""
+        fd = os.open(self._base(session) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    def load(self, session: str) -> SessionState | None:
+        """The saved state, or None when there is none.
+
+        Raises ``msgspec.DecodeError`` for a damaged or foreign file.
+        """
+        try:
+            with open(self._base(session) + ".state", "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        return _DEC.decode(data)
+
+    def save(self, state: SessionState) -> None:
+        """Write ``state`` atomically (temporary file, then rename)."""
+        path = self._base(state.session) + ".state"
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(_ENC.encode(state))
+        os.replace(tmp, path)
+
+    def drop(self, session: str) -> None:
+        """Remove the session's state (its lock file is left to the sweep)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._base(session) + ".state")
+
+    def sweep(self, now: float) -> list[str]:
+        """Remove state and lock files untouched for ``max_age``; their names."""
+        removed = []
+        limit = now - self.max_age
+        with os.scandir(self.dir) as it:
+            for entry in it:
+                try:
+                    if entry.stat().st_mtime < limit:
+                        os.unlink(entry.path)
+                        removed.append(entry.name)
+                except FileNotFoundError:
+                    continue
+        return removed

@@ -14,48 +14,56 @@ Reading map (start at the top):
 * ``actions.py``, ``wrapper.py``  on-fail actions; ``trajgrade run`` (watch an agent)
 
 Everything above ``runner.py`` is pure and synchronous: no I/O, no clock, no
-logging. The public API is re-exported here.
+logging. The public API is re-exported here, lazily.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from trajgrade.api import StreamGrader
-from trajgrade.config import (
-    OnFail,
-    Suite,
-    SuiteConfig,
-    compile_suite,
-    decode_config,
-    load_config,
-    load_suite,
-)
-from trajgrade.engine import Anomaly, Engine, EngineState, EngineStats, TraceSnapshot
-from trajgrade.errors import (
-    ConfigError,
-    ConfigErrors,
-    GradeError,
-    InputError,
-    Location,
-    SinkError,
-    SourceError,
-    TrajgradeError,
-)
-from trajgrade.events import (
-    AgentError,
-    Event,
-    Message,
-    ToolCall,
-    ToolResult,
-    TraceEnd,
-    TraceStart,
-    TurnStart,
-    Usage,
-)
-from trajgrade.graders import BuildContext, Grader, GraderType
-from trajgrade.pipeline import GradeResult, SourceDecoder, grade_bytes
-from trajgrade.verdicts import Decision, Outcome, Verdict
+if TYPE_CHECKING:
+    from trajgrade.api import StreamGrader
+    from trajgrade.config import (
+        OnFail,
+        Suite,
+        SuiteConfig,
+        compile_suite,
+        decode_config,
+        load_config,
+        load_suite,
+    )
+    from trajgrade.engine import (
+        Anomaly,
+        Engine,
+        EngineState,
+        EngineStats,
+        TraceSnapshot,
+    )
+    from trajgrade.errors import (
+        ConfigError,
+        ConfigErrors,
+        GradeError,
+        InputError,
+        Location,
+        SinkError,
+        SourceError,
+        TrajgradeError,
+    )
+    from trajgrade.events import (
+        AgentError,
+        Event,
+        Message,
+        ToolCall,
+        ToolResult,
+        TraceEnd,
+        TraceStart,
+        TurnStart,
+        Usage,
+    )
+    from trajgrade.graders import BuildContext, Grader, GraderType
+    from trajgrade.pipeline import GradeResult, SourceDecoder, grade_bytes
+    from trajgrade.verdicts import Decision, Outcome, Verdict
 
 __all__ = (
     "AgentError",
@@ -100,10 +108,64 @@ __all__ = (
 )
 
 
+#: Public name -> the module that defines it. Imported on first use, so
+#: ``import trajgrade.<part>`` (the hook path, say) loads only that part.
+_EXPORTS: dict[str, str] = {
+    "AgentError": "trajgrade.events",
+    "Anomaly": "trajgrade.engine",
+    "BuildContext": "trajgrade.graders",
+    "ConfigError": "trajgrade.errors",
+    "ConfigErrors": "trajgrade.errors",
+    "Decision": "trajgrade.verdicts",
+    "Engine": "trajgrade.engine",
+    "EngineState": "trajgrade.engine",
+    "EngineStats": "trajgrade.engine",
+    "Event": "trajgrade.events",
+    "GradeError": "trajgrade.errors",
+    "GradeResult": "trajgrade.pipeline",
+    "Grader": "trajgrade.graders",
+    "GraderType": "trajgrade.graders",
+    "InputError": "trajgrade.errors",
+    "Location": "trajgrade.errors",
+    "Message": "trajgrade.events",
+    "OnFail": "trajgrade.config",
+    "Outcome": "trajgrade.verdicts",
+    "SinkError": "trajgrade.errors",
+    "SourceDecoder": "trajgrade.pipeline",
+    "SourceError": "trajgrade.errors",
+    "StreamGrader": "trajgrade.api",
+    "Suite": "trajgrade.config",
+    "SuiteConfig": "trajgrade.config",
+    "ToolCall": "trajgrade.events",
+    "ToolResult": "trajgrade.events",
+    "TraceEnd": "trajgrade.events",
+    "TraceSnapshot": "trajgrade.engine",
+    "TraceStart": "trajgrade.events",
+    "TrajgradeError": "trajgrade.errors",
+    "TurnStart": "trajgrade.events",
+    "Usage": "trajgrade.events",
+    "Verdict": "trajgrade.verdicts",
+    "compile_suite": "trajgrade.config",
+    "decode_config": "trajgrade.config",
+    "grade_bytes": "trajgrade.pipeline",
+    "load_config": "trajgrade.config",
+    "load_suite": "trajgrade.config",
+}
+
+
 def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     if name == "__version__":
         from importlib.metadata import version
 
         return version("trajgrade")
     msg = f"module 'trajgrade' has no attribute {name!r}"
     raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -14,25 +14,19 @@ go through exactly the same path.
 from __future__ import annotations
 
 import difflib
+import importlib
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
 from trajgrade.errors import ConfigError
-from trajgrade.graders import (
-    function_call_coverage,
-    letta_tool,
-    metric_threshold,
-    tool_calls,
-    tool_trajectory,
-)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from trajgrade.events import Event
     from trajgrade.verdicts import Decision
 
 __all__ = (
     "BUILTIN",
+    "BUILTIN_MODULES",
     "ENTRY_POINT_GROUP",
     "BuildContext",
     "Grader",
@@ -121,24 +115,53 @@ class GraderType(Protocol):
         ...
 
 
-def _builtin() -> dict[str, GraderType]:
-    found: dict[str, GraderType] = {}
-    for module in (
-        tool_calls,
-        metric_threshold,
-        tool_trajectory,
-        letta_tool,
-        function_call_coverage,
-    ):
+#: Built-in grader types by config ``type`` (aliases included) -> the module
+#: that defines it. Modules are imported on first use, so compiling a policy
+#: loads only the graders it names (the hook path's start-up time).
+#: tests/graders/test_registry.py checks this table against the modules.
+BUILTIN_MODULES: Final[Mapping[str, str]] = {
+    "tool-calls": "tool_calls",
+    "token-budget": "metric_threshold",
+    "tool-call-count": "metric_threshold",
+    "turn-count": "metric_threshold",
+    "error-count": "metric_threshold",
+    "wall-time": "metric_threshold",
+    "tool_trajectory": "tool_trajectory",
+    "tool-trajectory": "tool_trajectory",
+    "letta-tool": "letta_tool",
+    "function_call_coverage": "function_call_coverage",
+}
+
+
+class _Builtins(Mapping[str, "GraderType"]):
+    """The built-in grader types, each module imported when first looked up."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, GraderType] = {}
+
+    def __getitem__(self, kind: str) -> GraderType:
+        found = self._loaded.get(kind)
+        if found is not None:
+            return found
+        module = importlib.import_module(f"trajgrade.graders.{BUILTIN_MODULES[kind]}")
         for t in module.GRADER_TYPES:
             gtype = cast("GraderType", t)
             for name in (gtype.kind, *getattr(gtype, "aliases", ())):
-                found[name] = gtype
-    return found
+                self._loaded[name] = gtype
+        return self._loaded[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(BUILTIN_MODULES)
+
+    def __len__(self) -> int:
+        return len(BUILTIN_MODULES)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in BUILTIN_MODULES
 
 
 #: Built-in grader types by config ``type`` (aliases included).
-BUILTIN: Final[Mapping[str, GraderType]] = _builtin()
+BUILTIN: Final[Mapping[str, GraderType]] = _Builtins()
 
 _registry: dict[str, GraderType] | None = None
 _origins: dict[str, str] = {}
@@ -182,20 +205,14 @@ def provider(kind: str) -> str:
     """Which distribution provides a grader type (``trajgrade`` for built-ins)."""
     if kind in BUILTIN:
         return "trajgrade"
-    if kind in BUILTIN:
-        return "trajgrade"
     registry()
     return _origins.get(kind, "unknown")
 
 
 def lookup(kind: str) -> GraderType:
     """The grader type registered as ``kind``; ConfigError with suggestions otherwise."""
-    builtin = BUILTIN.get(kind)
-    if builtin is not None:
-        return builtin
-    builtin = BUILTIN.get(kind)
-    if builtin is not None:
-        return builtin
+    if kind in BUILTIN:
+        return BUILTIN[kind]
     types = registry()
     try:
         return types[kind]

@@ -1,0 +1,42 @@
+"""The built-in grader registry: lazy, and in step with the grader modules."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+from trajgrade.graders import BUILTIN_MODULES
+
+REPO = Path(__file__).parents[2]
+
+
+def test_lazy_builtin_table_matches_the_grader_modules() -> None:
+    """BUILTIN_MODULES (which lets a policy import only the graders it names)
+    lists exactly the types and aliases each built-in module defines."""
+    found = {}
+    for module in sorted(set(BUILTIN_MODULES.values())):
+        for t in importlib.import_module(f"trajgrade.graders.{module}").GRADER_TYPES:
+            for name in (t.kind, *getattr(t, "aliases", ())):
+                found[name] = module
+    assert found == dict(BUILTIN_MODULES)
+
+
+def test_compiling_a_policy_imports_only_its_graders() -> None:
+    code = (
+        "import sys\n"
+        "from tests._support import suite\n"
+        "suite('graders:\\n  - type: token-budget\\n    config: {max: 5}\\n')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('trajgrade.graders.')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout
+    assert "metric_threshold" in out
+    assert "letta_tool" not in out
+    assert "function_call_coverage" not in out

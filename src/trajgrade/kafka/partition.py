@@ -1,0 +1,298 @@
+"""One assigned input partition: its decoder, its engine, its replay guard.
+
+State is partition-scoped (Kafka Streams' tasks): each partition has its own
+:class:`~trajgrade.engine.Engine`, so a rebalance moves whole partitions with
+their traces and nothing is shared between them. Records are decoded exactly
+as the file runner decodes lines (:class:`~trajgrade.pipeline.SourceDecoder`
+and :class:`~trajgrade.pipeline.Grading`): each record value is one line of
+any supported line format, the format is detected per partition (or given
+with ``--format``), and a bad record taints its trace through the engine's
+reject path.
+
+Record to line: a value's own newlines (pretty-printed JSON) are turned into
+spaces, which JSON allows between tokens, so one record is always one line
+and line *n* of the partition's decoder is the *n*-th record fed. That is
+how a decoder error (which names a line) is reported with its topic,
+partition and offset, and how an event finds its record's key: the key is
+the trace id of events that carry none.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from trajgrade.engine import CLOSED_MEMORY, Anomaly, Engine
+from trajgrade.kafka.changelog import ENTRY_VERSION, Entry, encode_entry
+from trajgrade.pipeline import Batch, Grading, Segment, SourceDecoder
+
+if TYPE_CHECKING:
+    from trajgrade.config import Suite
+    from trajgrade.errors import InputError, Location
+    from trajgrade.kafka.changelog import PartitionState
+    from trajgrade.verdicts import Verdict
+
+__all__ = ("Decoded", "PartitionWorker", "Problem")
+
+_NL: Final = b"\n"
+
+
+class Problem(msgspec.Struct, kw_only=True, frozen=True):
+    """A rejected record or an anomaly, located by offset, for the log."""
+
+    kind: str
+    offset: int | None
+    trace: str | None
+    reason: str
+
+
+class Decoded(msgspec.Struct, kw_only=True):
+    """A decoded batch of one partition, before it is fed."""
+
+    batch: Batch
+    #: Records fed, in order (line ``base + i`` is ``records[i]``).
+    records: list[Any]
+    base: int
+    #: Offset after the last record of the batch (the commit position).
+    end: int
+
+    def record_of_line(self, line: int | None) -> Any:
+        if line is None:
+            return None
+        i = line - self.base
+        return self.records[i] if 0 <= i < len(self.records) else None
+
+    def trace_ids(self, default: str) -> set[str]:
+        """Every trace this batch names (events and rejected records)."""
+        ids = {ev.trace_id or default for ev in self.batch.events}
+        ids.update(e.trace_id for e in self.batch.errors if e.trace_id is not None)
+        return ids
+
+
+class PartitionWorker:
+    """Grades one partition's records; knows what to checkpoint."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        suite: Suite,
+        *,
+        fmt: str,
+        max_line_bytes: int,
+        samples: dict[str, Any] | None,
+        restored: PartitionState | None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.engine = Engine(suite, samples=samples)
+        self.grading = Grading(self.engine)
+        self.fingerprint = suite.fingerprint
+        self.decoder = SourceDecoder(
+            f"{topic}[{partition}]", fmt=fmt, max_line_bytes=max_line_bytes
+        )
+        self._line = 1
+        self.covered: dict[str, int] = {}
+        self.replay_until = -1
+        self.closed_order: OrderedDict[str, None] = OrderedDict()
+        #: Offset of the next record to grade (the commit position).
+        self.position: int | None = None
+        #: Reasons of rejected records of traces not opened yet.
+        self._taints: dict[str, str] = {}
+        if restored is not None:
+            restored.load_into(self.engine)
+            self.covered = dict(restored.covered)
+            self.replay_until = restored.replay_until
+            self.closed_order = OrderedDict(restored.closed_order)
+            self._taints = dict(restored.state.unopened)
+
+    @property
+    def default_trace(self) -> str:
+        """Trace of events that carry no trace id and come without a key."""
+        return self.decoder.default_trace
+
+    # ------------------------------------------------------------ decoding
+    def decode(self, records: list[Any]) -> tuple[Decoded, list[Problem]]:
+        """Decode records into events; empty records are reported here."""
+        problems: list[Problem] = []
+        fed: list[Any] = []
+        values: list[bytes] = []
+        for rec in records:
+            value = rec.value
+            if not value or not value.strip():
+                problems.append(
+                    Problem(
+                        kind="input_rejected",
+                        offset=rec.offset,
+                        trace=_key(rec),
+                        reason="empty record value; each record must be one event (one line of a supported format)",
+                    )
+                )
+                continue
+            if _NL in value or b"\r" in value:
+                value = value.replace(b"\r\n", b" ").replace(b"\n", b" ")
+            fed.append(rec)
+            values.append(value)
+        base = self._line
+        self._line += len(fed)
+        chunk = _NL.join(values) + _NL if values else b""
+        batch = self.decoder.feed(chunk) if chunk else Batch(events=[], errors=[])
+        end = records[-1].offset + 1 if records else (self.position or 0)
+        decoded = Decoded(batch=batch, records=fed, base=base, end=end)
+        self._apply_keys(decoded)
+        if self.replay_until >= 0:
+            self._skip_replayed(decoded)
+        return decoded, problems
+
+    def _apply_keys(self, d: Decoded) -> None:
+        """Record keys name the trace of events without one, and of bad records."""
+        batch = d.batch
+        default = self.default_trace
+        for err in batch.errors:
+            rec = d.record_of_line(err.location.line)
+            key = _key(rec) if rec is not None else None
+            if key is not None and (err.trace_id is None or err.trace_id == default):
+                err.trace_id = key
+        events = batch.events
+        if not any(not ev.trace_id for ev in events):
+            return
+        for i, ev in enumerate(events):
+            if ev.trace_id:
+                continue
+            key = _key(d.record_of_line(batch.line_of(i)))
+            if key is not None:
+                events[i] = msgspec.structs.replace(ev, trace_id=key)
+
+    def _skip_replayed(self, d: Decoded) -> None:
+        """Drop events a restored state already holds (replay after a crash)."""
+        batch = d.batch
+        default = self.default_trace
+        covered = self.covered
+        kept, lines = [], []
+        for i, ev in enumerate(batch.events):
+            line = batch.line_of(i)
+            rec = d.record_of_line(line)
+            if rec is not None and rec.offset < covered.get(ev.trace_id or default, -1):
+                continue
+            kept.append(ev)
+            lines.append(line if line is not None else 0)
+        if len(kept) != len(batch.events):
+            batch.events = kept
+            batch.segments = [Segment(len(kept), d.base, lines=lines)]
+        if d.end >= self.replay_until:
+            self.covered.clear()
+            self.replay_until = -1
+
+    # ------------------------------------------------------------ grading
+    def feed(self, d: Decoded, now: float) -> tuple[list[Verdict], list[Problem]]:
+        """Feed a decoded batch; verdicts and the problems to log."""
+        for err in d.batch.errors:
+            if (
+                err.trace_id is not None
+                and self.engine.snapshot_trace(err.trace_id) is None
+            ):
+                self._taints.setdefault(err.trace_id, err.message)
+        verdicts = self.grading.feed(self.decoder, d.batch, now=now)
+        self.position = d.end
+        return verdicts, self._drain(d)
+
+    def _drain(self, d: Decoded | None) -> list[Problem]:
+        g = self.grading
+        out: list[Problem] = []
+        for err in g.errors:
+            rec = d.record_of_line(err.location.line) if d is not None else None
+            out.append(
+                Problem(
+                    kind="input_rejected",
+                    offset=rec.offset if rec is not None else None,
+                    trace=err.trace_id,
+                    reason=_reason(err),
+                )
+            )
+        g.errors.clear()
+        anomalies: list[tuple[Anomaly, Location]] = list(g.anomalies)
+        g.anomalies.clear()
+        for a, loc in anomalies:
+            rec = d.record_of_line(loc.line) if d is not None else None
+            out.append(
+                Problem(
+                    kind=a.kind,
+                    offset=rec.offset if rec is not None else None,
+                    trace=a.trace_id,
+                    reason=a.message,
+                )
+            )
+        out.extend(
+            Problem(kind=a.kind, offset=None, trace=a.trace_id, reason=a.message)
+            for a in self.engine.anomalies
+        )
+        self.engine.anomalies.clear()
+        return out
+
+    def problems(self) -> list[Problem]:
+        """Anomalies found outside a batch (ticks, expiry, eviction)."""
+        return self._drain(None)
+
+    def taint(self, trace_id: str, reason: str) -> None:
+        """Mark a trace's events as lost (the engine's reject path)."""
+        self.engine.reject(trace_id, reason)
+        if self.engine.snapshot_trace(trace_id) is None and not self.engine.is_closed(
+            trace_id
+        ):
+            self._taints.setdefault(trace_id, reason)
+
+    # ------------------------------------------------------------ state
+    def changelog(self, touched: set[str]) -> list[tuple[bytes, bytes | None]]:
+        """Changelog records (key, value; None = tombstone) for ``touched``."""
+        engine = self.engine
+        offset = self.position if self.position is not None else 0
+        fp = self.fingerprint
+        out: list[tuple[bytes, bytes | None]] = []
+        for tid in touched:
+            snap = engine.snapshot_trace(tid)
+            entry: Entry | None = None
+            if snap is not None:
+                entry = Entry(
+                    v=ENTRY_VERSION,
+                    fingerprint=fp,
+                    kind="open",
+                    offset=offset,
+                    snapshot=snap,
+                )
+            elif engine.is_closed(tid):
+                self._taints.pop(tid, None)
+                if tid in self.closed_order:
+                    continue  # marked before: a late event changed nothing
+                self.closed_order[tid] = None
+                entry = Entry(
+                    v=ENTRY_VERSION, fingerprint=fp, kind="closed", offset=offset
+                )
+            elif tid in self._taints:
+                entry = Entry(
+                    v=ENTRY_VERSION,
+                    fingerprint=fp,
+                    kind="taint",
+                    offset=offset,
+                    reason=self._taints[tid],
+                )
+            if entry is not None:
+                out.append((tid.encode(), encode_entry(entry)))
+        while len(self.closed_order) > CLOSED_MEMORY:
+            old, _ = self.closed_order.popitem(last=False)
+            out.append((old.encode(), None))
+        return out
+
+
+def _key(rec: Any) -> str | None:
+    if rec is None or rec.key is None:
+        return None
+    key: bytes = rec.key
+    return key.decode("utf-8", "replace") or None
+
+
+def _reason(err: InputError) -> str:
+    """The decoder's reason without its ``source:line:`` prefix (the log
+    names topic, partition and offset instead)."""
+    return err.message

@@ -1,0 +1,661 @@
+"""The Kafka run: poll, grade, flush, checkpoint, commit; survive rebalances.
+
+One asyncio task owns every engine. Each loop iteration takes a batch from
+``getmany`` and, under one lock shared with the rebalance listener:
+
+1. decodes each partition's records and feeds its engine (one engine per
+   assigned partition, :mod:`trajgrade.kafka.partition`), after checking
+   that no trace it names is open or closed on another partition of ours;
+2. fires the runner's clock (wall-time budgets), ``--idle-timeout`` and the
+   ``--max-open-traces`` cap;
+3. writes the verdicts and waits until they are flushed (stdout) or
+   acknowledged (``--verdicts-topic``);
+4. then writes the changed traces' state to the changelog and waits for
+   the acknowledgements;
+5. then commits the input offsets of the batch.
+
+That order is the delivery guarantee: an offset is committed only when
+everything it caused is durable, and state is written only after its
+verdicts, so a crash at any point loses nothing and re-emits at most
+identical verdicts (ids are deterministic). A replay never double-counts
+an event either (see :mod:`trajgrade.kafka.changelog`).
+
+Rebalances: the listener takes the same lock, so a revocation waits for the
+batch in flight, which commits; revoked partitions are parked (a local cache:
+if the same partition comes back and its committed offset is still ours, the
+parked engine is reused). An assignment restores each new partition from its
+changelog before any of its records is graded.
+
+Shutdown: SIGINT/SIGTERM finish the current batch (flushed, checkpointed,
+committed), then the consumer leaves the group so its partitions move at
+once. Open traces stay open: their state is in the changelog for whoever
+takes the partitions next. A second signal exits at once (status 130).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Final
+
+import click
+import msgspec
+
+from trajgrade.errors import SourceError
+from trajgrade.kafka.changelog import restore_partitions
+from trajgrade.kafka.options import client_settings
+from trajgrade.kafka.partition import PartitionWorker
+from trajgrade.kafka.sink import LocalSink, TopicSink
+from trajgrade.runner import FORCED_EXIT, RunSummary
+from trajgrade.verdicts import Outcome
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine, Sequence
+
+    from trajgrade.config import Suite
+    from trajgrade.kafka.options import KafkaOptions
+    from trajgrade.kafka.partition import Problem
+    from trajgrade.kafka.sink import VerdictSink
+    from trajgrade.metrics import Metrics
+    from trajgrade.runner import RunOptions
+    from trajgrade.sinks import Sink
+    from trajgrade.verdicts import Verdict
+
+__all__ = ("run_kafka", "runner_for")
+
+#: Records per poll: large enough that per-batch round trips (flush,
+#: changelog acks, commit) vanish at full speed; a slow trickle is polled
+#: as it comes.
+MAX_RECORDS: Final = 10_000
+#: How long one poll waits for records before housekeeping runs anyway.
+POLL_MS: Final = 100
+#: Longest a fetch waits for more records (latency bound at low rates).
+FETCH_WAIT_MS: Final = 20
+#: Split traces remembered so each is reported once.
+SPLIT_MEMORY: Final = 10_000
+
+
+class _Grader:
+    """Everything one Kafka run holds; the loop and the listener share it."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        options: RunOptions,
+        kafka: KafkaOptions,
+        out: VerdictSink,
+        log: Any,
+        metrics: Metrics | None,
+    ) -> None:
+        self.suite = suite
+        self.options = options
+        self.kafka = kafka
+        self.out = out
+        self.log = log
+        self.metrics = metrics
+        self.lock = asyncio.Lock()
+        self.workers: dict[int, PartitionWorker] = {}
+        self.parked: dict[int, PartitionWorker] = {}
+        #: Open trace -> the partition it is graded on (split detection).
+        self.owner: dict[str, int] = {}
+        #: (partition, trace) least recently active first (the cap's policy).
+        self.lru: OrderedDict[tuple[int, str], None] = OrderedDict()
+        self.split: OrderedDict[str, str] = OrderedDict()
+        self.summary = RunSummary()
+        self.failed: dict[str, None] = {}
+        self.fatal: BaseException | None = None
+        self.clocked = any(g.uses_clock for g in suite.graders)
+        self.consumer: Any = None
+        self.producer: Any = None
+        self.restorer: Any = None
+        self.topic = kafka.repartition_topic if kafka.repartition else kafka.topic
+        self._last_housekeeping = 0.0
+        self._events_before = 0
+
+    # ------------------------------------------------------------ rebalances
+    async def revoked(self, tps: Any) -> None:
+        async with self.lock:
+            gone = sorted(tp.partition for tp in tps if tp.topic == self.topic)
+            for p in gone:
+                worker = self.workers.pop(p, None)
+                if worker is not None:
+                    self.parked[p] = worker
+            self._forget_partitions(set(gone))
+            if gone:
+                self.log.info("partitions_revoked", topic=self.topic, partitions=gone)
+            if self.metrics is not None:
+                self.metrics.set_ready(False)
+
+    async def assigned(self, tps: Any) -> None:
+        try:
+            async with self.lock:
+                await self._assign(tps)
+        except BaseException as exc:
+            # aiokafka logs and swallows listener errors: hand it to the loop.
+            self.fatal = exc
+            raise
+
+    async def _assign(self, tps: Any) -> None:
+        started = time.monotonic()
+        new = sorted(
+            tp.partition
+            for tp in tps
+            if tp.topic == self.topic and tp.partition not in self.workers
+        )
+        committed: dict[int, int | None] = {}
+        for tp in tps:
+            if tp.partition in new:
+                committed[tp.partition] = await self.consumer.committed(tp)
+        reuse = [
+            p
+            for p in new
+            if p in self.parked and self.parked[p].position == committed[p]
+        ]
+        fresh = [p for p in new if p not in reuse]
+        restored = await restore_partitions(
+            self.producer,
+            self.restorer,
+            self.kafka.changelog_topic,
+            fresh,
+            fingerprint=self.suite.fingerprint,
+        )
+        for p in reuse:
+            self.workers[p] = self.parked[p]
+        self.parked = {p: w for p, w in self.parked.items() if p not in new}
+        n_traces = 0
+        for p in fresh:
+            state = restored[p]
+            worker = PartitionWorker(
+                self.topic,
+                p,
+                self.suite,
+                fmt=self.options.fmt,
+                max_line_bytes=self.options.max_line_bytes,
+                samples=self.options.samples,
+                restored=state,
+            )
+            worker.position = committed[p]
+            self.workers[p] = worker
+            n_traces += len(state.state.traces)
+        for p in new:
+            for tid in self.workers[p].engine.open_traces():
+                self.owner[tid] = p
+                self.lru[(p, tid)] = None
+        if self.metrics is not None:
+            self.metrics.rebalances.inc()
+            self.metrics.restored_traces.inc(n_traces)
+            self.metrics.set_ready(True)
+        self.log.info(
+            "partitions_assigned",
+            topic=self.topic,
+            partitions=sorted(self.workers),
+            restored=fresh,
+            reused=reuse,
+            restored_traces=n_traces,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _forget_partitions(self, gone: set[int]) -> None:
+        if not gone:
+            return
+        self.owner = {t: p for t, p in self.owner.items() if p not in gone}
+        for key in [k for k in self.lru if k[0] in gone]:
+            del self.lru[key]
+
+    # ------------------------------------------------------------ grading
+    async def step(self, batches: dict[Any, list[Any]]) -> None:
+        """Grade one poll's records, then flush, checkpoint, commit."""
+        async with self.lock:
+            if self.fatal is not None:
+                raise self.fatal
+            now = time.time()
+            verdicts: list[Verdict] = []
+            touched: dict[int, set[str]] = {}
+            commits: dict[Any, int] = {}
+            records_in = 0
+            for tp, records in batches.items():
+                worker = self.workers.get(tp.partition)
+                if worker is None or tp.topic != self.topic:
+                    continue  # revoked while the poll was in flight
+                if worker.position is not None and records[0].offset < worker.position:
+                    records = [r for r in records if r.offset >= worker.position]
+                    if not records:
+                        continue
+                records_in += len(records)
+                decoded, problems = worker.decode(records)
+                names = decoded.trace_ids(worker.default_trace)
+                self._check_split(worker, names, touched)
+                out, more = worker.feed(decoded, now)
+                self._report(worker, problems + more)
+                names.update(v.trace_id for v in out)
+                self._track(worker, names)
+                touched.setdefault(tp.partition, set()).update(names)
+                verdicts.extend(out)
+                commits[tp] = decoded.end
+            verdicts.extend(self._housekeeping(now, touched))
+            await self._emit(verdicts)
+            await self._checkpoint(touched)
+            if commits:
+                await self._commit(commits)
+            self._account(records_in)
+
+    def _check_split(
+        self, worker: PartitionWorker, names: set[str], touched: dict[int, set[str]]
+    ) -> None:
+        """A trace also open or closed on another of our partitions is split:
+        both sides are tainted (error verdicts), reported once."""
+        p = worker.partition
+        owner = self.owner
+        for tid in names:
+            other = owner.get(tid)
+            if other is None or other == p:
+                others = [
+                    q
+                    for q, w in self.workers.items()
+                    if q != p and w.engine.is_closed(tid)
+                ]
+                if not others:
+                    continue
+                other = others[0]
+            reason = f"trace {tid!r} is on partitions {other} and {p} of topic {self.topic}: no partition sees all its events; producers must key records by trace id, or grade with --repartition"
+            worker.taint(tid, reason)
+            if other in self.workers:
+                self.workers[other].taint(tid, reason)
+                touched.setdefault(other, set()).add(tid)
+            if tid not in self.split:
+                self.split[tid] = f"{other},{p}"
+                if len(self.split) > SPLIT_MEMORY:
+                    self.split.popitem(last=False)
+                self.log.warning(
+                    "trace_split",
+                    topic=self.topic,
+                    trace=tid,
+                    partitions=[other, p],
+                    reason=reason,
+                )
+                if self.metrics is not None:
+                    self.metrics.split_traces.inc()
+
+    def _housekeeping(self, now: float, touched: dict[int, set[str]]) -> list[Verdict]:
+        """Clock, idle timeout, open-trace cap; keep owner/LRU maps current."""
+        out: list[Verdict] = []
+        due = now - self._last_housekeeping >= self.options.tick_interval
+        if due:
+            self._last_housekeeping = now
+        idle = self.options.idle_timeout
+        for p, worker in self.workers.items():
+            engine = worker.engine
+            fired: list[Verdict] = []
+            if due and self.clocked:
+                fired.extend(engine.tick(now))
+            if due and idle is not None:
+                expired = engine.expire(now, idle)
+                if expired and self.metrics is not None:
+                    self.metrics.expired_traces.inc(len({v.trace_id for v in expired}))
+                fired.extend(expired)
+            if fired:
+                names = {v.trace_id for v in fired}
+                touched.setdefault(p, set()).update(names)
+                self._track(worker, names)
+                out.extend(fired)
+                self._report(worker, worker.problems())
+        out.extend(self._enforce_cap(touched))
+        return out
+
+    def _track(self, worker: PartitionWorker, names: set[str]) -> None:
+        """Keep the owner map (split detection) and the LRU (cap) current."""
+        p = worker.partition
+        engine = worker.engine
+        owner, lru = self.owner, self.lru
+        for tid in names:
+            key = (p, tid)
+            if engine.is_closed(tid):
+                lru.pop(key, None)
+                if owner.get(tid) == p:
+                    del owner[tid]
+            else:
+                owner.setdefault(tid, p)
+                lru[key] = None
+                lru.move_to_end(key)
+
+    def _enforce_cap(self, touched: dict[int, set[str]]) -> list[Verdict]:
+        cap = self.kafka.max_open_traces
+        open_now = sum(w.engine.statistics().open_traces for w in self.workers.values())
+        out: list[Verdict] = []
+        while open_now > cap and self.lru:
+            (p, tid), _ = self.lru.popitem(last=False)
+            worker = self.workers.get(p)
+            if worker is None:
+                continue
+            closed = worker.engine.end_trace(tid)
+            if not closed:
+                continue
+            open_now -= 1
+            if self.owner.get(tid) == p:
+                del self.owner[tid]
+            touched.setdefault(p, set()).add(tid)
+            out.extend(closed)
+            self._report(worker, worker.problems())
+            self.log.warning(
+                "trace_evicted",
+                topic=self.topic,
+                partition=p,
+                trace=tid,
+                reason=f"--max-open-traces {cap} reached: the least recently active trace was closed early with its final verdicts",
+            )
+            if self.metrics is not None:
+                self.metrics.evicted_traces.inc()
+        return out
+
+    # ------------------------------------------------------------ durability
+    async def _emit(self, verdicts: Sequence[Verdict]) -> None:
+        if not verdicts:
+            return
+        if self.split:
+            verdicts = [self._mark_split(v) for v in verdicts]
+        counts = self.summary.verdicts
+        for v in verdicts:
+            if v.final:
+                counts[v.outcome] = counts.get(v.outcome, 0) + 1
+                if v.outcome is not Outcome.PASS:
+                    self.failed[v.trace_id] = None
+        if self.metrics is not None:
+            self.metrics.count_verdicts(verdicts)
+        self.out.send(verdicts)
+        await self.out.flush()
+
+    def _mark_split(self, v: Verdict) -> Verdict:
+        where = self.split.get(v.trace_id)
+        if where is None:
+            return v
+        meta = {**v.metadata, "kafka_split_partitions": where}
+        return msgspec.structs.replace(v, metadata=meta)
+
+    async def _checkpoint(self, touched: dict[int, set[str]]) -> None:
+        topic = self.kafka.changelog_topic
+        sends = []
+        for p, names in touched.items():
+            worker = self.workers.get(p)
+            if worker is None:
+                continue
+            for key, value in worker.changelog(names):
+                sends.append(
+                    await self.producer.send(topic, key=key, value=value, partition=p)
+                )
+        if sends:
+            await asyncio.gather(*sends)
+
+    async def _commit(self, commits: dict[Any, int]) -> None:
+        from aiokafka.errors import CommitFailedError, KafkaError
+
+        try:
+            await self.consumer.commit(commits)
+        except (CommitFailedError, KafkaError) as exc:
+            # Verdicts and state are durable; a replay re-emits identical
+            # verdicts and skips the events the state already holds.
+            self.log.warning("commit_failed", topic=self.topic, reason=str(exc))
+            return
+        if self.metrics is not None:
+            self.metrics.checkpointed()
+
+    # ------------------------------------------------------------ reporting
+    def _report(self, worker: PartitionWorker, problems: list[Problem]) -> None:
+        for pr in problems:
+            if pr.kind == "input_rejected":
+                self.summary.input_errors += 1
+                if self.metrics is not None:
+                    self.metrics.input_errors.inc()
+                self.log.warning(
+                    "input_rejected",
+                    topic=worker.topic,
+                    partition=worker.partition,
+                    offset=pr.offset,
+                    trace=pr.trace,
+                    reason=pr.reason,
+                )
+            elif pr.kind == "unanswered_calls":
+                self.log.info("calls_unanswered", trace=pr.trace, reason=pr.reason)
+            else:
+                self.summary.anomalies += 1
+                self.log.warning(
+                    "input_anomaly",
+                    topic=worker.topic,
+                    partition=worker.partition,
+                    offset=pr.offset,
+                    trace=pr.trace,
+                    kind=pr.kind,
+                    reason=pr.reason,
+                )
+
+    def _account(self, records: int) -> None:
+        m = self.metrics
+        if m is None:
+            return
+        m.progress()
+        events = self._events()
+        m.events.inc(events - self._events_before)
+        self._events_before = events
+        if records:
+            m.records.labels(self.topic).inc(records)
+        m.open_traces.set(
+            sum(w.engine.statistics().open_traces for w in self.workers.values())
+        )
+        from aiokafka.structs import TopicPartition
+
+        for p, w in self.workers.items():
+            hw = self.consumer.highwater(TopicPartition(self.topic, p))
+            if hw is not None and w.position is not None:
+                m.consumer_lag.labels(self.topic, str(p)).set(max(hw - w.position, 0))
+
+    def _events(self) -> int:
+        every = {**self.parked, **self.workers}
+        return sum(w.engine.statistics().events for w in every.values())
+
+    def finish(self) -> RunSummary:
+        every = {**self.parked, **self.workers}
+        s = self.summary
+        s.events = self._events()
+        s.traces = sum(w.engine.statistics().closed_traces for w in every.values())
+        s.failed_traces = list(self.failed)
+        return s
+
+
+async def _partitions_of(admin: Any, topic: str, bootstrap: str) -> int:
+    for _ in range(50):
+        found = await admin.describe_topics([topic])
+        for t in found:
+            if t.get("topic") == topic and t.get("error_code") == 0 and t["partitions"]:
+                return len(t["partitions"])
+        await asyncio.sleep(0.1)
+    msg = f"topic {topic!r} was not found on {bootstrap}; create it (with one partition per consumer you plan to run) or check --topic"
+    raise SourceError(msg)
+
+
+async def _ensure_topic(
+    admin: Any, topic: str, partitions: int, *, compact: bool
+) -> None:
+    from aiokafka.admin import NewTopic
+
+    configs = {"cleanup.policy": "compact"} if compact else {}
+    # Three replicas where the cluster has three brokers (the usual
+    # durability floor), fewer on a smaller one.
+    brokers = len((await admin.describe_cluster()).get("brokers") or [1])
+    replicas = min(3, max(brokers, 1))
+    await admin.create_topics(
+        [NewTopic(topic, partitions, replicas, topic_configs=configs)]
+    )
+    have = await _partitions_of(admin, topic, "the cluster")
+    if have != partitions:
+        msg = f"internal topic {topic!r} has {have} partitions but the input has {partitions}; it must match: delete it (its state is then lost) or use a new --group"
+        raise SourceError(msg)
+
+
+def runner_for(
+    kafka: KafkaOptions, *, inputs: Sequence[str]
+) -> Callable[..., Coroutine[Any, Any, RunSummary]]:
+    """The ``run`` the ``grade`` command calls instead of the local runner's."""
+    if inputs:
+        msg = f"with --kafka-bootstrap the input is topic {kafka.topic!r}; drop the INPUT arguments ({' '.join(inputs)})"
+        raise click.UsageError(msg)
+
+    async def run(
+        suite: Suite, options: RunOptions, sink: Sink, log: Any
+    ) -> RunSummary:
+        if options.state_dir is not None or options.live:
+            msg = "--state, --follow and --watch are for files; a Kafka run keeps its state in the changelog topic"
+            raise click.UsageError(msg)
+        return await run_kafka(suite, options, sink, log, kafka=kafka)
+
+    return run
+
+
+async def run_kafka(
+    suite: Suite,
+    options: RunOptions,
+    sink: Sink,
+    log: Any,
+    *,
+    kafka: KafkaOptions,
+) -> RunSummary:
+    """Grade a Kafka topic until SIGINT/SIGTERM; the summary of this process."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.abc import ConsumerRebalanceListener
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    settings = client_settings(kafka)
+    metrics = None
+    server = None
+    if kafka.metrics_port is not None:
+        from trajgrade.metrics import Metrics
+
+        metrics = Metrics()
+        server = metrics.serve(kafka.metrics_port, host=kafka.metrics_host)
+        log.info("metrics_serving", host=kafka.metrics_host, port=server.port)
+
+    admin = AIOKafkaAdminClient(**settings)
+    producer = AIOKafkaProducer(
+        acks="all",
+        linger_ms=2,
+        max_batch_size=1024 * 1024,
+        max_request_size=16 * 1024 * 1024,
+        **settings,
+    )
+    out: VerdictSink = LocalSink(sink)
+    if kafka.verdicts_topic is not None:
+        out = TopicSink(producer, kafka.verdicts_topic)
+    grader = _Grader(suite, options, kafka, out, log, metrics)
+    grader.producer = producer
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            await grader.revoked(revoked)
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            await grader.assigned(assigned)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal(signum: int, frame: Any) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            os._exit(FORCED_EXIT)
+        grader.summary.interrupted = True
+        loop.call_soon_threadsafe(stop.set)
+        loop.call_soon_threadsafe(
+            lambda: log.info("shutdown_requested", signal=signal.Signals(signum).name)
+        )
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    started: list[Any] = []
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        try:
+            for client in (admin, producer):
+                await client.start()
+                started.append(client)
+            restorer = AIOKafkaConsumer(
+                enable_auto_commit=False,
+                group_id=None,
+                max_partition_fetch_bytes=8 * 1024 * 1024,
+                **settings,
+            )
+            await restorer.start()
+            started.append(restorer)
+            grader.restorer = restorer
+            n = await _partitions_of(admin, kafka.topic, kafka.bootstrap)
+            await _ensure_topic(admin, kafka.changelog_topic, n, compact=True)
+            if kafka.repartition:
+                from trajgrade.kafka.repartition import Repartitioner
+
+                await _ensure_topic(admin, kafka.repartition_topic, n, compact=False)
+                stage = Repartitioner(kafka, producer, log)
+                tasks.append(asyncio.create_task(stage.run(stop)))
+            session_ms = int(kafka.session_timeout * 1000)
+            consumer = AIOKafkaConsumer(
+                group_id=kafka.group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=session_ms,
+                heartbeat_interval_ms=max(session_ms // 3, 100),
+                max_partition_fetch_bytes=8 * 1024 * 1024,
+                fetch_max_bytes=64 * 1024 * 1024,
+                # A broker holds an under-filled fetch this long: it bounds
+                # the produce -> verdict latency of a slow trickle.
+                fetch_max_wait_ms=FETCH_WAIT_MS,
+                **settings,
+            )
+            grader.consumer = consumer
+            consumer.subscribe([grader.topic], listener=Listener())
+            await consumer.start()
+            started.append(consumer)
+        except Exception as exc:
+            if isinstance(exc, SourceError):
+                raise
+            from aiokafka.errors import KafkaError
+
+            if isinstance(exc, KafkaError):
+                msg = f"cannot use Kafka at {kafka.bootstrap} ({exc}); check --kafka-bootstrap and the security options"
+                raise SourceError(msg) from None
+            raise
+        log.info(
+            "kafka_started",
+            bootstrap=kafka.bootstrap,
+            topic=grader.topic,
+            group=kafka.group,
+            partitions=n,
+            changelog=kafka.changelog_topic,
+            verdicts_topic=kafka.verdicts_topic,
+        )
+        while not stop.is_set():
+            batches = await consumer.getmany(
+                timeout_ms=POLL_MS, max_records=MAX_RECORDS
+            )
+            await grader.step(batches)
+            for task in tasks:
+                if task.done():
+                    task.result()  # a failed repartition stage ends the run
+        for task in tasks:
+            await task
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if metrics is not None:
+            metrics.set_ready(False)
+        for task in tasks:
+            task.cancel()
+        for client in reversed(started):
+            try:
+                await (client.close() if client is admin else client.stop())
+            except Exception as exc:
+                log.warning("client_stop_failed", reason=repr(exc))
+        if server is not None:
+            server.close()
+    if grader.fatal is not None:
+        raise grader.fatal
+    return grader.finish()

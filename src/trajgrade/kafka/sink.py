@@ -1,0 +1,78 @@
+"""Where a Kafka run's verdicts go: a topic, or the command's own sink.
+
+:class:`TopicSink` writes each verdict to ``--verdicts-topic`` with the trace
+id as key (so all of a trace's verdicts land on one partition, in order) and
+the verdict JSON as value, byte for byte what the JSONL sink writes, plus a
+``verdict-id`` header: a consumer can drop re-emitted duplicates without
+parsing the value. :meth:`flush` returns once the broker acknowledged every
+send (``acks=all``), which is what lets the runner commit input offsets.
+
+:class:`LocalSink` adapts the command's stdout sink (JSONL or pretty) to the
+same async shape; its flush is a write plus ``flush()`` of stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from trajgrade.sinks import Sink
+    from trajgrade.verdicts import Verdict
+
+__all__ = ("LocalSink", "TopicSink", "VerdictSink")
+
+
+class VerdictSink(Protocol):
+    """Verdicts out; ``flush`` returns once they are durable downstream."""
+
+    def send(self, verdicts: Sequence[Verdict]) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
+class LocalSink:
+    """The command's stdout/JSONL sink behind the async interface."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+
+    def send(self, verdicts: Sequence[Verdict]) -> None:
+        self._sink.send(verdicts)
+
+    async def flush(self) -> None:
+        self._sink.flush()
+
+
+class TopicSink:
+    """Verdicts to a Kafka topic, keyed by trace id, id in a header."""
+
+    def __init__(self, producer: Any, topic: str) -> None:
+        self._producer = producer
+        self._topic = topic
+        self._enc = msgspec.json.Encoder()
+        self._pending: list[asyncio.Future[Any]] = []
+        self._queued: list[Verdict] = []
+
+    def send(self, verdicts: Sequence[Verdict]) -> None:
+        self._queued.extend(verdicts)
+
+    async def flush(self) -> None:
+        queued, self._queued = self._queued, []
+        send = self._producer.send
+        enc = self._enc.encode
+        pending = [
+            await send(
+                self._topic,
+                key=v.trace_id.encode(),
+                value=enc(v),
+                headers=[("verdict-id", v.id.encode())],
+            )
+            for v in queued
+        ]
+        if pending:
+            await asyncio.gather(*pending)

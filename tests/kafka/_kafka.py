@@ -1,0 +1,228 @@
+"""Helpers for the Kafka tests: a small corpus, producing, consumer processes.
+
+Not a conftest (importlib mode): tests import it with a relative path trick
+in ``sys.path`` set by each test module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from trajgrade import load_suite
+from trajgrade.pipeline import grade_bytes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+POLICY = Path(str(files("trajgrade") / "examples" / "policy.yaml"))
+SESSION = Path(str(files("trajgrade") / "examples" / "session.jsonl"))
+#: Fast group joins and failure detection on the test broker (tansu holds a
+#: first join for half the session timeout).
+FAST = ("--kafka-session-timeout", "2")
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def corpus(copies: int) -> list[dict[str, Any]]:
+    """``copies`` renamed copies of the example session (two traces each,
+    ending with trace_end), interleaved event by event."""
+    base = [json.loads(line) for line in SESSION.read_text().splitlines() if line]
+    streams = [
+        [{**ev, "trace_id": f"c{i}-{ev['trace_id']}"} for ev in base]
+        for i in range(copies)
+    ]
+    out = []
+    for j in range(len(base)):
+        out.extend(s[j] for s in streams)
+    return out
+
+
+def line(ev: dict[str, Any]) -> bytes:
+    return json.dumps(ev, separators=(",", ":")).encode()
+
+
+def reference(events: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Final verdicts of batch grading the same events, by verdict id."""
+    suite = load_suite(POLICY)
+    data = b"".join(line(ev) + b"\n" for ev in events)
+    result = grade_bytes(suite, data)
+    return {
+        v.id: json.loads(msgspec.json.encode(v)) for v in result.verdicts if v.final
+    }
+
+
+async def _produce(
+    bootstrap: str,
+    topic: str,
+    items: Sequence[tuple[bytes | None, bytes | None, int | None]],
+) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futs = [
+            await producer.send(topic, key=k, value=v, partition=p) for k, v, p in items
+        ]
+        await asyncio.gather(*futs)
+    finally:
+        await producer.stop()
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    items: Sequence[tuple[bytes | None, bytes | None, int | None]],
+) -> None:
+    """Send (key, value, partition) records and wait for every ack."""
+    asyncio.run(_produce(bootstrap, topic, items))
+
+
+def keyed(
+    events: Sequence[dict[str, Any]],
+) -> list[tuple[bytes | None, bytes | None, int | None]]:
+    """Records keyed by trace id (the documented producer contract)."""
+    return [(ev["trace_id"].encode(), line(ev), None) for ev in events]
+
+
+async def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    asyncio.run(_create(bootstrap, topic, partitions))
+
+
+async def _read_topic(bootstrap: str, topic: str, count: int, wait: float) -> list[Any]:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None
+    )
+    await consumer.start()
+    out: list[Any] = []
+    try:
+        deadline = time.monotonic() + wait
+        while len(out) < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=200)
+            for records in batches.values():
+                out.extend(records)
+    finally:
+        await consumer.stop()
+    return out
+
+
+def read_topic(
+    bootstrap: str, topic: str, count: int, timeout: float = 30
+) -> list[Any]:
+    """At least ``count`` records of ``topic`` (fewer if ``timeout`` passes)."""
+    return asyncio.run(_read_topic(bootstrap, topic, count, timeout))
+
+
+class Grader:
+    """One ``python -m trajgrade grade --kafka-bootstrap ...`` process."""
+
+    def __init__(
+        self, tmp: Path, name: str, args: Sequence[str], *, config: Path = POLICY
+    ) -> None:
+        self.out_path = tmp / f"{name}.out"
+        self.err_path = tmp / f"{name}.err"
+        self._out = open(self.out_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._err = open(self.err_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "trajgrade",
+                "grade",
+                "-c",
+                str(config),
+                "--output",
+                "jsonl",
+                *FAST,
+                *args,
+            ],
+            stdout=self._out,
+            stderr=self._err,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def verdicts(self) -> list[dict[str, Any]]:
+        text = self.out_path.read_text()
+        return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+    def logs(self) -> list[dict[str, Any]]:
+        out = []
+        for x in self.err_path.read_text().splitlines():
+            try:
+                out.append(json.loads(x))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        """Signal the process by PID and wait; killed if it does not exit."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.close()
+        self._err.close()
+        return self.proc.returncode
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def finals(*graders: Grader) -> dict[str, dict[str, Any]]:
+    """Final verdicts of several processes by id; duplicates must be identical."""
+    seen: dict[str, dict[str, Any]] = {}
+    for g in graders:
+        for v in g.verdicts():
+            if not v.get("final"):
+                continue
+            old = seen.setdefault(v["id"], v)
+            assert old == v, f"verdict {v['id']} re-emitted with other content"
+    return seen
+
+
+def free_port() -> int:
+    """A free loopback TCP port."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

@@ -319,8 +319,6 @@ def grade(
         checkpoint_interval=checkpoint_interval,
     )
     extra: dict[str, Any] = {"status": status, "actions": actions}
-    if kafka is not None:  # kafka
-        extra = {}
     try:
         if status is not None:
             with status:

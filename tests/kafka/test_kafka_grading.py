@@ -370,3 +370,42 @@ def test_state_of_another_config_is_refused(
     err = second.err_path.read_text()
     assert "holds state written with another grader config" in err
     assert "use a new --group" in err
+
+
+def test_on_fail_and_fail_fast_on_a_topic(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """``--on-fail`` runs once per failed trace and ``--fail-fast`` ends the
+    consumer by itself (exit 1) once a fail is seen."""
+    topic, group = k.unique("actions"), k.unique("g")
+    k.create_topic(kafka_bootstrap, topic, 2)
+    events = k.corpus(3)
+    k.produce(kafka_bootstrap, topic, k.keyed(events))
+    failed = {
+        v["trace_id"] for v in k.reference(events).values() if v["outcome"] != "pass"
+    }
+    assert failed
+    marks = tmp_path / "failed"
+    marks.mkdir()
+    g = k.Grader(
+        tmp_path,
+        "actions",
+        [
+            "--kafka-bootstrap",
+            kafka_bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--on-fail",
+            f'touch {marks}/"$TRAJGRADE_TRACE_ID"',
+            "--fail-fast",
+        ],
+    )
+    try:
+        g.proc.wait(60)
+    finally:
+        rc = g.stop()
+    assert rc == 1
+    touched = {p.name for p in marks.iterdir()}
+    assert touched
+    assert touched <= failed
+    assert any(log.get("event") == "fail_fast" for log in g.logs())

@@ -55,6 +55,7 @@ from trajgrade.verdicts import Outcome
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
+    from trajgrade.actions import ActionOptions, Actions
     from trajgrade.config import Suite
     from trajgrade.kafka.options import KafkaOptions
     from trajgrade.kafka.partition import Problem
@@ -107,6 +108,10 @@ class _Grader:
         self.summary = RunSummary()
         self.failed: dict[str, None] = {}
         self.fatal: BaseException | None = None
+        #: On-fail actions (--on-fail, --signal, --fail-fast) and the event
+        #: that ends the run.
+        self.actions: Actions | None = None
+        self.stop: asyncio.Event | None = None
         self.clocked = any(g.uses_clock for g in suite.graders)
         self.consumer: Any = None
         self.producer: Any = None
@@ -366,6 +371,12 @@ class _Grader:
             self.metrics.count_verdicts(verdicts)
         self.out.send(verdicts)
         await self.out.flush()
+        actions = self.actions
+        if actions is not None:
+            actions.observe(verdicts)
+            if actions.stop_requested and self.stop is not None:
+                self.summary.stopped = True
+                self.stop.set()  # --fail-fast: finish this batch, commit, leave
 
     def _mark_split(self, v: Verdict) -> Verdict:
         where = self.split.get(v.trace_id)
@@ -502,12 +513,18 @@ def runner_for(
         raise click.UsageError(msg)
 
     async def run(
-        suite: Suite, options: RunOptions, sink: Sink, log: Any
+        suite: Suite,
+        options: RunOptions,
+        sink: Sink,
+        log: Any,
+        *,
+        actions: ActionOptions | None = None,
+        status: Any = None,
     ) -> RunSummary:
         if options.state_dir is not None or options.live:
             msg = "--state, --follow and --watch are for files; a Kafka run keeps its state in the changelog topic"
             raise click.UsageError(msg)
-        return await run_kafka(suite, options, sink, log, kafka=kafka)
+        return await run_kafka(suite, options, sink, log, kafka=kafka, actions=actions)
 
     return run
 
@@ -519,8 +536,10 @@ async def run_kafka(
     log: Any,
     *,
     kafka: KafkaOptions,
+    actions: ActionOptions | None = None,
 ) -> RunSummary:
-    """Grade a Kafka topic until SIGINT/SIGTERM; the summary of this process."""
+    """Grade a Kafka topic until SIGINT/SIGTERM (or ``--fail-fast``); the
+    summary of this process."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.abc import ConsumerRebalanceListener
     from aiokafka.admin import AIOKafkaAdminClient
@@ -557,6 +576,11 @@ async def run_kafka(
             await grader.assigned(assigned)
 
     stop = asyncio.Event()
+    grader.stop = stop
+    if actions is not None and actions.active:
+        from trajgrade.actions import Actions
+
+        grader.actions = Actions(actions, log, marks=suite.on_fail)
     loop = asyncio.get_running_loop()
     signals = 0
 
@@ -574,6 +598,7 @@ async def run_kafka(
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     started: list[Any] = []
     tasks: list[asyncio.Task[None]] = []
+    serving: asyncio.Task[None] | None = None
     try:
         try:
             for client in (admin, producer):
@@ -611,6 +636,8 @@ async def run_kafka(
                 **settings,
             )
             grader.consumer = consumer
+            if grader.actions is not None:
+                serving = asyncio.create_task(grader.actions.serve())
             consumer.subscribe([grader.topic], listener=Listener())
             await consumer.start()
             started.append(consumer)
@@ -640,9 +667,13 @@ async def run_kafka(
             for task in tasks:
                 if task.done():
                     task.result()  # a failed repartition stage ends the run
+        if grader.actions is not None:
+            await grader.actions.drain(grader.actions.options.on_fail_timeout + 1.0)
         for task in tasks:
             await task
     finally:
+        if serving is not None:
+            serving.cancel()
         for s, handler in previous.items():
             signal.signal(s, handler)
         if metrics is not None:

@@ -106,3 +106,16 @@ def test_http_url_for_claude_code() -> None:
     )
     assert after["hooks"]["PreToolUse"][0]["hooks"][0]["type"] == "http"
     assert after["hooks"]["SessionStart"][0]["hooks"][0]["type"] == "command"
+
+
+def test_codex_session_end_timeout_is_within_codex_limit() -> None:
+    """Codex clamps a SessionEnd hook above 3 s (with a warning in every
+    ``codex exec --json`` stream); the other events keep 30 s."""
+    from trajgrade.hooks.install import merged
+
+    hooks = merged({}, "codex", command="trajgrade hook codex -c p.yaml")["hooks"]
+    timeouts = {
+        event: groups[0]["hooks"][0]["timeout"] for event, groups in hooks.items()
+    }
+    assert timeouts.pop("SessionEnd") == 3
+    assert set(timeouts.values()) == {30}

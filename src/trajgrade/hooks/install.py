@@ -73,12 +73,20 @@ def settings_path(agent: str, *, user: bool, cwd: str | None = None) -> str:
     return os.path.join(home if user else base, folder, "settings.json")
 
 
-def _handler(agent: str, command: str | None, url: str | None) -> dict[str, Any]:
+#: Codex clamps a SessionEnd hook's timeout to this many seconds (and says
+#: so in every ``codex exec --json`` stream when it is larger).
+CODEX_SESSION_END_TIMEOUT = 3
+
+
+def _handler(
+    agent: str, command: str | None, url: str | None, event: str = ""
+) -> dict[str, Any]:
     if url is not None:
         return {"type": "http", "url": url, "timeout": 30}
     assert command is not None
     if agent == "codex":
-        return {"type": "command", "command": command, "timeout": 30}
+        timeout = CODEX_SESSION_END_TIMEOUT if event == "SessionEnd" else 30
+        return {"type": "command", "command": command, "timeout": timeout}
     if agent == "gemini":
         return {
             "type": "command",
@@ -122,7 +130,7 @@ def merged(
             if url is not None and agent == "claude-code" and event != "SessionStart"
             else None
         )
-        handler = _handler(agent, command, use_url)
+        handler = _handler(agent, command, use_url, event)
         groups = [dict(g) if isinstance(g, dict) else g for g in hooks.get(event) or []]
         placed = False
         for g in groups:

@@ -324,7 +324,7 @@ class _Run:
         inputs = self.inputs
         async for piece in live.pieces():
             if type(piece) is Data:
-                self.take(inputs[piece.path], piece.data)
+                self.take(inputs[_key(piece.path)], piece.data)
                 await self.maybe_checkpoint()
             elif type(piece) is Opened:
                 self.opened(piece)

@@ -1,0 +1,462 @@
+"""Live local files: ``--follow FILE…`` (``tail -F``) and ``--watch DIR --glob``.
+
+:class:`LiveFiles` turns growing files into a stream of :mod:`pieces
+<trajgrade.sources.pieces>`: ``Opened`` / ``Data`` / ``Closed`` per path, with
+the file identity and byte offsets a checkpoint needs.
+
+Design:
+
+* **One task for everything.** A single loop waits on one change notifier
+  (:mod:`~trajgrade.sources._notify`: ``inotify`` on Linux) and then services
+  only the paths it names; thousands of watched files cost no tasks and no
+  wakeups while quiet. After ``poll_interval`` seconds without notifications
+  (or when the notifier lost events) every path is re-checked and every
+  watched directory re-listed, so a missed notification costs at most that.
+* **Bytes, not lines.** Each service reads the file to its current end with
+  ``pread`` at the tracked offset and passes the bytes on as they are;
+  partial last lines are the decoder's business. Offsets are ours, never the
+  descriptor's, so nothing is read twice or skipped.
+* **``tail -F`` rules**, checked whenever a path is serviced (``_check_current``):
+  the path names another file → drain the old one, ``Closed("rotated")``,
+  read the new one from 0; the path is gone → drain, ``Closed("deleted")``
+  (``"rotated"`` if the file still has a name elsewhere), and for ``--follow``
+  paths wait for it to come back; the file shrank below our offset
+  (copytruncate) → ``Closed("truncated")`` and read it again from 0.
+* **Bounded descriptors.** ``--follow`` files stay open (a renamed file can
+  still be drained). Files found by ``--watch`` are closed again when more
+  than :data:`MAX_OPEN_WATCHED` are open; the next change reopens them and
+  the file identity tells "same file, further on" from "replaced".
+* **Symlinks.** A followed symlink is read through; the directory of its
+  target is watched too, so appends to the target arrive at once, and a link
+  pointed at another file counts as a rotation.
+
+Truncation is noticed when the file is shorter than our offset (what ``tail
+-F`` checks) or when the last 64 bytes we read before the offset changed, so a
+file truncated and at once rewritten past the old offset is caught too, unless
+the new content repeats those 64 bytes exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import TYPE_CHECKING, Any, Final
+
+from trajgrade.errors import Location, SourceError
+from trajgrade.sources._glob import Glob
+from trajgrade.sources._notify import Notifier, open_notifier
+from trajgrade.sources.pieces import Closed, Data, FileId, Opened, Piece
+from trajgrade.sources.stream import CHUNK_BYTES
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+
+# The piece types are re-exported here: the runner imports them with LiveFiles.
+__all__ = (
+    "MAX_OPEN_WATCHED",
+    "Closed",
+    "Data",
+    "FileId",
+    "LiveFiles",
+    "Opened",
+    "Piece",
+)
+
+#: Descriptors kept open for ``--watch`` files; the least recently active
+#: beyond this are closed and reopened on their next change.
+MAX_OPEN_WATCHED: Final = 128
+_GONE: Final = (FileNotFoundError, NotADirectoryError)
+#: Bytes before the read offset compared on every check (see ``_truncated``).
+_MARK_BYTES: Final = 64
+
+
+class _Tail:
+    """One followed path and the file currently read through it."""
+
+    __slots__ = ("complained", "fd", "file", "given", "mark", "offset", "path", "real")
+
+    def __init__(self, path: str, real: str, *, given: bool) -> None:
+        self.path = path  # as reported in pieces
+        self.real = real  # absolute, for I/O and notifications
+        self.given = given  # --follow: wait for it when it is missing
+        self.fd: int | None = None
+        self.file: FileId | None = None  # the file being read, open or parked
+        self.offset = 0
+        self.mark = b""  # the last bytes before offset, to notice a rewrite
+        self.complained: str | None = None  # the problem logged last, once each
+
+
+class _Root:
+    """A ``--watch`` directory and its pattern."""
+
+    __slots__ = ("glob", "path", "real")
+
+    def __init__(self, path: str, real: str, glob: Glob) -> None:
+        self.path = path
+        self.real = real
+        self.glob = glob
+
+
+class LiveFiles:
+    """Follow files and watch directories; yield :data:`Piece` s until cancelled.
+
+    Bad arguments (a ``--follow`` path that is a directory or unreadable, a
+    ``--watch`` directory that does not exist) raise :class:`SourceError` here,
+    before anything is read. Problems that appear later (a file replaced by a
+    directory, permissions changed) are logged and the path keeps being
+    watched.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str] = (),
+        watch: Sequence[tuple[str, str]] = (),
+        *,
+        start: Mapping[str, tuple[FileId, int]] | None = None,
+        poll_interval: float = 1.0,
+        log: Any = None,
+        backend: str | None = None,
+    ) -> None:
+        self._poll_interval = poll_interval
+        self._log = log
+        self._backend = backend
+        self._start = dict(start or {})
+        self._tails: dict[str, _Tail] = {}  # by real path; insertion = activity order
+        self._roots = [_root(path, pattern) for path, pattern in watch]
+        self._dirs: dict[str, tuple[_Root, int]] = {}  # watched dir -> (root, depth)
+        self._notifier: Notifier | None = None
+        self._closed = False
+        self._warned_unwatched = False
+        self._watched_open = 0  # descriptors open for --watch files
+        self._aliases: dict[str, _Tail] = {}  # symlink targets -> their tail
+        for path in paths:
+            real = _check_follow(path)
+            self._tails.setdefault(real, _Tail(path, real, given=True))
+
+    async def pieces(self) -> AsyncIterator[Piece]:
+        """Yield pieces as files change; runs until cancelled."""
+        if self._closed:
+            msg = "this LiveFiles was closed; create a new one"
+            raise SourceError(msg)
+        notifier = self._notifier = open_notifier(backend=self._backend)
+        self._info("follow_started", notifier=notifier.name)
+        try:
+            self._watch_parents()
+            for root in self._roots:
+                self._add_dir(root, root.real, 0)
+            dirty = list(self._tails.values())
+            while True:
+                for tail in dirty:
+                    for piece in self._service(tail):
+                        yield piece
+                self._park_idle()
+                changed = await notifier.wait(self._poll_interval)
+                dirty = self._resolve(changed)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close every descriptor and the notifier (idempotent)."""
+        self._closed = True
+        for tail in self._tails.values():
+            _close(tail)
+        self._watched_open = 0
+        if self._notifier is not None:
+            self._notifier.close()
+            self._notifier = None
+
+    # ------------------------------------------------------------ discovery
+
+    def _watch_parents(self) -> None:
+        assert self._notifier is not None
+        for tail in list(self._tails.values()):
+            if tail.given:
+                self._watch_dir(os.path.dirname(tail.real))
+
+    def _watch_dir(self, real: str) -> None:
+        assert self._notifier is not None
+        if self._notifier.add_dir(real) or self._notifier.name == "poll":
+            return
+        if not self._warned_unwatched and os.path.isdir(real):
+            self._warned_unwatched = True  # once: past the limit, every dir fails
+            if self._log is not None:
+                self._log.warning(
+                    "follow_unwatched",
+                    directory=real,
+                    problem="no change notifications (inotify watch limit? "
+                    "see /proc/sys/fs/inotify/max_user_watches)",
+                    fallback=f"re-checked every {self._poll_interval} s",
+                )
+
+    def _add_dir(self, root: _Root, real: str, depth: int) -> list[_Tail]:
+        """Watch ``real`` (and the subdirectories the glob can reach); new matching files."""
+        assert self._notifier is not None
+        found: list[_Tail] = []
+        if real not in self._dirs:
+            self._dirs[real] = (root, depth)
+            self._watch_dir(real)
+        try:
+            entries = list(os.scandir(real))
+        except OSError:
+            return found
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if depth < root.glob.max_depth:
+                    found += self._add_dir(root, entry.path, depth + 1)
+            elif (tail := self._discover(root, entry.path)) is not None:
+                found.append(tail)
+        return found
+
+    def _discover(self, root: _Root, real: str) -> _Tail | None:
+        """A new tail for ``real`` if it is under ``root``, matches, and is new."""
+        if real in self._tails:
+            return None
+        rel = os.path.relpath(real, root.real).replace(os.sep, "/")
+        if rel.startswith("../") or not root.glob.match(rel):
+            return None
+        tail = _Tail(os.path.join(root.path, rel), real, given=False)
+        self._tails[real] = tail
+        return tail
+
+    def _resolve(self, changed: set[str] | None) -> list[_Tail]:
+        """The tails to service for a set of changed paths (None: all of them)."""
+        if changed is None:
+            self._watch_parents()
+            for real, (root, depth) in list(self._dirs.items()):
+                if not os.path.isdir(real):
+                    self._drop_dir(real)
+                else:
+                    self._add_dir(root, real, depth)
+            return list(self._tails.values())
+        dirty: dict[str, _Tail] = {}
+        for path in sorted(changed):
+            tail = self._tails.get(path) or self._aliases.get(path)
+            if tail is not None:
+                dirty[path] = tail
+                continue
+            if path in self._dirs:
+                if not os.path.isdir(path):
+                    self._drop_dir(path)
+                continue
+            parent = self._dirs.get(os.path.dirname(path))
+            if parent is None:
+                continue
+            root, depth = parent
+            if os.path.isdir(path):
+                if depth < root.glob.max_depth:
+                    for found in self._add_dir(root, path, depth + 1):
+                        dirty[found.real] = found
+            elif (new := self._discover(root, path)) is not None:
+                dirty[path] = new
+        return list(dirty.values())
+
+    def _drop_dir(self, real: str) -> None:
+        self._dirs.pop(real, None)
+        if self._notifier is not None:
+            self._notifier.discard_dir(real)
+
+    # ------------------------------------------------------------ reading
+
+    def _service(self, tail: _Tail) -> Iterator[Piece]:
+        """Read ``tail`` to its end, handling rotation, truncation and deletion."""
+        was_open = tail.fd is not None
+        try:
+            yield from self._check_or_open(tail)
+        finally:
+            if not tail.given:
+                self._watched_open += (tail.fd is not None) - was_open
+
+    def _check_or_open(self, tail: _Tail) -> Iterator[Piece]:
+        if tail.file is not None:
+            yield from self._check_current(tail)
+        if tail.file is None and tail.real in self._tails:
+            yield from self._open(tail)
+        if tail.fd is not None:
+            # Most recently active last: parking closes from the front.
+            self._tails[tail.real] = self._tails.pop(tail.real)
+
+    def _check_current(self, tail: _Tail) -> Iterator[Piece]:
+        assert tail.file is not None
+        try:
+            now: os.stat_result | None = os.stat(tail.real)
+        except _GONE:
+            now = None
+        except OSError:
+            return  # e.g. a parent lost its permissions: try again later
+        if now is not None and FileId.of(now) == tail.file:
+            if tail.fd is None and (
+                now.st_size == tail.offset or not self._reopen(tail)
+            ):
+                return  # parked and unchanged (the cheap re-check), or replaced
+            if _truncated(tail):
+                self._info("follow_truncated", path=tail.path, offset=tail.offset)
+                yield Closed(tail.path, "truncated")
+                tail.offset, tail.mark = 0, b""
+                yield Opened(tail.path, tail.file, 0)
+            yield from _drain(tail)
+            return
+        # The path is gone or names another file: finish the old one.
+        reason = "rotated" if now is not None else "deleted"
+        if tail.fd is not None:
+            yield from _drain(tail)
+            if now is None and os.fstat(tail.fd).st_nlink > 0:
+                reason = "rotated"  # renamed away; the new file is not there yet
+        self._info(f"follow_{reason}", path=tail.path, offset=tail.offset)
+        _close(tail)
+        tail.file = None
+        yield Closed(tail.path, reason)
+        if now is None and not tail.given:
+            del self._tails[tail.real]
+
+    def _reopen(self, tail: _Tail) -> bool:
+        """Reopen a parked file; False if the path now names something else."""
+        try:
+            fd = os.open(tail.real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return False
+        if FileId.of(os.fstat(fd)) != tail.file:
+            os.close(fd)  # replaced in between: the next check sees it
+            return False
+        tail.fd = fd
+        return True
+
+    def _open(self, tail: _Tail) -> Iterator[Piece]:
+        try:
+            fd = os.open(tail.real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except _GONE:
+            if tail.given and tail.complained != "missing":
+                tail.complained = "missing"
+                self._info("follow_waiting", path=tail.path)
+            if not tail.given:
+                self._tails.pop(tail.real, None)
+            return
+        except OSError as exc:
+            self._complain(tail, f"cannot open: {exc.strerror or exc}")
+            return
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            self._complain(tail, "not a regular file")
+            return
+        tail.complained = None
+        tail.fd, tail.file, tail.offset, tail.mark = fd, FileId.of(st), 0, b""
+        target = os.path.realpath(tail.real)
+        if target != tail.real:
+            # A symlink (current.log -> run-7.log): writes show up in the
+            # target's directory, under the target's name.
+            self._aliases[target] = tail
+            self._watch_dir(os.path.dirname(target))
+        # ``start`` may be keyed by the path as given or by its absolute form.
+        resume = self._start.pop(tail.path, None) or self._start.pop(tail.real, None)
+        if resume is not None:
+            if resume[0] == tail.file and 0 <= resume[1] <= st.st_size:
+                tail.offset = resume[1]
+                start = max(tail.offset - _MARK_BYTES, 0)
+                tail.mark = os.pread(fd, tail.offset - start, start)
+            else:
+                self._info("follow_resume_from_start", path=tail.path)
+        yield Opened(tail.path, tail.file, tail.offset)
+        yield from _drain(tail)
+
+    def _park_idle(self) -> None:
+        """Close the least recently active ``--watch`` files beyond the cap."""
+        excess = self._watched_open - MAX_OPEN_WATCHED
+        if excess <= 0:
+            return
+        for tail in self._tails.values():  # least recently active first
+            if tail.fd is not None and not tail.given:
+                _close(tail)  # tail.file stays: reopened and checked on its next change
+                excess -= 1
+                if excess == 0:
+                    break
+        self._watched_open = MAX_OPEN_WATCHED
+
+    # ------------------------------------------------------------ logging
+
+    def _info(self, event: str, **kv: Any) -> None:
+        if self._log is not None:
+            self._log.info(event, **kv)
+
+    def _complain(self, tail: _Tail, problem: str) -> None:
+        if tail.complained != problem:
+            tail.complained = problem
+            if self._log is not None:
+                self._log.error("follow_unreadable", path=tail.path, problem=problem)
+
+
+def _drain(tail: _Tail) -> Iterator[Data]:
+    fd = tail.fd
+    assert fd is not None
+    while chunk := os.pread(fd, CHUNK_BYTES, tail.offset):
+        tail.offset += len(chunk)
+        tail.mark = (tail.mark + chunk[-_MARK_BYTES:])[-_MARK_BYTES:]
+        yield Data(tail.path, chunk, tail.offset)
+
+
+def _truncated(tail: _Tail) -> bool:
+    """Whether the open file no longer holds what we read before ``offset``.
+
+    Shorter than the offset is the usual sign; the last bytes we read having
+    changed also catches a file truncated and rewritten past the offset
+    before we looked (a writer that truncates and appends at once).
+    """
+    fd = tail.fd
+    assert fd is not None
+    if os.fstat(fd).st_size < tail.offset:
+        return True
+    mark = tail.mark
+    return bool(mark) and os.pread(fd, len(mark), tail.offset - len(mark)) != mark
+
+
+def _close(tail: _Tail) -> None:
+    if tail.fd is not None:
+        os.close(tail.fd)
+        tail.fd = None
+
+
+def _check_follow(path: str) -> str:
+    """The absolute path to read ``path`` at; an error if it cannot be followed."""
+    real = os.path.abspath(os.path.expanduser(path))
+    where = Location(file=path)
+    try:
+        st = os.stat(real)
+    except _GONE:
+        return real  # waited for
+    except OSError as exc:
+        msg = (
+            f"cannot follow: {exc.strerror or exc}; check the path and its permissions"
+        )
+        raise SourceError(msg, location=where) from None
+    if stat.S_ISDIR(st.st_mode):
+        msg = (
+            "is a directory; follow files inside it, or use --watch DIR --glob PATTERN"
+        )
+        raise SourceError(msg, location=where)
+    if not stat.S_ISREG(st.st_mode):
+        msg = "is not a regular file; --follow reads growing log files (pipe a stream to stdin instead)"
+        raise SourceError(msg, location=where)
+    try:
+        os.close(os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK))
+    except OSError as exc:
+        msg = f"cannot read: {exc.strerror or exc}; check its permissions"
+        raise SourceError(msg, location=where) from None
+    return real
+
+
+def _root(path: str, pattern: str) -> _Root:
+    real = os.path.abspath(os.path.expanduser(path))
+    where = Location(file=path)
+    if not os.path.exists(real):
+        msg = "watched directory does not exist; create it or fix the --watch path"
+        raise SourceError(msg, location=where)
+    if not os.path.isdir(real):
+        msg = "is not a directory; --watch takes a directory (use --follow for a file)"
+        raise SourceError(msg, location=where)
+    if not os.access(real, os.R_OK | os.X_OK):
+        msg = "cannot list the watched directory; check its permissions"
+        raise SourceError(msg, location=where)
+    return _Root(path, real, Glob(pattern))

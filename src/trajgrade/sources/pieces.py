@@ -1,0 +1,71 @@
+"""What a live file source yields: the bytes of files, and where they restart.
+
+A live source reads files that grow, get rotated, truncated or deleted while it
+reads them. The runner needs more than bytes: it needs to know *which file*
+(device and inode, so a checkpoint can tell "the same file, further on" from "a
+new file at the same path") and *where* in it each chunk ends (the byte offset
+a checkpoint records). These small frozen Structs carry exactly that, per path:
+
+* :class:`Opened`: reading of ``path`` (re)starts in ``file`` at ``offset``;
+* :class:`Data`: the next raw bytes of that file (they may end mid-line: the
+  decoder holds partial lines) and the offset just after them;
+* :class:`Closed`: that file is done (rotated, truncated, deleted, or the end
+  of input in finite mode).
+
+Per path, an ``Opened`` comes before its ``Data``, ``Data`` pieces are
+contiguous (each ``end`` is the previous ``end`` plus ``len(data)``), and a
+``Closed`` comes before the next ``Opened``. Different paths interleave freely.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+import msgspec
+
+if TYPE_CHECKING:
+    import os
+
+__all__ = ("CloseReason", "Closed", "Data", "FileId", "Opened", "Piece")
+
+#: Why reading a file stopped.
+CloseReason: TypeAlias = Literal["rotated", "truncated", "deleted", "end"]
+
+
+class FileId(msgspec.Struct, frozen=True, array_like=True):
+    """A file's identity (not its name): device and inode numbers."""
+
+    dev: int
+    ino: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileId:
+        """The identity of the file ``st`` describes."""
+        return cls(st.st_dev, st.st_ino)
+
+
+class Opened(msgspec.Struct, frozen=True):
+    """Reading of ``path`` (re)starts: ``file`` is read from byte ``offset``."""
+
+    path: str
+    file: FileId
+    offset: int
+
+
+class Data(msgspec.Struct, frozen=True):
+    """The next bytes of the file open at ``path``; ``end`` is the offset after them."""
+
+    path: str
+    data: bytes
+    end: int
+
+
+class Closed(msgspec.Struct, frozen=True):
+    """The file open at ``path`` is done; ``reason`` says why."""
+
+    path: str
+    reason: str
+
+
+#: One item of a live source's stream.
+Piece: TypeAlias = Opened | Data | Closed

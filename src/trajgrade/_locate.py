@@ -15,14 +15,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 import msgspec
-import yaml
 
 from trajgrade.errors import ConfigError, Location
 
 __all__ = (
     "Locate",
     "Path",
-    "YamlLoader",
     "convert_all",
     "duplicate_keys",
     "line_map",
@@ -32,6 +30,7 @@ __all__ = (
     "render",
     "validation_error",
     "yaml_line",
+    "yaml_loader",
 )
 
 Path = tuple[str | int, ...]
@@ -167,15 +166,20 @@ def render(path: Path) -> str:
     return out
 
 
-class YamlLoader(yaml.SafeLoader):
-    """SafeLoader; the C loader is used for data when PyYAML was built with it."""
+def yaml_loader() -> Any:
+    """PyYAML's safe loader (the C one when PyYAML was built with it).
 
+    PyYAML is imported here, not at module import: a cached, already
+    validated config (the hook path) never needs it.
+    """
+    import yaml
 
-if hasattr(yaml, "CSafeLoader"):
-    YamlLoader = yaml.CSafeLoader  # type: ignore[misc, assignment]
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def line_map(text: str) -> dict[Path, int]:
+    import yaml
+
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
@@ -222,6 +226,8 @@ def duplicate_keys(text: str) -> list[tuple[Path, int, int]]:
     YAML keeps only the last value of a repeated key, so a second ``graders:``
     block would silently replace the first; the loader reports these instead.
     """
+    import yaml
+
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:

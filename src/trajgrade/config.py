@@ -25,13 +25,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
-import yaml
 
 from trajgrade._locate import (
     Path as _Path,
 )
 from trajgrade._locate import (
-    YamlLoader,
     convert_all,
     duplicate_keys,
     line_map,
@@ -40,6 +38,7 @@ from trajgrade._locate import (
     relocate,
     render,
     yaml_line,
+    yaml_loader,
 )
 from trajgrade.errors import ConfigError, ConfigErrors, Location
 from trajgrade.graders import BuildContext, Grader, lookup
@@ -202,10 +201,14 @@ def decode_config(
     in single entries are kept in ``problems`` and raised by ``compile_suite``
     together with the graders' own errors.
     """
+    import yaml
+
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     lines = line_map(text)
     try:
-        doc = msgspec.json.decode(text) if json else yaml.load(text, Loader=YamlLoader)
+        doc = (
+            msgspec.json.decode(text) if json else yaml.load(text, Loader=yaml_loader())
+        )
     except (msgspec.DecodeError, UnicodeDecodeError, yaml.YAMLError) as exc:
         line = yaml_line(exc)
         msg = f"not valid {'JSON' if json else 'YAML'}: {one_line(exc)}; fix the syntax"

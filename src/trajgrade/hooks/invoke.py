@@ -151,7 +151,7 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         if not isinstance(session, str) or not session:
             msg = "the hook payload has no string `session_id`"
             raise ValueError(msg)
-        suite = _suite(opts)
+        suite = _suite(opts, state_dir)
     except _BadConfig as exc:
         text = str(exc)
         log.write("error", "config_error", agent=agent, error=text)
@@ -232,14 +232,16 @@ class _BadConfig(Exception):
     pass
 
 
-def _suite(opts: HookOptions) -> Suite:
-    from trajgrade.config import load_suite
+def _suite(opts: HookOptions, state_dir: str) -> Suite:
     from trajgrade.errors import ConfigError, ConfigErrors
     from trajgrade.graders import BuildContext
+    from trajgrade.hooks.config_cache import load_suite_cached
 
     assert opts.config is not None
     try:
-        return load_suite(opts.config, context=BuildContext(allow_code=opts.allow_code))
+        return load_suite_cached(
+            opts.config, state_dir, BuildContext(allow_code=opts.allow_code)
+        )
     except ConfigErrors as exc:
         raise _BadConfig("; ".join(str(e) for e in exc.errors)) from None
     except ConfigError as exc:

@@ -1,0 +1,76 @@
+"""The decoded policy, cached between hook invocations.
+
+A cold hook process pays for every import on the agent's critical path;
+parsing the YAML policy (PyYAML's import alone is ~20 ms here) is the one
+piece that gives the same answer every time. The first invocation that
+reads a policy without problems stores its decoded form (a
+:class:`~trajgrade.config.SuiteConfig`, as msgpack) under the state
+directory, keyed by the policy's real path, size, modification time and
+trajgrade's version; later invocations decode that and compile it, without
+importing PyYAML. Any change to the file gives another key. A cache file
+that cannot be read is ignored and rewritten; a policy with problems is never
+cached, so its errors keep being reported with their lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import TYPE_CHECKING
+
+import msgspec
+
+if TYPE_CHECKING:
+    from trajgrade.config import Suite
+    from trajgrade.graders import BuildContext
+
+__all__ = ("load_suite_cached",)
+
+
+def load_suite_cached(path: str, state_dir: str, context: BuildContext) -> Suite:
+    """``load_suite(path)``, with the decoded config cached under ``state_dir``."""
+    from trajgrade._version import __version__
+    from trajgrade.config import SuiteConfig, compile_suite, load_config
+
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return _load(path, context)  # let the loader report it, located
+    key = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{__version__}".encode()
+    name = hashlib.blake2b(key, digest_size=12).hexdigest()
+    cache = os.path.join(state_dir, "config-cache", f"{name}.msgpack")
+    try:
+        with open(cache, "rb") as f:
+            config = msgspec.msgpack.decode(f.read(), type=SuiteConfig)
+    except (OSError, msgspec.DecodeError):
+        config = None
+    if config is not None:
+        if context.base_dir is None:
+            context.base_dir = config.base_dir
+        return compile_suite(config, context=context)
+    config = load_config(path)
+    if context.base_dir is None:
+        context.base_dir = config.base_dir
+    suite = compile_suite(config, context=context)
+    if not config.problems:
+        _store(cache, msgspec.structs.replace(config, lines={}))
+    return suite
+
+
+def _load(path: str, context: BuildContext) -> Suite:
+    from trajgrade.config import load_suite
+
+    return load_suite(path, context=context)
+
+
+def _store(cache: str, config: object) -> None:
+    """Write atomically; a cache that cannot be written is only a slower start."""
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        tmp = f"{cache}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(msgspec.msgpack.encode(config))
+        os.replace(tmp, cache)
+    except OSError:
+        pass

@@ -20,11 +20,13 @@ several source partitions is ordered as the records reach this stage
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from trajgrade.formats import sniff_trace_id
 from trajgrade.kafka.options import client_settings
+from trajgrade.kafka.sink import CLOSE_TIMEOUT, acked
 
 if TYPE_CHECKING:
     from trajgrade.kafka.options import KafkaOptions
@@ -53,7 +55,7 @@ class Repartitioner:
         #: Records copied so far.
         self.copied = 0
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: anyio.Event) -> None:
         """Copy until ``stop`` is set; commit only what was acknowledged."""
         from aiokafka import AIOKafkaConsumer
 
@@ -90,7 +92,10 @@ class Repartitioner:
                         )
                     commits[tp] = records[-1].offset + 1
                     self.copied += len(records)
-                await asyncio.gather(*sends)
+                await acked(sends)
                 await consumer.commit(commits)
         finally:
-            await consumer.stop()
+            # Leave the group even when the run is cancelled (bounded: a
+            # dead broker must not hold the exit).
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                await consumer.stop()

@@ -1,6 +1,7 @@
 """The Kafka run: poll, grade, flush, checkpoint, commit; survive rebalances.
 
-One asyncio task owns every engine. Each loop iteration takes a batch from
+One task owns every engine (anyio, on the asyncio backend: aiokafka is
+asyncio-only). Each loop iteration takes a batch from
 ``getmany`` and, under one lock shared with the rebalance listener:
 
 1. decodes each partition's records and feeds its engine (one engine per
@@ -10,9 +11,12 @@ One asyncio task owns every engine. Each loop iteration takes a batch from
    ``--max-open-traces`` cap;
 3. writes the verdicts and waits until they are flushed (stdout) or
    acknowledged (``--verdicts-topic``);
-4. then writes the changed traces' state to the changelog and waits for
-   the acknowledgements;
-5. then commits the input offsets of the batch.
+4. then writes the changed traces' state to the changelog;
+5. once those writes are acknowledged, commits the input offsets of the
+   batch. Step 5 runs in the background while the next batch is graded
+   (the broker's round trips overlap the grading instead of adding to it);
+   the next batch waits for it before it schedules its own, so commits stay
+   in order and at most one batch is unsettled.
 
 That order is the delivery guarantee: an offset is committed only when
 everything it caused is durable, and state is written only after its
@@ -41,6 +45,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
 import click
 import msgspec
 
@@ -48,12 +53,14 @@ from trajgrade.errors import SourceError
 from trajgrade.kafka.changelog import restore_partitions
 from trajgrade.kafka.options import client_settings
 from trajgrade.kafka.partition import PartitionWorker
-from trajgrade.kafka.sink import LocalSink, TopicSink
+from trajgrade.kafka.sink import CLOSE_TIMEOUT, LocalSink, TopicSink, acked
 from trajgrade.runner import FORCED_EXIT, RunSummary
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Sequence
+
+    from anyio.abc import TaskGroup
 
     from trajgrade.actions import ActionOptions, Actions
     from trajgrade.config import Suite
@@ -97,7 +104,9 @@ class _Grader:
         self.out = out
         self.log = log
         self.metrics = metrics
-        self.lock = asyncio.Lock()
+        # Shared with the rebalance listener, which aiokafka runs in its own
+        # coordinator task (an asyncio task; anyio's lock serves any task).
+        self.lock = anyio.Lock()
         self.workers: dict[int, PartitionWorker] = {}
         self.parked: dict[int, PartitionWorker] = {}
         #: Open trace -> the partition it is graded on (split detection).
@@ -111,10 +120,14 @@ class _Grader:
         #: On-fail actions (--on-fail, --signal, --fail-fast) and the event
         #: that ends the run.
         self.actions: Actions | None = None
-        self.stop: asyncio.Event | None = None
+        self.stop: anyio.Event | None = None
         self.clocked = any(g.uses_clock for g in suite.graders)
         self.consumer: Any = None
         self.producer: Any = None
+        #: Runs the batches' settling (changelog acks, then commit).
+        self.tg: TaskGroup | None = None
+        #: Set once the last scheduled batch is settled (None: nothing pending).
+        self._settling: anyio.Event | None = None
         self.restorer: Any = None
         self.topic = kafka.repartition_topic if kafka.repartition else kafka.topic
         self._last_housekeeping = 0.0
@@ -123,6 +136,8 @@ class _Grader:
     # ------------------------------------------------------------ rebalances
     async def revoked(self, tps: Any) -> None:
         async with self.lock:
+            # The batch in flight commits before its partitions move.
+            await self.settled()
             gone = sorted(tp.partition for tp in tps if tp.topic == self.topic)
             for p in gone:
                 worker = self.workers.pop(p, None)
@@ -212,7 +227,7 @@ class _Grader:
 
     # ------------------------------------------------------------ grading
     async def step(self, batches: dict[Any, list[Any]]) -> None:
-        """Grade one poll's records, then flush, checkpoint, commit."""
+        """Grade one poll's records, flush, checkpoint; commit in the background."""
         async with self.lock:
             if self.fatal is not None:
                 raise self.fatal
@@ -242,10 +257,33 @@ class _Grader:
                 commits[tp] = decoded.end
             verdicts.extend(self._housekeeping(now, touched))
             await self._emit(verdicts)
-            await self._checkpoint(touched)
+            sends = await self._checkpoint(touched)
+            await self.settled()
+            if sends or commits:
+                assert self.tg is not None, "run_kafka sets the task group"
+                done = anyio.Event()
+                self._settling = done
+                self.tg.start_soon(self._settle, sends, commits, done)
+            self._account(records_in)
+
+    async def settled(self) -> None:
+        """Wait until the last graded batch is committed (or its commit failed
+        and was logged)."""
+        if self._settling is not None:
+            await self._settling.wait()
+            self._settling = None
+
+    async def _settle(
+        self, sends: list[Awaitable[Any]], commits: dict[Any, int], done: anyio.Event
+    ) -> None:
+        """Commit a batch's offsets once its state is acknowledged. A failed
+        state write raises here and so ends the run (uncommitted: replayed)."""
+        try:
+            await acked(sends)
             if commits:
                 await self._commit(commits)
-            self._account(records_in)
+        finally:
+            done.set()
 
     def _check_split(
         self, worker: PartitionWorker, names: set[str], touched: dict[int, set[str]]
@@ -385,7 +423,8 @@ class _Grader:
         meta = {**v.metadata, "kafka_split_partitions": where}
         return msgspec.structs.replace(v, metadata=meta)
 
-    async def _checkpoint(self, touched: dict[int, set[str]]) -> None:
+    async def _checkpoint(self, touched: dict[int, set[str]]) -> list[Awaitable[Any]]:
+        """Queue the touched traces' state; the acknowledgements to await."""
         topic = self.kafka.changelog_topic
         sends = []
         for p, names in touched.items():
@@ -396,8 +435,7 @@ class _Grader:
                 sends.append(
                     await self.producer.send(topic, key=key, value=value, partition=p)
                 )
-        if sends:
-            await asyncio.gather(*sends)
+        return sends
 
     async def _commit(self, commits: dict[Any, int]) -> None:
         from aiokafka.errors import CommitFailedError, KafkaError
@@ -474,13 +512,27 @@ class _Grader:
         return s
 
 
+def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one error inside task groups' wrapping (so a :class:`SourceError`
+    reaches the command as itself), or the group when there are several."""
+    leaves: list[BaseException] = []
+    todo: list[BaseException] = [group]
+    while todo:
+        exc = todo.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            todo.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 else group
+
+
 async def _partitions_of(admin: Any, topic: str, bootstrap: str) -> int:
     for _ in range(50):
         found = await admin.describe_topics([topic])
         for t in found:
             if t.get("topic") == topic and t.get("error_code") == 0 and t["partitions"]:
                 return len(t["partitions"])
-        await asyncio.sleep(0.1)
+        await anyio.sleep(0.1)
     msg = f"topic {topic!r} was not found on {bootstrap}; create it (with one partition per consumer you plan to run) or check --topic"
     raise SourceError(msg)
 
@@ -557,7 +609,7 @@ async def run_kafka(
     admin = AIOKafkaAdminClient(**settings)
     producer = AIOKafkaProducer(
         acks="all",
-        linger_ms=2,
+        linger_ms=0,
         max_batch_size=1024 * 1024,
         max_request_size=16 * 1024 * 1024,
         **settings,
@@ -575,30 +627,36 @@ async def run_kafka(
         async def on_partitions_assigned(self, assigned: Any) -> None:
             await grader.assigned(assigned)
 
-    stop = asyncio.Event()
+    stop = anyio.Event()
     grader.stop = stop
     if actions is not None and actions.active:
         from trajgrade.actions import Actions
 
         grader.actions = Actions(actions, log, marks=suite.on_fail)
+    # The signal handler is a plain one, not the event loop's (as in the file
+    # runner): it also runs while the loop is blocked (a stalled stdout), so a
+    # second signal always exits at once. The first is handed to the loop
+    # with call_soon_threadsafe: anyio has no non-blocking "call in the loop"
+    # for a signal handler (from_thread.run_sync waits for the result, which
+    # would deadlock on the loop's own thread), and anyio.open_signal_receiver
+    # uses the loop's handlers, which cannot force the second-signal exit.
     loop = asyncio.get_running_loop()
     signals = 0
+
+    def interrupt(signum: int) -> None:
+        grader.summary.interrupted = True
+        log.info("shutdown_requested", signal=signal.Signals(signum).name)
+        stop.set()
 
     def on_signal(signum: int, frame: Any) -> None:
         nonlocal signals
         signals += 1
         if signals > 1:
             os._exit(FORCED_EXIT)
-        grader.summary.interrupted = True
-        loop.call_soon_threadsafe(stop.set)
-        loop.call_soon_threadsafe(
-            lambda: log.info("shutdown_requested", signal=signal.Signals(signum).name)
-        )
+        loop.call_soon_threadsafe(interrupt, signum)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     started: list[Any] = []
-    tasks: list[asyncio.Task[None]] = []
-    serving: asyncio.Task[None] | None = None
     try:
         try:
             for client in (admin, producer):
@@ -615,12 +673,12 @@ async def run_kafka(
             grader.restorer = restorer
             n = await _partitions_of(admin, kafka.topic, kafka.bootstrap)
             await _ensure_topic(admin, kafka.changelog_topic, n, compact=True)
+            stage = None
             if kafka.repartition:
                 from trajgrade.kafka.repartition import Repartitioner
 
                 await _ensure_topic(admin, kafka.repartition_topic, n, compact=False)
                 stage = Repartitioner(kafka, producer, log)
-                tasks.append(asyncio.create_task(stage.run(stop)))
             session_ms = int(kafka.session_timeout * 1000)
             consumer = AIOKafkaConsumer(
                 group_id=kafka.group,
@@ -636,8 +694,6 @@ async def run_kafka(
                 **settings,
             )
             grader.consumer = consumer
-            if grader.actions is not None:
-                serving = asyncio.create_task(grader.actions.serve())
             consumer.subscribe([grader.topic], listener=Listener())
             await consumer.start()
             started.append(consumer)
@@ -659,32 +715,42 @@ async def run_kafka(
             changelog=kafka.changelog_topic,
             verdicts_topic=kafka.verdicts_topic,
         )
-        while not stop.is_set():
-            batches = await consumer.getmany(
-                timeout_ms=POLL_MS, max_records=MAX_RECORDS
-            )
-            await grader.step(batches)
-            for task in tasks:
-                if task.done():
-                    task.result()  # a failed repartition stage ends the run
-        if grader.actions is not None:
-            await grader.actions.drain(grader.actions.options.on_fail_timeout + 1.0)
-        for task in tasks:
-            await task
+        try:
+            async with anyio.create_task_group() as tg:
+                grader.tg = tg
+                if grader.actions is not None:
+                    tg.start_soon(grader.actions.serve)
+                # The stages end by themselves once ``stop`` is set; one that
+                # fails cancels the grading loop and ends the run.
+                async with anyio.create_task_group() as stages:
+                    if stage is not None:
+                        stages.start_soon(stage.run, stop)
+                    while not stop.is_set():
+                        batches = await consumer.getmany(
+                            timeout_ms=POLL_MS, max_records=MAX_RECORDS
+                        )
+                        await grader.step(batches)
+                    await grader.settled()
+                if grader.actions is not None:
+                    await grader.actions.drain(
+                        grader.actions.options.on_fail_timeout + 1.0
+                    )
+                tg.cancel_scope.cancel()  # stops actions.serve
+        except BaseExceptionGroup as group:
+            raise _sole(group) from None
     finally:
-        if serving is not None:
-            serving.cancel()
         for s, handler in previous.items():
             signal.signal(s, handler)
         if metrics is not None:
             metrics.set_ready(False)
-        for task in tasks:
-            task.cancel()
-        for client in reversed(started):
-            try:
-                await (client.close() if client is admin else client.stop())
-            except Exception as exc:
-                log.warning("client_stop_failed", reason=repr(exc))
+        # Shielded: the group is left and the producer flushed even when the
+        # run was cancelled; bounded so a dead broker cannot hold the exit.
+        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            for client in reversed(started):
+                try:
+                    await (client.close() if client is admin else client.stop())
+                except Exception as exc:
+                    log.warning("client_stop_failed", reason=repr(exc))
         if server is not None:
             server.close()
     if grader.fatal is not None:

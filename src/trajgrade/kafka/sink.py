@@ -13,18 +13,40 @@ same async shape; its flush is a write plus ``flush()`` of stdout.
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Sequence
 
     from trajgrade.sinks import Sink
     from trajgrade.verdicts import Verdict
 
-__all__ = ("LocalSink", "TopicSink", "VerdictSink")
+__all__ = ("CLOSE_TIMEOUT", "LocalSink", "TopicSink", "VerdictSink", "acked")
+
+#: Seconds a Kafka client may take to stop (leave its group, flush what is
+#: queued): a dead broker must not hold the process's exit forever.
+CLOSE_TIMEOUT: Final = 30.0
+
+
+async def acked(sends: Sequence[Awaitable[Any]]) -> None:
+    """Wait until every send is acknowledged; raise the first failure.
+
+    aiokafka's ``send`` hands back asyncio futures (its API, so they cannot be
+    anyio objects). Awaiting them in turn is all ``gather`` would do here;
+    every one is awaited even after a failure, so none is left with an
+    unretrieved exception.
+    """
+    first: BaseException | None = None
+    for fut in sends:
+        try:
+            await fut
+        except Exception as exc:
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
 
 
 class VerdictSink(Protocol):
@@ -55,7 +77,6 @@ class TopicSink:
         self._producer = producer
         self._topic = topic
         self._enc = msgspec.json.Encoder()
-        self._pending: list[asyncio.Future[Any]] = []
         self._queued: list[Verdict] = []
 
     def send(self, verdicts: Sequence[Verdict]) -> None:
@@ -74,5 +95,4 @@ class TopicSink:
             )
             for v in queued
         ]
-        if pending:
-            await asyncio.gather(*pending)
+        await acked(pending)

@@ -23,21 +23,26 @@ from typing import Any, Final
 import click
 
 from trajgrade.actions import ActionOptions, action_options
+from trajgrade.cli_options import (
+    EXIT_USAGE,
+    allow_code_option,
+    check_format,
+    config_option,
+    format_option,
+    load_policy,
+    log_level_option,
+    max_line_bytes_option,
+    output_option,
+    quiet_option,
+    regex_timeout_option,
+    tick_option,
+)
 from trajgrade.kafka.options import current_kafka_options, kafka_options  # kafka
 
 __all__ = ("main",)
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
-
-
-def _config_errors(exc: Exception) -> list[str]:
-    from trajgrade.errors import ConfigErrors
-
-    if isinstance(exc, ConfigErrors):
-        return [str(e) for e in exc.errors]
-    return [str(exc)]
 
 
 def _stdout_error(exc: BaseException) -> OSError | None:
@@ -73,29 +78,10 @@ def main() -> None:
 @main.command()
 @kafka_options  # kafka
 @action_options
-@click.option(
-    "-c",
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Grader config (YAML or JSON).",
-)
+@config_option()
 @click.argument("inputs", nargs=-1, type=str)
-@click.option(
-    "--format",
-    "fmt",
-    default="auto",
-    show_default=True,
-    help="Input format: auto, or a name from `trajgrade formats`.",
-)
-@click.option(
-    "--output",
-    type=click.Choice(["auto", "jsonl", "pretty"]),
-    default="auto",
-    show_default=True,
-    help="Verdicts as JSON lines, or readable text (auto: text on a terminal).",
-)
+@format_option()
+@output_option
 @click.option(
     "--clock",
     type=click.Choice(["auto", "event", "wall"]),
@@ -103,34 +89,10 @@ def main() -> None:
     show_default=True,
     help="Time for wall-time budgets: event timestamps only, or also the runner's clock (auto: wall for pipes, event for files).",
 )
-@click.option(
-    "--tick",
-    "tick_interval",
-    type=click.FloatRange(min=0.001),
-    default=0.1,
-    show_default=True,
-    help="Seconds between clock checks.",
-)
-@click.option(
-    "--regex-timeout",
-    type=click.FloatRange(min=0.001),
-    default=0.25,
-    show_default=True,
-    help="Seconds one user regex may run on one value.",
-)
-@click.option(
-    "--max-line-bytes",
-    type=click.IntRange(min=1024),
-    default=32 * 1024 * 1024,
-    show_default=True,
-    help="Longer input lines are skipped and reported.",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    default="info",
-    show_default=True,
-)
+@tick_option
+@regex_timeout_option
+@max_line_bytes_option()
+@log_level_option
 @click.option(
     "--dataset",
     "dataset_path",
@@ -144,11 +106,7 @@ def main() -> None:
     show_default=True,
     help="Sample field matched (as text) against the trace id.",
 )
-@click.option(
-    "--allow-code",
-    is_flag=True,
-    help="Allow graders/extractors named as path.py:function in the config to be imported and run.",
-)
+@allow_code_option
 @click.option(
     "--trace-id",
     "trace_template",
@@ -203,12 +161,7 @@ def main() -> None:
     show_default=True,
     help="Seconds between checkpoints (also written on shutdown).",
 )
-@click.option(
-    "-q",
-    "--quiet",
-    is_flag=True,
-    help="No summary or status line; only warnings and errors are logged.",
-)
+@quiet_option("No summary or status line; only warnings and errors are logged.")
 def grade(
     config_path: str,
     inputs: tuple[str, ...],
@@ -237,9 +190,7 @@ def grade(
     import anyio
 
     from trajgrade import log as tlog
-    from trajgrade.config import load_suite
-    from trajgrade.errors import ConfigError, InputError, SourceError, StateError
-    from trajgrade.formats import BUILTIN as FORMATS
+    from trajgrade.errors import InputError, SourceError, StateError
     from trajgrade.graders import BuildContext
     from trajgrade.runner import RunOptions, run
 
@@ -249,22 +200,13 @@ def grade(
         run = runner_for(kafka, inputs=inputs)  # kafka
     tlog.configure(level="warning" if quiet else log_level)
     logger = tlog.get_logger()
-    if fmt != "auto" and fmt not in FORMATS:
-        msg = f"unknown format {fmt!r}; known: auto, {', '.join(sorted(FORMATS))}"
-        raise click.BadParameter(msg, param_hint="--format")
-    try:
-        suite = load_suite(
-            config_path,
-            context=BuildContext(
-                regex_timeout=regex_timeout, allow_code=allow_code, threshold=threshold
-            ),
-        )
-    except ConfigError as exc:
-        for line in _config_errors(exc):
-            click.echo(f"error: {line}", err=True)
-        sys.exit(EXIT_USAGE)
-    for warning in suite.warnings:
-        click.echo(f"warning: {warning}", err=True)
+    check_format(fmt)
+    suite = load_policy(
+        config_path,
+        BuildContext(
+            regex_timeout=regex_timeout, allow_code=allow_code, threshold=threshold
+        ),
+    )
     samples = None
     if dataset_path is not None:
         from trajgrade.dataset import load_dataset
@@ -397,14 +339,7 @@ def _idle_timeout(given: float | None, *, live: bool) -> float | None:
 
 
 @main.command()
-@click.option(
-    "-c",
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Grader config to validate.",
-)
+@config_option("Grader config to validate.")
 @click.option(
     "--allow-code",
     is_flag=True,
@@ -412,18 +347,9 @@ def _idle_timeout(given: float | None, *, live: bool) -> float | None:
 )
 def check(config_path: str, allow_code: bool) -> None:
     """Validate a config; print every error with file, line and field."""
-    from trajgrade.config import load_suite
-    from trajgrade.errors import ConfigError
     from trajgrade.graders import BuildContext
 
-    try:
-        suite = load_suite(config_path, context=BuildContext(allow_code=allow_code))
-    except ConfigError as exc:
-        for line in _config_errors(exc):
-            click.echo(f"error: {line}", err=True)
-        sys.exit(EXIT_USAGE)
-    for warning in suite.warnings:
-        click.echo(f"warning: {warning}", err=True)
+    suite = load_policy(config_path, BuildContext(allow_code=allow_code))
     click.echo(
         f"{config_path}: ok, {len(suite.graders)} grader(s): {', '.join(g.name for g in suite.graders)}"
     )
@@ -527,22 +453,11 @@ def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
 @main.command(
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
-@click.option(
-    "-c",
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Policy: a grader config (YAML or JSON); `on_fail:` marks what stops the agent.",
+@config_option(
+    "Policy: a grader config (YAML or JSON); `on_fail:` marks what stops the agent."
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option(
-    "--format",
-    "fmt",
-    default="auto",
-    show_default=True,
-    help="The agent's output format: auto, or a name from `trajgrade formats`.",
-)
+@format_option("The agent's output format: auto, or a name from `trajgrade formats`.")
 @click.option(
     "--agent-output",
     default="-",
@@ -557,13 +472,7 @@ def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Where verdicts go (default: stderr; '-': stdout, only with --agent-output FILE).",
 )
-@click.option(
-    "--output",
-    type=click.Choice(["auto", "jsonl", "pretty"]),
-    default="auto",
-    show_default=True,
-    help="Verdicts as JSON lines, or readable text (auto: text on a terminal).",
-)
+@output_option
 @click.option(
     "--stop-on",
     type=click.Choice(["marked", "abort", "never"]),
@@ -578,47 +487,19 @@ def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL when stopping the agent.",
 )
-@click.option(
-    "--tick",
-    "tick_interval",
-    type=click.FloatRange(min=0.001),
-    default=0.1,
-    show_default=True,
-    help="Seconds between clock checks (wall-time budgets).",
-)
-@click.option(
-    "--regex-timeout",
-    type=click.FloatRange(min=0.001),
-    default=0.25,
-    show_default=True,
-    help="Seconds one user regex may run on one value.",
-)
-@click.option(
-    "--max-line-bytes",
-    type=click.IntRange(min=1024),
-    default=32 * 1024 * 1024,
-    show_default=True,
-    help="Longer lines of the agent's output are passed through but not graded.",
+@tick_option
+@regex_timeout_option
+@max_line_bytes_option(
+    "Longer lines of the agent's output are passed through but not graded."
 )
 @click.option(
     "--trace-id",
     default=None,
     help="Trace id of events that carry none (default: the command's name).",
 )
-@click.option(
-    "--allow-code",
-    is_flag=True,
-    help="Allow graders/extractors named as path.py:function in the config to be imported and run.",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    default="info",
-    show_default=True,
-)
-@click.option(
-    "-q", "--quiet", is_flag=True, help="Only warnings and errors are logged."
-)
+@allow_code_option
+@log_level_option
+@quiet_option()
 @action_options(fail_fast=False)
 def run(
     config_path: str,
@@ -654,31 +535,19 @@ def run(
     import anyio
 
     from trajgrade import log as tlog
-    from trajgrade.config import load_suite
-    from trajgrade.errors import ConfigError, SourceError
-    from trajgrade.formats import BUILTIN as FORMATS
+    from trajgrade.errors import SourceError
     from trajgrade.graders import BuildContext
     from trajgrade.wrapper import WrapOptions, wrap
 
     tlog.configure(level="warning" if quiet else log_level)
     logger = tlog.get_logger()
-    if fmt != "auto" and fmt not in FORMATS:
-        msg = f"unknown format {fmt!r}; known: auto, {', '.join(sorted(FORMATS))}"
-        raise click.BadParameter(msg, param_hint="--format")
+    check_format(fmt)
     if verdicts_path == "-" and agent_output == "-":
         msg = "stdout carries the agent's output; send it to a file with --agent-output FILE to get verdicts on stdout"
         raise click.BadParameter(msg, param_hint="--verdicts")
-    try:
-        suite = load_suite(
-            config_path,
-            context=BuildContext(regex_timeout=regex_timeout, allow_code=allow_code),
-        )
-    except ConfigError as exc:
-        for line in _config_errors(exc):
-            click.echo(f"error: {line}", err=True)
-        sys.exit(EXIT_USAGE)
-    for warning in suite.warnings:
-        click.echo(f"warning: {warning}", err=True)
+    suite = load_policy(
+        config_path, BuildContext(regex_timeout=regex_timeout, allow_code=allow_code)
+    )
     with contextlib.ExitStack() as stack:
         try:
             agent_out = (

@@ -14,6 +14,8 @@ import sys
 
 import click
 
+from trajgrade.cli_options import allow_code_option, config_option, load_policy
+
 __all__ = ("hook", "serve")
 
 _AGENTS = ("claude-code", "codex", "gemini")
@@ -135,14 +137,7 @@ def install_cmd(
 
 
 @click.command()
-@click.option(
-    "-c",
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Grader policy.",
-)
+@config_option("Grader policy.")
 @click.option(
     "--host",
     default="127.0.0.1",
@@ -176,11 +171,7 @@ def install_cmd(
     show_default=True,
     help="Seconds between checkpoints of changed sessions.",
 )
-@click.option(
-    "--allow-code",
-    is_flag=True,
-    help="Allow path.py:function graders named in the policy.",
-)
+@allow_code_option
 def serve(
     config_path: str,
     host: str,
@@ -191,20 +182,12 @@ def serve(
     allow_code: bool,
 ) -> None:
     """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
-    from trajgrade.config import load_suite
-    from trajgrade.errors import ConfigError, ConfigErrors
     from trajgrade.graders import BuildContext
     from trajgrade.hooks.server import HookServer
     from trajgrade.hooks.server import serve as run
     from trajgrade.hooks.store import default_state_dir
 
-    try:
-        suite = load_suite(config_path, context=BuildContext(allow_code=allow_code))
-    except ConfigError as exc:
-        errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
-        for e in errors:
-            click.echo(f"error: {e}", err=True)
-        sys.exit(2)
+    suite = load_policy(config_path, BuildContext(allow_code=allow_code))
     try:
         server = HookServer(
             suite,

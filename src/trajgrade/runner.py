@@ -30,16 +30,16 @@ even while a write to a stalled stdout blocks the loop.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import msgspec
 
+from trajgrade._signals import graceful_signals
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
@@ -59,9 +59,6 @@ if TYPE_CHECKING:
     from trajgrade.status import StatusLine
 
 __all__ = ("RunOptions", "RunSummary", "run")
-
-#: Exit status when a second signal forces an immediate exit.
-FORCED_EXIT: Final = 130
 
 
 class RunOptions(msgspec.Struct, kw_only=True):
@@ -534,59 +531,17 @@ async def _run(
             for name in options.inputs
         ]
     reading = anyio.CancelScope()
-    loop = asyncio.get_running_loop()  # the anyio backend is asyncio (aiokafka)
-    signals = 0
 
     def interrupt(signum: int) -> None:
         state.summary.interrupted = True
         log.info("shutdown_requested", signal=signal.Signals(signum).name)
         reading.cancel()
 
-    def on_signal(signum: int, frame: Any) -> None:
-        # A plain handler, not the event loop's: it also runs while the loop
-        # is blocked writing to a stalled stdout, so a second signal always
-        # exits at once. The first one is handed to the loop.
-        nonlocal signals
-        signals += 1
-        if signals > 1:
-            os._exit(FORCED_EXIT)
-        loop.call_soon_threadsafe(interrupt, signum)
-
     state.reading = reading
-    actions = state.actions
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        async with anyio.create_task_group() as tg:
-
-            async def read_all() -> None:
-                with reading:
-                    if live is not None:
-                        await state.read_live(live)
-                    for src in sources:
-                        try:
-                            await state.read(src)
-                        except SourceError as exc:
-                            log.error(
-                                "source_failed", source=src.name, reason=exc.message
-                            )
-                            state.summary.input_errors += 1
-                            state.summary.failed_sources.append(src.name)
-                conclude(state, live=live is not None)
-                if actions is not None:
-                    # The final verdicts may have started --on-fail commands.
-                    await actions.drain(actions.options.on_fail_timeout + 1.0)
-                tg.cancel_scope.cancel()
-
-            if state.clocked or options.idle_timeout is not None or state.store:
-                tg.start_soon(state.clock)
-            if status is not None:
-                tg.start_soon(state.show, status)
-            if actions is not None:
-                tg.start_soon(actions.serve)
-            tg.start_soon(read_all)
+        with graceful_signals(interrupt):
+            await _serve(state, options, log, status, live, sources)
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         for src in sources:
             src.close()
         if live is not None:
@@ -595,6 +550,45 @@ async def _run(
     if state.store is not None:
         await state.checkpoint()
     return summary
+
+
+async def _serve(
+    state: _Run,
+    options: RunOptions,
+    log: Any,
+    status: StatusLine | None,
+    live: LiveFiles | None,
+    sources: list[StreamSource],
+) -> None:
+    """The run's tasks: reading, the clock, the status line, on-fail actions."""
+    reading = state.reading
+    actions = state.actions
+    async with anyio.create_task_group() as tg:
+
+        async def read_all() -> None:
+            with reading:
+                if live is not None:
+                    await state.read_live(live)
+                for src in sources:
+                    try:
+                        await state.read(src)
+                    except SourceError as exc:
+                        log.error("source_failed", source=src.name, reason=exc.message)
+                        state.summary.input_errors += 1
+                        state.summary.failed_sources.append(src.name)
+            conclude(state, live=live is not None)
+            if actions is not None:
+                # The final verdicts may have started --on-fail commands.
+                await actions.drain(actions.options.on_fail_timeout + 1.0)
+            tg.cancel_scope.cancel()
+
+        if state.clocked or options.idle_timeout is not None or state.store:
+            tg.start_soon(state.clock)
+        if status is not None:
+            tg.start_soon(state.show, status)
+        if actions is not None:
+            tg.start_soon(actions.serve)
+        tg.start_soon(read_all)
 
 
 def conclude(state: _Run, *, live: bool) -> None:

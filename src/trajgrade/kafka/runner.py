@@ -38,8 +38,7 @@ takes the partitions next. A second signal exits at once (status 130).
 
 from __future__ import annotations
 
-import asyncio
-import os
+import contextlib
 import signal
 import time
 from collections import OrderedDict
@@ -49,12 +48,13 @@ import anyio
 import click
 import msgspec
 
+from trajgrade._signals import graceful_signals
 from trajgrade.errors import SourceError
 from trajgrade.kafka.changelog import restore_partitions
 from trajgrade.kafka.options import client_settings
 from trajgrade.kafka.partition import PartitionWorker
 from trajgrade.kafka.sink import CLOSE_TIMEOUT, LocalSink, TopicSink, acked
-from trajgrade.runner import FORCED_EXIT, RunSummary
+from trajgrade.runner import RunSummary
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
@@ -633,29 +633,15 @@ async def run_kafka(
         from trajgrade.actions import Actions
 
         grader.actions = Actions(actions, log, marks=suite.on_fail)
-    # The signal handler is a plain one, not the event loop's (as in the file
-    # runner): it also runs while the loop is blocked (a stalled stdout), so a
-    # second signal always exits at once. The first is handed to the loop
-    # with call_soon_threadsafe: anyio has no non-blocking "call in the loop"
-    # for a signal handler (from_thread.run_sync waits for the result, which
-    # would deadlock on the loop's own thread), and anyio.open_signal_receiver
-    # uses the loop's handlers, which cannot force the second-signal exit.
-    loop = asyncio.get_running_loop()
-    signals = 0
 
     def interrupt(signum: int) -> None:
         grader.summary.interrupted = True
         log.info("shutdown_requested", signal=signal.Signals(signum).name)
         stop.set()
 
-    def on_signal(signum: int, frame: Any) -> None:
-        nonlocal signals
-        signals += 1
-        if signals > 1:
-            os._exit(FORCED_EXIT)
-        loop.call_soon_threadsafe(interrupt, signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # First signal: finish the batch, flush, commit, leave; second: exit now.
+    handlers = contextlib.ExitStack()
+    handlers.enter_context(graceful_signals(interrupt))
     started: list[Any] = []
     try:
         try:
@@ -739,8 +725,7 @@ async def run_kafka(
         except BaseExceptionGroup as group:
             raise _sole(group) from None
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        handlers.close()
         if metrics is not None:
             metrics.set_ready(False)
         # Shielded: the group is left and the producer flushed even when the

@@ -41,7 +41,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -82,6 +82,10 @@ MAX_RECORDS: Final = 10_000
 POLL_MS: Final = 100
 #: Longest a fetch waits for more records (latency bound at low rates).
 FETCH_WAIT_MS: Final = 20
+#: Graded batches whose changelog acks and commit may be pending at once.
+#: Their commits still happen in batch order; more than one lets grading run
+#: ahead of a slow broker round trip (the produce -> verdict latency).
+SETTLING_MAX: Final = 4
 #: Split traces remembered so each is reported once.
 SPLIT_MEMORY: Final = 10_000
 
@@ -126,8 +130,11 @@ class _Grader:
         self.producer: Any = None
         #: Runs the batches' settling (changelog acks, then commit).
         self.tg: TaskGroup | None = None
-        #: Set once the last scheduled batch is settled (None: nothing pending).
-        self._settling: anyio.Event | None = None
+        #: One event per scheduled batch still settling, oldest first; each
+        #: is set once that batch is committed (or its commit failed).
+        self._settling: deque[anyio.Event] = deque()
+        #: A batch's state write failed: nothing after it is committed.
+        self._broken = False
         self.restorer: Any = None
         self.topic = kafka.repartition_topic if kafka.repartition else kafka.topic
         self._last_housekeeping = 0.0
@@ -258,29 +265,43 @@ class _Grader:
             verdicts.extend(self._housekeeping(now, touched))
             await self._emit(verdicts)
             sends = await self._checkpoint(touched)
-            await self.settled()
+            while len(self._settling) >= SETTLING_MAX:
+                await self._settling[0].wait()
+                self._settling.popleft()
             if sends or commits:
                 assert self.tg is not None, "run_kafka sets the task group"
+                before = self._settling[-1] if self._settling else None
                 done = anyio.Event()
-                self._settling = done
-                self.tg.start_soon(self._settle, sends, commits, done)
+                self._settling.append(done)
+                self.tg.start_soon(self._settle, sends, commits, before, done)
             self._account(records_in)
 
     async def settled(self) -> None:
-        """Wait until the last graded batch is committed (or its commit failed
+        """Wait until every graded batch is committed (or its commit failed
         and was logged)."""
-        if self._settling is not None:
-            await self._settling.wait()
-            self._settling = None
+        while self._settling:
+            await self._settling[0].wait()
+            self._settling.popleft()
 
     async def _settle(
-        self, sends: list[Awaitable[Any]], commits: dict[Any, int], done: anyio.Event
+        self,
+        sends: list[Awaitable[Any]],
+        commits: dict[Any, int],
+        before: anyio.Event | None,
+        done: anyio.Event,
     ) -> None:
-        """Commit a batch's offsets once its state is acknowledged. A failed
-        state write raises here and so ends the run (uncommitted: replayed)."""
+        """Commit a batch's offsets once its state is acknowledged and the
+        batch before it is committed (commits stay in order). A failed state
+        write raises here and so ends the run (uncommitted: replayed)."""
         try:
-            await acked(sends)
-            if commits:
+            try:
+                await acked(sends)
+            except BaseException:
+                self._broken = True  # no later batch may commit past this one
+                raise
+            if before is not None:
+                await before.wait()
+            if commits and not self._broken:
                 await self._commit(commits)
         finally:
             done.set()

@@ -293,6 +293,76 @@ def latency(
     return out
 
 
+#: The latency floor: a bare aiokafka consumer (same fetch settings as
+#: trajgrade's) printing, per record, now minus the record's produce time.
+_FLOOR_CONSUMER = """
+import asyncio, sys, time
+from aiokafka import AIOKafkaConsumer
+async def main(bootstrap, topic):
+    c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=topic,
+                         auto_offset_reset="earliest", enable_auto_commit=False,
+                         fetch_max_wait_ms=20, session_timeout_ms=6000,
+                         heartbeat_interval_ms=2000)
+    await c.start()
+    try:
+        while True:
+            batches = await c.getmany(timeout_ms=100, max_records=10000)
+            now = time.time()
+            sys.stdout.write("".join(f"{(now - r.timestamp / 1000) * 1000:.3f}\\n"
+                                     for recs in batches.values() for r in recs))
+            sys.stdout.flush()
+    finally:
+        await c.stop()
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def latency_floor(
+    bootstrap: str, keys: list[bytes], lines: list[bytes], rate: int
+) -> list[float]:
+    """Produce -> consume latency of a bare aiokafka consumer, produced the
+    same way as :func:`latency`: what the broker and client alone cost."""
+    topic = f"floor-{uuid.uuid4().hex[:6]}"
+    asyncio.run(create(bootstrap, topic))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _FLOOR_CONSUMER, bootstrap, topic],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    got: list[float] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        got.extend(float(x) for x in proc.stdout)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(5)  # the group join, as for trajgrade
+
+    async def produce() -> None:
+        from aiokafka import AIOKafkaProducer
+
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+        await producer.start()
+        try:
+            t0 = time.perf_counter()
+            futs = []
+            for i, (key, value) in enumerate(zip(keys, lines, strict=True)):
+                delay = t0 + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                futs.append(await producer.send(topic, key=key, value=value))
+            await asyncio.gather(*futs)
+        finally:
+            await producer.stop()
+
+    asyncio.run(produce())
+    time.sleep(2)
+    stop([proc])
+    reader.join(5)
+    return got
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -349,6 +419,14 @@ def main() -> None:
             )
         else:
             print("latency: no verdicts received")
+        floor = latency_floor(bootstrap, keys[:n], lines[:n], args.rate)
+        if floor:
+            f50, f99 = statistics.median(floor), pct(floor, 0.99)
+            print(
+                f"floor: bare aiokafka consumer, same broker and rate: p50 {f50:.1f} ms, "
+                f"p99 {f99:.1f} ms over {len(floor):,} records"
+                + (f" (trajgrade p99 = {p99 / f99:.2f}x the floor's)" if lat else "")
+            )
     finally:
         if broker is not None:
             broker.terminate()

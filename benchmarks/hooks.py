@@ -64,6 +64,15 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=2000, help="daemon calls")
     ns = ap.parse_args()
     py = sys.executable
+    # An installed wheel ships bytecode; an editable install under
+    # PYTHONDONTWRITEBYTECODE would recompile trajgrade in every cold run.
+    import trajgrade
+
+    subprocess.run(
+        [py, "-m", "compileall", "-q", str(Path(trajgrade.__file__).parent)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     exe = str(Path(py).parent / "trajgrade")
     tmp = Path(tempfile.mkdtemp(prefix="trajgrade-bench-"))
     policy = tmp / "policy.yaml"

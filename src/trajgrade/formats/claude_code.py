@@ -171,6 +171,20 @@ class ClaudeCodeReader:
         events: list[Event] = []
         errors: list[InputError] = []
         lines: list[int] = []
+        try:
+            # The common case in one C call; any bad line (or a blank one,
+            # which would shift the line numbers) takes the line loop below.
+            recs = DECODER.decode_lines(buf)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            recs = None
+        if recs is not None and len(recs) == bytes(buf).count(b"\n"):
+            n = first_line
+            for rec in recs:
+                if rec.type in _READ:
+                    self._record(rec, n, events, errors)
+                    lines.extend([n] * (len(events) - len(lines)))
+                n += 1
+            return events, errors, lines
         for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
             if not line.strip():
                 continue

@@ -409,3 +409,54 @@ def test_on_fail_and_fail_fast_on_a_topic(kafka_bootstrap: str, tmp_path: Path) 
     assert touched
     assert touched <= failed
     assert any(log.get("event") == "fail_fast" for log in g.logs())
+
+
+def test_open_trace_cap_and_idle_timeout(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """Traces without an end: past ``--max-open-traces`` the least recently
+    active one is closed early (logged); the rest close after
+    ``--idle-timeout`` while the consumer keeps running."""
+    topic, group = k.unique("open"), k.unique("g")
+    k.create_topic(kafka_bootstrap, topic, 1)
+    events = [
+        {"trace_id": f"t{i}", "type": "turn_start", "ts": 1767225600.0 + i}
+        for i in range(5)
+    ]
+    k.produce(kafka_bootstrap, topic, k.keyed(events))
+    g = k.Grader(
+        tmp_path,
+        "open",
+        [
+            "--kafka-bootstrap",
+            kafka_bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--max-open-traces",
+            "2",
+            "--idle-timeout",
+            "1",
+        ],
+    )
+    try:
+        # Every trace gets its final verdicts with no end event and no stop.
+        k.wait_for(
+            lambda: (
+                {v["trace_id"] for v in g.verdicts() if v["final"]}
+                == {f"t{i}" for i in range(5)}
+            ),
+            45,
+            "final verdicts of all five traces",
+        )
+        assert g.proc.poll() is None
+    finally:
+        g.stop()
+    evicted = [x for x in g.logs() if x.get("event") == "trace_evicted"]
+    assert {x["trace"] for x in evicted} == {"t0", "t1", "t2"}
+
+    # Closing early or on idle gives the verdicts the trace's events give
+    # (wall-time also counts the runner's clock while the trace sat idle).
+    def clockless(finals: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {i: v for i, v in finals.items() if v["grader"] != "wall-time"}
+
+    assert clockless(k.finals(g)) == clockless(k.reference(events))

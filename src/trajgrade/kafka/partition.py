@@ -69,6 +69,12 @@ class Decoded(msgspec.Struct, kw_only=True):
         i = line - self.base
         return self.records[i] if 0 <= i < len(self.records) else None
 
+    def trace_order(self, default: str) -> list[str]:
+        """The batch's traces, least recently active first (by each one's last
+        event in the batch): the order the open-trace cap evicts in."""
+        last = dict.fromkeys(reversed(list(map(_TRACE_ID, self.batch.events))))
+        return [t or default for t in reversed(last)]
+
     def trace_ids(self, default: str) -> set[str]:
         """Every trace this batch names (events and rejected records)."""
         ids = set(map(_TRACE_ID, self.batch.events))

@@ -58,7 +58,7 @@ from trajgrade.runner import RunSummary
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 
     from anyio.abc import TaskGroup
 
@@ -258,7 +258,8 @@ class _Grader:
                 out, more = worker.feed(decoded, now)
                 self._report(worker, problems + more)
                 names.update(v.trace_id for v in out)
-                self._track(worker, names)
+                order = decoded.trace_order(worker.default_trace)
+                self._track(worker, [*order, *names.difference(order)])
                 touched.setdefault(tp.partition, set()).update(names)
                 verdicts.extend(out)
                 commits[tp] = decoded.end
@@ -369,7 +370,7 @@ class _Grader:
         out.extend(self._enforce_cap(touched))
         return out
 
-    def _track(self, worker: PartitionWorker, names: set[str]) -> None:
+    def _track(self, worker: PartitionWorker, names: Iterable[str]) -> None:
         """Keep the owner map (split detection) and the LRU (cap) current."""
         p = worker.partition
         engine = worker.engine

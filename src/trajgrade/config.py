@@ -19,13 +19,13 @@ compiling are pure.
 from __future__ import annotations
 
 import enum
-import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
 
+from trajgrade._digest import blake2b
 from trajgrade._locate import (
     Path as _Path,
 )
@@ -518,4 +518,6 @@ def load_suite(
 
 def _fingerprint(config: SuiteConfig) -> str:
     canon = [[s.type, s.name, s.config] for s in config.graders]
-    return hashlib.sha256(msgspec.json.encode(canon, order="sorted")).hexdigest()[:16]
+    return blake2b(
+        msgspec.json.encode(canon, order="sorted"), digest_size=8
+    ).hexdigest()

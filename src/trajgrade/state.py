@@ -31,13 +31,13 @@ Layout of ``DIR``::
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from trajgrade._digest import blake2b
 from trajgrade.engine import EngineState
 from trajgrade.errors import Location, StateError
 
@@ -100,7 +100,7 @@ class Checkpoint(msgspec.Struct, kw_only=True):
 
 def head_digest(data: bytes) -> str:
     """The identity digest of a file's first bytes."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return blake2b(data, digest_size=16).hexdigest()
 
 
 class StateStore:

@@ -22,10 +22,11 @@ always repeats it.
 from __future__ import annotations
 
 import enum
-import hashlib
 from typing import Any
 
 import msgspec
+
+from trajgrade._digest import blake2b
 
 __all__ = ("Decision", "Outcome", "Verdict", "verdict_id")
 
@@ -86,4 +87,4 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 def verdict_id(trace_id: str, grader: str, *, final: bool) -> str:
     """The deterministic id of a verdict (16 hex digits)."""
     key = f"{trace_id}\x00{grader}\x00{'final' if final else 'sealed'}".encode()
-    return hashlib.blake2b(key, digest_size=8).hexdigest()
+    return blake2b(key, digest_size=8).hexdigest()

@@ -13,7 +13,6 @@ go through exactly the same path.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_checkable
@@ -217,6 +216,8 @@ def lookup(kind: str) -> GraderType:
     try:
         return types[kind]
     except KeyError:
+        import difflib
+
         close = difflib.get_close_matches(kind, list(types), n=3)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
         known = ", ".join(sorted(types))

@@ -17,11 +17,11 @@ never imports code.
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from trajgrade._digest import blake2b
 from trajgrade.errors import ConfigError, Location
 
 __all__ = ("EXTRACTOR_GROUP", "FUNCTION_GROUP", "load")
@@ -107,7 +107,7 @@ def _from_file(spec: str, role: Role, *, allow_code: bool, base_dir: str | None)
         raise _fail(role, msg)
     if path.suffix != ".py":
         raise _fail(role, f"File must be a Python file (.py), got: {path}")
-    digest = hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
+    digest = blake2b(str(path).encode(), digest_size=6).hexdigest()
     name = f"_trajgrade_letta_{path.stem}_{digest}"
     module_spec = importlib.util.spec_from_file_location(name, path)
     if module_spec is None or module_spec.loader is None:

@@ -14,11 +14,12 @@ cached, so its errors keep being reported with their lines.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import TYPE_CHECKING
 
 import msgspec
+
+from trajgrade._digest import blake2b
 
 if TYPE_CHECKING:
     from trajgrade.config import Suite
@@ -38,7 +39,7 @@ def load_suite_cached(path: str, state_dir: str, context: BuildContext) -> Suite
     except OSError:
         return _load(path, context)  # let the loader report it, located
     key = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{__version__}".encode()
-    name = hashlib.blake2b(key, digest_size=12).hexdigest()
+    name = blake2b(key, digest_size=12).hexdigest()
     cache = os.path.join(state_dir, "config-cache", f"{name}.msgpack")
     try:
         with open(cache, "rb") as f:

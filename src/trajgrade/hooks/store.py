@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import re
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from trajgrade._digest import blake2b
 from trajgrade.hooks.session import SessionState
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class SessionStore:
         name = (
             session
             if _PLAIN.fullmatch(session) and not session.startswith(".")
-            else hashlib.sha256(session.encode()).hexdigest()[:32]
+            else blake2b(session.encode(), digest_size=16).hexdigest()
         )
         return os.path.join(self.dir, name)
 

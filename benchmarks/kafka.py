@@ -4,7 +4,7 @@ produce -> verdict latency at a fixed rate.
 
 Usage::
 
-    python benchmarks/kafka.py [--size small|medium] [--bootstrap HOST:PORT]
+    python benchmarks/kafka.py [--size small|medium|large] [--bootstrap HOST:PORT]
 
 What it does (figures are printed, never asserted):
 
@@ -123,18 +123,29 @@ async def fill(
         await producer.stop()
 
 
-async def committed(bootstrap: str, group: str, topic: str) -> int:
-    from aiokafka.admin import AIOKafkaAdminClient
+async def committed(admin: Any, group: str, topic: str) -> int:
+    """Records committed by ``group`` over all partitions of ``topic``."""
     from aiokafka.structs import TopicPartition
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        found = await admin.list_consumer_group_offsets(group, partitions=tps)
-    finally:
-        await admin.close()
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    found = await admin.list_consumer_group_offsets(group, partitions=tps)
     return sum(max(o.offset, 0) for o in found.values())
+
+
+def assignments(err: Path) -> list[int] | None:
+    """The partitions a grader process owns now (its last ``partitions_assigned``
+    log line, minus what it revoked since), or None before its first."""
+    owned: set[int] | None = None
+    for raw in err.read_bytes().splitlines():
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue
+        if rec.get("event") == "partitions_assigned":
+            owned = set(rec.get("partitions") or ())
+        elif rec.get("event") == "partitions_revoked" and owned is not None:
+            owned -= set(rec.get("partitions") or ())
+    return None if owned is None else sorted(owned)
 
 
 def grader(
@@ -159,7 +170,7 @@ def grader(
             "--kafka-session-timeout",
             "6",
             "--log-level",
-            "warning",
+            "info",
         ],
         stdout=out,
         stderr=err,
@@ -183,32 +194,46 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 def throughput(
     bootstrap: str, topic: str, total: int, consumers: int, tmp: Path
 ) -> float:
+    """Events/s of ``consumers`` grader processes in one group, timed from
+    the moment every partition is owned by its final owner (the group joins
+    and the first rebalance are not counted) until every record is committed;
+    committed offsets are polled every 20 ms with one admin client."""
     group = f"bench-{consumers}-{uuid.uuid4().hex[:6]}"
+    errs = [tmp / f"{group}-{i}.err" for i in range(consumers)]
     procs = [
-        grader(
-            bootstrap,
-            topic,
-            group,
-            subprocess.DEVNULL,
-            (tmp / f"{group}-{i}.err").open("wb"),
-        )
-        for i in range(consumers)
+        grader(bootstrap, topic, group, subprocess.DEVNULL, err.open("wb"))
+        for err in errs
     ]
+
+    async def measure() -> float:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:
+                owned = [assignments(e) for e in errs]
+                if all(owned) and sum(len(o or ()) for o in owned) == PARTITIONS:
+                    break
+                if any(p.poll() is not None for p in procs):
+                    raise SystemExit(f"a grader exited early; see {tmp}")
+                await asyncio.sleep(0.02)
+            start_n = await committed(admin, group, topic)
+            start_t = time.perf_counter()
+            while time.monotonic() < deadline:
+                n = await committed(admin, group, topic)
+                if n >= total:
+                    if n == start_n:
+                        return float("nan")  # done before the group was stable
+                    return (n - start_n) / (time.perf_counter() - start_t)
+                await asyncio.sleep(0.02)
+            raise SystemExit(f"{consumers} consumer(s) did not finish in 600 s")
+        finally:
+            await admin.close()
+
     try:
-        start_n, start_t = 0, None
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            n = asyncio.run(committed(bootstrap, group, topic))
-            now = time.perf_counter()
-            if start_t is None and n > 0:
-                start_n, start_t = n, now
-            if n >= total:
-                assert start_t is not None
-                if now == start_t:
-                    return float("nan")
-                return (total - start_n) / (now - start_t)
-            time.sleep(0.05)
-        raise SystemExit(f"{consumers} consumer(s) did not finish in 600 s")
+        return asyncio.run(measure())
     finally:
         stop(procs)
 
@@ -370,7 +395,7 @@ def pct(xs: list[float], q: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", choices=["small", "medium"], default="medium")
+    ap.add_argument("--size", choices=["small", "medium", "large"], default="medium")
     ap.add_argument("--bootstrap", default=None, help="use a running broker")
     ap.add_argument("--rate", type=int, default=10_000, help="events/s for latency")
     ap.add_argument("--latency-events", type=int, default=100_000)

@@ -40,9 +40,10 @@ import anyio.to_thread
 import msgspec
 
 from trajgrade._signals import graceful_signals
-from trajgrade.engine import Anomaly, Engine
+from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
+from trajgrade.reporting import log_anomaly, report_problems
 from trajgrade.sources import StreamSource, open_source
 from trajgrade.sources.stream import trace_name
 from trajgrade.state import STATE_VERSION, Checkpoint, Position, StateStore
@@ -184,39 +185,9 @@ class _Run:
 
     def report(self) -> None:
         """Log located input errors and anomalies gathered since last time."""
-        g = self.grading
-        for err in g.errors:
-            loc = err.location
-            self.log.warning(
-                "input_rejected",
-                source=loc.file,
-                line=loc.line,
-                field=loc.field,
-                trace=err.trace_id,
-                reason=err.message,
-            )
-        self.summary.input_errors += len(g.errors)
-        g.errors.clear()
-        for anomaly, loc in g.anomalies:
-            self.anomaly(anomaly, loc)
-        self.summary.anomalies += len(g.anomalies)
-        g.anomalies.clear()
-
-    def anomaly(self, anomaly: Anomaly, loc: Location) -> None:
-        if anomaly.kind == "unanswered_calls":
-            # Normal for an interrupted session; worth knowing, not a warning.
-            self.log.info(
-                "calls_unanswered", trace=anomaly.trace_id, reason=anomaly.message
-            )
-            return
-        self.log.warning(
-            "input_anomaly",
-            source=loc.file,
-            line=loc.line,
-            trace=anomaly.trace_id,
-            kind=anomaly.kind,
-            reason=anomaly.message,
-        )
+        errors, anomalies = report_problems(self.grading, self.log)
+        self.summary.input_errors += errors
+        self.summary.anomalies += anomalies
 
     def now(self) -> float | None:
         return time.time() if self.use_clock else None
@@ -463,7 +434,7 @@ class _Run:
         if close_traces:
             self.emit(self.engine.finish())
         for anomaly in self.engine.anomalies:
-            self.anomaly(anomaly, Location())
+            log_anomaly(self.log, anomaly, Location())
         self.summary.anomalies += len(self.engine.anomalies)
         self.engine.anomalies.clear()
         self.sink.close()

@@ -49,6 +49,7 @@ from trajgrade.config import OnFail
 from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
+from trajgrade.reporting import report_problems
 from trajgrade.verdicts import Outcome, Verdict
 
 if TYPE_CHECKING:
@@ -206,28 +207,8 @@ class _Wrap:
         self.stopping.set()
 
     def report(self) -> None:
-        g = self.grading
-        for err in g.errors:
-            loc = err.location
-            self.log.warning(
-                "input_rejected",
-                source=loc.file,
-                line=loc.line,
-                trace=err.trace_id,
-                reason=err.message,
-            )
-        self.summary.input_errors += len(g.errors)
-        g.errors.clear()
-        for anomaly, loc in g.anomalies:
-            self.log.info(
-                "input_anomaly",
-                source=loc.file,
-                line=loc.line,
-                trace=anomaly.trace_id,
-                kind=anomaly.kind,
-                reason=anomaly.message,
-            )
-        g.anomalies.clear()
+        errors, _ = report_problems(self.grading, self.log)
+        self.summary.input_errors += errors
 
     # ------------------------------------------------------------ agent output
     def pass_through(self, chunk: bytes) -> None:

@@ -76,8 +76,6 @@ def main() -> None:
 
 
 @main.command()
-@kafka_options  # kafka
-@action_options
 @config_option()
 @click.argument("inputs", nargs=-1, type=str)
 @format_option()
@@ -162,6 +160,8 @@ def main() -> None:
     help="Seconds between checkpoints (also written on shutdown).",
 )
 @quiet_option("No summary or status line; only warnings and errors are logged.")
+@action_options
+@kafka_options  # kafka
 def grade(
     config_path: str,
     inputs: tuple[str, ...],

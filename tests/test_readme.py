@@ -26,3 +26,31 @@ def test_readme_demo_files_exist() -> None:
     assert m, "README lost its demo command"
     assert (ROOT / m.group(1)).exists()
     assert (ROOT / m.group(2)).exists()
+
+
+def test_verdict_example_is_the_demo_output() -> None:
+    """The verdict shown under "Verdicts" is the demo's real first line."""
+    import subprocess
+    import sys
+
+    example = re.search(r'^\{"id":"[0-9a-f]{16}".*$', _readme(), re.M)
+    assert example, "README lost its verdict example"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "-q",
+            "--output",
+            "jsonl",
+            "-c",
+            "src/trajgrade/examples/policy.yaml",
+            "src/trajgrade/examples/session.jsonl",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    assert out.splitlines()[0] == example.group(0)

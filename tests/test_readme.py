@@ -33,7 +33,7 @@ def test_verdict_example_is_the_demo_output() -> None:
     import subprocess
     import sys
 
-    example = re.search(r'^\{"id":"[0-9a-f]{16}".*$', _readme(), re.M)
+    example = re.search(r'^\{"id":"[0-9a-f]{16}".*$', _readme(), re.MULTILINE)
     assert example, "README lost its verdict example"
     out = subprocess.run(
         [

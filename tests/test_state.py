@@ -423,3 +423,59 @@ def test_a_replaced_file_is_not_resumed(tmp_path: Path) -> None:
         assert not identity_matches(fd, pos)
     finally:
         os.close(fd)
+
+
+def test_watched_claude_session_resumes_mid_file(tmp_path: Path) -> None:
+    """--watch --state on a Claude Code transcript (a reader with state: the
+    resume replays the bytes before the checkpoint): stopped halfway, grown,
+    restarted, the session's final verdicts equal batch grading of the whole
+    file."""
+    from trajgrade.pipeline import grade_bytes
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "graders:\n"
+        "  - type: tool-calls\n"
+        "    config: {required: ['^Bash$'], disallowed: ['^WebFetch$']}\n"
+        "  - type: token-budget\n"
+        "    config: {max: 200000}\n"
+        "  - type: tool-call-count\n"
+        "    config: {max: 50}\n"
+    )
+    data = (FIXTURES / "claude-code" / "agentcmd_v2.0.26_plan_mode.jsonl").read_bytes()
+    lines = data.splitlines(keepends=True)
+    half = len(lines) // 2
+    sessions = tmp_path / "projects" / "-home-me-repo"
+    sessions.mkdir(parents=True)
+    log = sessions / "session.jsonl"
+    log.write_bytes(b"".join(lines[:half]))
+    state = tmp_path / "state"
+    watch = ("-c", policy, "--watch", tmp_path / "projects", "--state", state)
+    p = trajgrade(*watch, "--idle-timeout", "0")
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    first, err = p.communicate(timeout=30)
+    assert p.returncode in (0, 1), err.decode()
+    with log.open("ab") as f:
+        f.write(b"".join(lines[half:]))
+    p = trajgrade(*watch, "--idle-timeout", "1")
+    try:
+        deadline = time.monotonic() + 30
+        out = b""
+        assert p.stdout is not None
+        while out.count(b'"final":true') < 3 and time.monotonic() < deadline:
+            out += p.stdout.readline()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rest, _ = p.communicate(timeout=30)
+    seen = verdicts(first + out + rest)
+    expected = grade_bytes(suite(policy.read_text()), data).verdicts
+
+    def final(vs: list[Any]) -> set[tuple[str, str, str, float]]:
+        return {
+            (v["trace_id"], v["grader"], v["outcome"], v["score"])
+            for v in (msgspec.to_builtins(x) for x in vs)
+            if v["final"]
+        }
+
+    assert final(seen) == final(expected)

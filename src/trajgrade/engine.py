@@ -295,6 +295,16 @@ class Engine:
                 self._forget(tr, ended=False)
         return out
 
+    def idle_traces(self, now: float, idle: float) -> list[str]:
+        """Ids of the traces :meth:`expire` would close now (so a runner can
+        first flush what its readers still hold for them)."""
+        limit = now - idle
+        return [
+            tr.id
+            for tr in self._traces.values()
+            if tr.seen_at is not None and tr.seen_at <= limit
+        ]
+
     def expire(self, now: float, idle: float) -> list[Verdict]:
         """Close, as if they ended, the traces with no event for ``idle``
         seconds of the runner's clock (live sources with no end marker)."""

@@ -189,6 +189,20 @@ class SourceDecoder:
             self._skip(self._tail, self._line, batch.errors)
         return batch
 
+    def flush_trace(self, trace_id: str) -> Batch:
+        """What the reader holds for ``trace_id`` (usage waiting for its
+        response to end, say), as if that trace's input had ended; the source
+        itself goes on. For a runner about to close an idle trace."""
+        flush = getattr(self._reader, "flush_trace", None)
+        events: list[Event] = flush(trace_id) if flush is not None else []
+        batch = Batch(events=events, errors=[])
+        if events:
+            line = max(self._line - 1, 1)
+            batch.segments.append(
+                Segment(len(events), line, lines=[line] * len(events))
+            )
+        return batch
+
     def close(self) -> Batch:
         """End of the source: a final line without newline is still a line."""
         batch = Batch(events=[], errors=[])

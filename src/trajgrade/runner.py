@@ -327,6 +327,21 @@ class _Run:
             # The file's own trace cannot get more events.
             self.emit(self.engine.end_trace(tracked.decoder.default_trace))
 
+    def flush_held(self, trace_ids: list[str]) -> None:
+        """Before traces close on idle: what the readers still hold for them
+        (a Claude Code response's usage waits for the response to end) is
+        graded first, so an idle close counts what end of input would."""
+        if not trace_ids:
+            return
+        grading = self.grading
+        for tracked in self.inputs.values():
+            decoder = tracked.decoder
+            for tid in trace_ids:
+                batch = decoder.flush_trace(tid)
+                if batch.events:
+                    # now=None: these events must not make the trace look active.
+                    self.emit(grading.feed(decoder, batch))
+
     # ------------------------------------------------------------ clock
     async def clock(self) -> None:
         interval = self.options.tick_interval
@@ -338,6 +353,7 @@ class _Run:
                 if self.clocked:
                     self.emit(self.engine.tick(now))
                 if idle is not None:
+                    self.flush_held(self.engine.idle_traces(now, idle))
                     self.emit(self.engine.expire(now, idle))
             await self.maybe_checkpoint()
 

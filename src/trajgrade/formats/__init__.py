@@ -79,6 +79,10 @@ class Reader(Protocol):
         """The source ended: flush whatever the format still holds."""
         ...
 
+    # Optional: ``flush_trace(trace_id) -> list[Event]``, what the reader
+    # holds for one trace waiting for more input (a response's usage), given
+    # up now because the runner is about to close that trace (idle timeout).
+
 
 class FormatType(Protocol):
     """A registered format."""

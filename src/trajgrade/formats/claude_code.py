@@ -207,6 +207,15 @@ class ClaudeCodeReader:
             self._flush(s, events)
         return events, []
 
+    def flush_trace(self, trace_id: str) -> list[Event]:
+        """The usage held for ``trace_id``'s open responses, now (the trace
+        is being closed); a later line of the same response adds nothing."""
+        events: list[Event] = []
+        s = self._sessions.get(trace_id)
+        if s is not None:
+            self._flush(s, events)
+        return events
+
     # ------------------------------------------------------------ lines
     def _record(
         self, rec: Record, n: int, events: list[Event], errors: list[InputError]

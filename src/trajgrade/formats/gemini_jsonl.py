@@ -145,6 +145,13 @@ class GeminiJsonlReader(RecordReader):
         self._flush(events)
         return events, []
 
+    def flush_trace(self, trace_id: str) -> list[Event]:
+        """The held usage, if it is ``trace_id``'s (the trace is being closed)."""
+        events: list[Event] = []
+        if trace_id == (self._trace or self._default):
+            self._flush(events)
+        return events
+
     def _header(self, record: dict[str, Any], events: list[Event]) -> None:
         sid = record["sessionId"]
         if sid == self._trace:

@@ -143,6 +143,13 @@ class GeminiStreamReader(RecordReader):
         self._end_text(events)
         return events, []
 
+    def flush_trace(self, trace_id: str) -> list[Event]:
+        """The assistant text held, if it is ``trace_id``'s (being closed)."""
+        events: list[Event] = []
+        if trace_id == (self._trace or self._default):
+            self._end_text(events)
+        return events
+
     # ------------------------------------------------------------ records
     def _respond(self, ts: float | None, events: list[Event]) -> None:
         if not self._in_response:

@@ -357,6 +357,12 @@ class _Grader:
             if due and self.clocked:
                 fired.extend(engine.tick(now))
             if due and idle is not None:
+                # What the partition's reader holds for the traces about to
+                # close (a response's usage) is graded first, as at end of input.
+                for tid in engine.idle_traces(now, idle):
+                    held = worker.decoder.flush_trace(tid)
+                    if held.events:
+                        fired.extend(worker.grading.feed(worker.decoder, held))
                 expired = engine.expire(now, idle)
                 if expired and self.metrics is not None:
                     self.metrics.expired_traces.inc(len({v.trace_id for v in expired}))

@@ -289,6 +289,20 @@ def test_a_disallowed_command_stops_a_replayed_codex_run(tmp_path: Path) -> None
     assert b"cat /etc/hostname" in out.splitlines()[-1]
 
 
+def test_a_disallowed_command_stops_a_replayed_gemini_run(tmp_path: Path) -> None:
+    """`gemini -p --output-format stream-json` output is detected and graded live too."""
+    stream = CORPUS / "gemini-cli-live" / "stream.jsonl"
+    marker = tmp_path / "marker"
+    steps = [["replay", str(stream)], ["touch", str(marker)], ["sleep", 5]]
+    policy = POLICY.replace("command_execution", "run_shell_command")
+    code, out, err = Run(tmp_path, steps, "--grace", "1", policy=policy).complete()
+    policy_hit = [v for v in _verdicts(err) if v["outcome"] == "fail"]
+    assert code == 3, err
+    assert not marker.exists()
+    assert policy_hit and policy_hit[0]["grader"] == "no-hostname"
+    assert b"cat /etc/hostname" in out.splitlines()[-1]
+
+
 # ------------------------------------------------------------------ not stopping
 def test_a_passing_run_exits_0(tmp_path: Path) -> None:
     """An agent that exits 0 with only passing verdicts gives status 0."""

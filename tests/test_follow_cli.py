@@ -216,3 +216,40 @@ def test_follow_survives_rotation(tmp_path: Path) -> None:
         rc, _, err = stop(grader)
     assert b"follow_rotated" in err
     assert rc == 1
+
+
+def test_metrics_endpoint_on_a_followed_log(tmp_path: Path) -> None:
+    """--metrics-port serves file runs too: events, verdicts, open traces, health."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "p.yaml").write_text(POLICY)
+    log = tmp_path / "agent.jsonl"
+    log.write_text(
+        '{"trace_id":"m","type":"turn_start"}\n'
+        '{"trace_id":"m","type":"tool_call","name":"web_fetch","call_id":"x"}\n'
+    )
+    grader = start(
+        "-c", "p.yaml", "--follow", log, "--metrics-port", str(port), cwd=tmp_path
+    )
+    try:
+        Lines(grader.stdout).verdict(30)  # the early fail: both events were graded
+        deadline = time.monotonic() + 10
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
+                text = r.read().decode()
+            if "trajgrade_events_total 2.0" in text or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz") as r:
+            assert r.status == 200
+    finally:
+        rc, _, err = stop(grader)
+    assert "trajgrade_events_total 2.0" in text
+    assert "trajgrade_early_fails_total 1.0" in text
+    assert 'trajgrade_verdicts_total{outcome="fail"} 1.0' in text
+    assert "trajgrade_open_traces 1.0" in text
+    assert rc == 1, err.decode()

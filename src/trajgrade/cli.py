@@ -37,7 +37,11 @@ from trajgrade.cli_options import (
     regex_timeout_option,
     tick_option,
 )
-from trajgrade.kafka.options import current_kafka_options, kafka_options  # kafka
+from trajgrade.kafka.options import (  # kafka
+    current_kafka_options,
+    current_metrics_options,
+    kafka_options,
+)
 
 __all__ = ("main",)
 
@@ -260,6 +264,7 @@ def grade(
         state_dir=state_dir,
         checkpoint_interval=checkpoint_interval,
     )
+    options.metrics_port, options.metrics_host = current_metrics_options()
     extra: dict[str, Any] = {"status": status, "actions": actions}
     try:
         if status is not None:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
     from trajgrade.actions import ActionOptions, Actions
     from trajgrade.config import Suite
+    from trajgrade.metrics import Metrics
     from trajgrade.sinks import Sink
     from trajgrade.sources.live import Closed, LiveFiles, Opened
     from trajgrade.status import StatusLine
@@ -88,6 +89,9 @@ class RunOptions(msgspec.Struct, kw_only=True):
     #: Checkpoint directory (``--state``); None: no durable state.
     state_dir: str | None = None
     checkpoint_interval: float = 5.0
+    #: Serve Prometheus ``/metrics`` and ``/healthz`` here (``--metrics-port``).
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     @property
     def live(self) -> bool:
@@ -145,6 +149,7 @@ class _Run:
         #: Bytes read from every input (the progress bar).
         self.bytes_read = 0
         self.actions: Actions | None = None
+        self.metrics: Metrics | None = None
         #: Cancelled to stop reading (a signal, --fail-fast).
         self.reading = anyio.CancelScope()
 
@@ -175,6 +180,8 @@ class _Run:
         self.sink.flush()
         if self.store is not None:
             self.store.journal(v.id for v in verdicts)
+        if self.metrics is not None:
+            self.metrics.count_verdicts(verdicts)
         actions = self.actions
         if actions is not None:
             actions.observe(verdicts)
@@ -372,6 +379,17 @@ class _Run:
             )
             await anyio.sleep(REFRESH_SECONDS)
 
+    async def export(self, metrics: Metrics) -> None:
+        """Keep the metrics current (a second's resolution is plenty)."""
+        seen = 0
+        while True:
+            stats = self.engine.statistics()
+            metrics.events.inc(stats.events - seen)
+            seen = stats.events
+            metrics.open_traces.set(stats.open_traces)
+            metrics.progress()  # the loop is alive, events or not
+            await anyio.sleep(1.0)
+
     # ------------------------------------------------------------ state
     def open_state(self) -> None:
         """Take the state directory and load its checkpoint, if any."""
@@ -440,6 +458,8 @@ class _Run:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(store.write, data, seq)
             self.summary.checkpoints += 1
+            if self.metrics is not None:
+                self.metrics.checkpointed()
             self._dirty = False
             self.log.debug("checkpoint_written", sequence=seq, bytes=len(data))
         finally:
@@ -485,6 +505,14 @@ async def run(
     ``--on-fail``, ``--signal``), see :mod:`trajgrade.actions`.
     """
     state = _Run(suite, options, sink, log)
+    server = None
+    if options.metrics_port is not None:
+        from trajgrade.metrics import Metrics
+
+        state.metrics = Metrics()
+        server = state.metrics.serve(options.metrics_port, host=options.metrics_host)
+        state.metrics.set_ready(True)
+        log.info("metrics_serving", host=options.metrics_host, port=server.port)
     if actions is not None and actions.active:
         from trajgrade.actions import Actions
 
@@ -496,6 +524,8 @@ async def run(
     finally:
         if state.store is not None:
             state.store.close()
+        if server is not None:
+            server.close()
 
 
 async def _run(
@@ -573,6 +603,8 @@ async def _serve(
             tg.start_soon(state.clock)
         if status is not None:
             tg.start_soon(state.show, status)
+        if state.metrics is not None:
+            tg.start_soon(state.export, state.metrics)
         if actions is not None:
             tg.start_soon(actions.serve)
         tg.start_soon(read_all)

@@ -40,6 +40,7 @@ DEFAULT_METRICS_HOST: Final = "127.0.0.1"
 #: Environment variable holding the SASL password (the file option wins).
 PASSWORD_ENV: Final = "TRAJGRADE_KAFKA_SASL_PASSWORD"
 _META_KEY: Final = "trajgrade.kafka"
+_METRICS_KEY: Final = "trajgrade.metrics"
 
 F = TypeVar("F", bound="Callable[..., Any]")
 
@@ -214,6 +215,8 @@ def kafka_options(command: F) -> F:
         values = {field: kwargs.pop(name) for name, field in _FIELDS.items()}
         ctx = click.get_current_context()
         ctx.meta[_META_KEY] = _build(values)
+        # The metrics endpoint serves file runs too (follow, watch).
+        ctx.meta[_METRICS_KEY] = (values["metrics_port"], values["metrics_host"])
         return command(*args, **kwargs)
 
     decorated: Any = wrapper
@@ -236,6 +239,15 @@ def _build(values: dict[str, Any]) -> KafkaOptions | None:
         msg = f"--kafka-security-protocol {values['security_protocol']} needs --kafka-sasl-username (and the password in ${PASSWORD_ENV} or --kafka-sasl-password-file)"
         raise click.UsageError(msg)
     return KafkaOptions(**values)
+
+
+def current_metrics_options() -> tuple[int | None, str]:
+    """``--metrics-port`` and ``--metrics-host`` of the running command."""
+    ctx = click.get_current_context(silent=True)
+    found: tuple[int | None, str] | None = (
+        ctx.meta.get(_METRICS_KEY) if ctx is not None else None
+    )
+    return found if found is not None else (None, DEFAULT_METRICS_HOST)
 
 
 def current_kafka_options() -> KafkaOptions | None:

@@ -204,13 +204,14 @@ def test_watch_grades_session_files_as_they_appear(tmp_path: Path) -> None:
 def test_follow_survives_rotation(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(POLICY)
     log = tmp_path / "agent.jsonl"
-    log.write_text('{"trace_id":"r","type":"turn_start"}\n')
+    log.write_text('{"trace_id":"r0","type":"tool_call","name":"web_fetch"}\n')
     grader = start("-c", "p.yaml", "--follow", log, cwd=tmp_path)
     try:
-        time.sleep(0.5)
+        lines = Lines(grader.stdout)
+        assert lines.verdict(30)["trace_id"] == "r0"  # the first file was read
         os.rename(log, tmp_path / "agent.jsonl.1")
         log.write_text('{"trace_id":"r","type":"tool_call","name":"web_fetch"}\n')
-        v = Lines(grader.stdout).verdict(30)
+        v = lines.verdict(30)
         assert (v["trace_id"], v["outcome"]) == ("r", "fail")
     finally:
         rc, _, err = stop(grader)

@@ -254,3 +254,33 @@ def test_metrics_endpoint_on_a_followed_log(tmp_path: Path) -> None:
     assert 'trajgrade_verdicts_total{outcome="fail"} 1.0' in text
     assert "trajgrade_open_traces 1.0" in text
     assert rc == 1, err.decode()
+
+
+def test_a_document_rewritten_in_place_is_reported(tmp_path: Path) -> None:
+    """A Gemini CLI session .json rewritten whole (as older Gemini CLI does on
+    every update) cannot be followed as a growing log: trajgrade says so."""
+    doc = (
+        Path(__file__).parent
+        / "fixtures"
+        / "gemini-cli"
+        / "agentcmd_gemini_3_calls.json"
+    ).read_bytes()
+    (tmp_path / "p.yaml").write_text(
+        "graders:\n  - type: tool-calls\n    config: {disallowed: ['^replace$']}\n"
+    )
+    session = tmp_path / "session.json"
+    session.write_bytes(doc)
+    grader = start("-c", "p.yaml", "--follow", session, cwd=tmp_path)
+    try:
+        lines = Lines(grader.stdout)
+        assert lines.verdict(30)["outcome"] == "fail"  # the document was read
+        # Rewritten in place with one more byte (what a writer that
+        # re-serialises the whole session on each update does).
+        with session.open("r+b") as f:
+            f.truncate(0)
+            f.write(doc.replace(b"{", b"{ ", 1))
+        time.sleep(1.5)
+    finally:
+        rc, _, err = stop(grader)
+    assert b"follow_document_rewritten" in err, err.decode()[-2000:]
+    assert rc == 1

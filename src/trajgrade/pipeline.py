@@ -129,6 +129,13 @@ class SourceDecoder:
         return self._reader.format if self._reader is not None else None
 
     @property
+    def document(self) -> bool:
+        """The source is one JSON document (read incrementally), not lines."""
+        from trajgrade.formats._document import DocumentReader
+
+        return isinstance(self._reader, DocumentReader)
+
+    @property
     def line(self) -> int:
         """Number of the next line to start."""
         return self._line

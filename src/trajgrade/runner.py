@@ -330,6 +330,13 @@ class _Run:
         if tracked is None:
             return
         self.end_input(tracked)
+        if piece.reason == "truncated" and tracked.decoder.document:
+            self.log.warning(
+                "follow_document_rewritten",
+                source=piece.path,
+                format=tracked.decoder.format,
+                reason="a JSON document rewritten in place is read again from its start into the same trace; follow append-only logs, and grade documents once complete",
+            )
         if piece.reason == "deleted":
             # The file's own trace cannot get more events.
             self.emit(self.engine.end_trace(tracked.decoder.default_trace))

@@ -40,3 +40,24 @@ def test_compiling_a_policy_imports_only_its_graders() -> None:
     assert "metric_threshold" in out
     assert "letta_tool" not in out
     assert "function_call_coverage" not in out
+
+
+def test_a_literal_only_policy_does_not_load_the_regex_engine() -> None:
+    """Plain literals are matched with str methods; `regex` loads only for a
+    real regular expression (hook start-up)."""
+    code = (
+        "import sys\n"
+        "from tests._support import suite\n"
+        'suite(\'graders:\\n  - type: tool-calls\\n    config: {disallowed: [{name: "^Bash$", command: "rm -rf"}]}\\n\')\n'
+        "print('regex' in sys.modules)\n"
+        "suite('graders:\\n  - type: tool-calls\\n    config: {disallowed: [\"^Ba(sh|t)$\"]}\\n')\n"
+        "print('regex' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout
+    assert out.split() == ["False", "True"]

@@ -20,6 +20,9 @@ from typing import NoReturn
 
 import regex
 
+from trajgrade.graders._jsliteral import CONTROL as _CONTROL
+from trajgrade.graders._jsliteral import JSRegexError, literal_of
+
 __all__ = ("FLAGS", "JSRegexError", "compile_js", "literal_of", "translate")
 
 #: ASCII keeps ``\d \w \b`` (and ``(?i)`` folding) ASCII-only as in JavaScript;
@@ -33,8 +36,6 @@ _WS = r"\t\n\x0b\x0c\r\x20\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\
 _CLASS_BODY = {"d": "0-9", "w": "0-9A-Z_a-z", "s": _WS}
 _DOT = r"[^\n\r\u2028\u2029]"
 _ANY, _NOTHING = r"[\x00-\U0010ffff]", r"[^\x00-\U0010ffff]"
-_CONTROL = {"f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-_SYNTAX = frozenset("^$\\.*+?()[]{}|")
 _QUANT = regex.compile(r"\{([0-9]+)(?:,([0-9]*))?\}")
 _OCTAL = regex.compile(r"[0-3][0-7]{0,2}|[4-7][0-7]?")  # Annex B LegacyOctalEscape
 _DIGITS = regex.compile(r"[0-9]+")
@@ -45,21 +46,6 @@ _KREF = regex.compile(r"k<([^>]*)>")
 _PRESCAN = regex.compile(
     r"\\.|\[(?:\\.|[^\]\\])*\]|\((?!\?)|\(\?P?<(?![=!])([^>]*)>", regex.DOTALL
 )
-
-
-class JSRegexError(ValueError):
-    """Raised when a pattern is not a valid JavaScript regular expression (or uses a construct we cannot translate)."""
-
-    def __init__(self, pattern: str, position: int | None, reason: str) -> None:
-        self.pattern, self.position, self.reason = pattern, position, reason
-        where = "" if position is None else f" at position {position}"
-        super().__init__(
-            f"invalid regular expression '{pattern}': {reason}{where}; "
-            "fix the pattern (JavaScript RegExp syntax, no flags)"
-        )
-
-    def __reduce__(self) -> tuple[type[JSRegexError], tuple[str, int | None, str]]:
-        return type(self), (self.pattern, self.position, self.reason)
 
 
 def _lit(ch: str) -> str:
@@ -350,32 +336,3 @@ def compile_js(pattern: str) -> regex.Pattern[str]:
         raise JSRegexError(pattern, pos, getattr(exc, "msg", None) or str(exc)) from exc
     except RecursionError as exc:  # the engine's parser recurses per nesting level
         raise JSRegexError(pattern, None, "groups nested too deeply") from exc
-
-
-def literal_of(pattern: str) -> tuple[str, bool, bool] | None:
-    """Return ``(text, anchored_start, anchored_end)`` if *pattern* is a plain literal.
-
-    Only literal chars, control escapes (``\\n``...) and escaped ASCII punctuation
-    qualify, between an optional leading ``^`` and trailing ``$``; anything else
-    gives ``None`` (use the regex).  ``$`` is end-of-input only, so ``lit$`` is
-    exactly ``endswith``.
-    """
-    start = pattern.startswith("^")
-    i, chars = int(start), list[str]()
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "$" and i == len(pattern) - 1:
-            return "".join(chars), start, True
-        if c == "\\":
-            e = pattern[i + 1 : i + 2]
-            punctuation = len(e) == 1 and e.isascii() and not e.isalnum()
-            if e not in _CONTROL and not punctuation:
-                return None
-            chars.append(_CONTROL.get(e, e))
-            i += 2
-        elif c in _SYNTAX:
-            return None
-        else:
-            chars.append(c)
-            i += 1
-    return "".join(chars), start, False

@@ -17,7 +17,7 @@ from trajgrade.graders._spec import ConfigBase, ErrorList
 
 if TYPE_CHECKING:
     from trajgrade.events import ToolCall
-    from trajgrade.graders._jsregex import JSRegexError
+    from trajgrade.graders._jsliteral import JSRegexError
 
 __all__ = (
     "ArgMissingError",

@@ -32,7 +32,7 @@ from typing import Any, Final
 import msgspec
 
 from trajgrade.events import Event, ToolCall, ToolResult, TurnStart
-from trajgrade.graders._jsregex import JSRegexError
+from trajgrade.graders._jsliteral import JSRegexError
 from trajgrade.graders._match import js_stringify
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders._tool_match import (

@@ -169,3 +169,14 @@ def requests(srv: Path) -> list[dict[str, Any]]:
 def jsonl(text: str) -> list[dict[str, Any]]:
     """The JSON object lines of an agent's stdout."""
     return [json.loads(x) for x in text.splitlines() if x.startswith("{")]
+
+
+def assert_hook_ran_cleanly(tmp_path: Path, agent: str) -> None:
+    """After a real agent's run: it called ``trajgrade hook`` (whose stderr
+    ``hook_command`` sends to ``hook.err``), no call hit an error (fail-open
+    would hide it), and SessionEnd reached trajgrade, which dropped the
+    session's state."""
+    err = tmp_path / "hook.err"  # created by the first hook call
+    assert err.exists(), "the agent never ran the trajgrade hook"
+    assert err.read_text() == ""
+    assert not list((tmp_path / "state" / agent).glob("*.state"))

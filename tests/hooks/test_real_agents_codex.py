@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from tests.hooks._agents import (
+    assert_hook_ran_cleanly,
     base_env,
     fake_server,
     final_verdicts,
@@ -136,11 +137,7 @@ def codex_run_fixture(tmp_path: Path) -> tuple[Any, Path]:
             )
         out = Run(proc, srv)
         assert out.events, proc.stderr[-2000:]
-        err = tmp_path / "hook.err"  # created by the first hook call
-        assert err.exists(), "the agent never ran the trajgrade hook"
-        assert err.read_text() == ""  # no hook errors
-        # SessionEnd reached trajgrade, which dropped the session state
-        assert not list((tmp_path / "state" / "codex").glob("*.state"))
+        assert_hook_ran_cleanly(tmp_path, "codex")
         return out
 
     return run, work

@@ -90,6 +90,36 @@ def _result_of(raw: Any) -> Any:
     return raw
 
 
+def call_event(
+    call: dict[str, Any], name: str, call_id: str | None, tid: str, ts: float | None
+) -> ToolCall:
+    """A ``toolCalls`` entry as a ``tool_call`` (its own timestamp, else ``ts``)."""
+    args, args_raw = parse_args(call.get("args"))
+    return ToolCall(
+        trace_id=tid,
+        ts=parse_timestamp(call.get("timestamp")) or ts,
+        name=name,
+        call_id=call_id,
+        args=args,
+        args_raw=args_raw,
+    )
+
+
+def result_event(
+    call: dict[str, Any], name: str, call_id: str | None, tid: str, ts: float | None
+) -> ToolResult:
+    """A finished ``toolCalls`` entry's ``tool_result`` (decision 3)."""
+    status = call.get("status")
+    return ToolResult(
+        trace_id=tid,
+        ts=parse_timestamp(call.get("timestamp")) or ts,
+        call_id=call_id,
+        name=name,
+        result=_result_of(call.get("result")),
+        is_error=status != "success" if isinstance(status, str) else None,
+    )
+
+
 class GeminiCliReader(DocumentReader):
     """Translates one Gemini CLI session document to canonical events."""
 
@@ -206,32 +236,10 @@ class GeminiCliReader(DocumentReader):
             return
         cid = call.get("id")
         call_id = cid if isinstance(cid, str) else None
-        when = parse_timestamp(call.get("timestamp")) or ts
-        args, args_raw = parse_args(call.get("args"))
-        events.append(
-            ToolCall(
-                trace_id=tid,
-                ts=when,
-                name=name,
-                call_id=call_id,
-                args=args,
-                args_raw=args_raw,
-            )
-        )
-        status = call.get("status")
-        raw = call.get("result")
-        if raw is None and status not in _FINAL:
+        events.append(call_event(call, name, call_id, tid, ts))
+        if call.get("result") is None and call.get("status") not in _FINAL:
             return  # decision 3: still running when the file was written
-        events.append(
-            ToolResult(
-                trace_id=tid,
-                ts=when,
-                call_id=call_id,
-                name=name,
-                result=_result_of(raw),
-                is_error=status != "success" if isinstance(status, str) else None,
-            )
-        )
+        events.append(result_event(call, name, call_id, tid, ts))
 
     def _bad(self, message: str, field: str) -> InputError:
         return self.error(message, field=field, trace=self.trace_id)

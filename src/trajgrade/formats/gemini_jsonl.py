@@ -61,15 +61,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from trajgrade.events import (
     AgentError,
     Message,
-    ToolCall,
-    ToolResult,
     TraceStart,
     TurnStart,
     Usage,
 )
-from trajgrade.formats._atif_fields import count, parse_args, text_of
+from trajgrade.formats._atif_fields import count, text_of
 from trajgrade.formats._lines import RecordReader
-from trajgrade.formats.gemini_cli import _FINAL, _result_of
+from trajgrade.formats.gemini_cli import _FINAL, call_event, result_event
 from trajgrade.formats.vally import parse_timestamp
 
 if TYPE_CHECKING:
@@ -279,38 +277,17 @@ class GeminiJsonlReader(RecordReader):
         cid = call.get("id")
         call_id = cid if isinstance(cid, str) and cid else None
         key = call_id or position
-        when = parse_timestamp(call.get("timestamp")) or ts
         answered = self._calls.get(key)
         if answered is None:
-            args, args_raw = parse_args(call.get("args"))
-            events.append(
-                ToolCall(
-                    trace_id=tid,
-                    ts=when,
-                    name=name,
-                    call_id=call_id,
-                    args=args,
-                    args_raw=args_raw,
-                )
-            )
+            events.append(call_event(call, name, call_id, tid, ts))
         status = call.get("status")
-        raw = call.get("result")
-        final = status in _FINAL or (status is None and raw is not None)
+        final = status in _FINAL or (status is None and call.get("result") is not None)
         if answered or not final:
             if answered is None:
                 _remember(self._calls, key, False)
             return
         _remember(self._calls, key, True)
-        events.append(
-            ToolResult(
-                trace_id=tid,
-                ts=when,
-                call_id=call_id,
-                name=name,
-                result=_result_of(raw),
-                is_error=status != "success" if isinstance(status, str) else None,
-            )
-        )
+        events.append(result_event(call, name, call_id, tid, ts))
 
     def _usage(
         self,

@@ -50,12 +50,13 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
-from trajgrade.formats._document import DocShape, DocumentReader
+from trajgrade.formats._message_items import MessageItemsReader
 from trajgrade.formats._openai_chat_messages import BadMessageError, text_of
 
 if TYPE_CHECKING:
     from trajgrade.errors import InputError
     from trajgrade.events import Event
+    from trajgrade.formats._document import DocShape
 
 __all__ = ("FORMAT", "FORMATS", "MiniSweAgentReader")
 
@@ -66,7 +67,7 @@ _RETURNCODE: Final = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _SUBMIT: Final = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
-class MiniSweAgentReader(DocumentReader):
+class MiniSweAgentReader(MessageItemsReader):
     """Translates a mini-swe-agent message list into canonical events."""
 
     format = "mini-swe-agent"
@@ -74,26 +75,10 @@ class MiniSweAgentReader(DocumentReader):
 
     def __init__(self, *, source: str, default_trace: str) -> None:
         super().__init__(source=source, default_trace=default_trace)
-        self._index = 0
         self._tasked = False
         #: The command waiting for its output.
         self._open: str | None = None
         self._submitted: Any = None
-        self._info: dict[str, Any] = {}
-
-    def item(
-        self, prefix: str, obj: Any, events: list[Event], errors: list[InputError]
-    ) -> None:
-        if prefix == "info":
-            self._info = obj if isinstance(obj, dict) else {}
-            return
-        at = f"{prefix.removesuffix('.item')}[{self._index}]"
-        self._index += 1
-        try:
-            events.extend(self._message(obj))
-        except BadMessageError as exc:
-            field = f"{at}.{exc.field}" if exc.field else at
-            errors.append(self.error(exc.message, field=field, trace=self.trace_id))
 
     def _message(self, m: Any) -> list[Event]:
         if not isinstance(m, dict):

@@ -64,7 +64,7 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
-from trajgrade.formats._document import DocShape, DocumentReader
+from trajgrade.formats._message_items import MessageItemsReader
 from trajgrade.formats._openai_chat_messages import (
     BadMessageError,
     text_of,
@@ -74,11 +74,12 @@ from trajgrade.formats._openai_chat_messages import (
 if TYPE_CHECKING:
     from trajgrade.errors import InputError
     from trajgrade.events import Event
+    from trajgrade.formats._document import DocShape
 
 __all__ = ("FORMAT", "FORMATS", "SweAgentReader")
 
 
-class SweAgentReader(DocumentReader):
+class SweAgentReader(MessageItemsReader):
     """Translates a ``.traj`` document into canonical events."""
 
     format = "swe-agent"
@@ -86,27 +87,11 @@ class SweAgentReader(DocumentReader):
 
     def __init__(self, *, source: str, default_trace: str) -> None:
         super().__init__(source=source, default_trace=default_trace)
-        self._index = 0
         self._tasked = False
         #: The name of the 0.x action waiting for its observation.
         self._open: str | None = None
-        self._info: dict[str, Any] = {}
         #: Names of the 1.x calls waiting for their results, by id.
         self._names: dict[str, str] = {}
-
-    def item(
-        self, prefix: str, obj: Any, events: list[Event], errors: list[InputError]
-    ) -> None:
-        if prefix == "info":
-            self._info = obj if isinstance(obj, dict) else {}
-            return
-        at = f"history[{self._index}]"
-        self._index += 1
-        try:
-            events.extend(self._message(obj))
-        except BadMessageError as exc:
-            field = f"{at}.{exc.field}" if exc.field else at
-            errors.append(self.error(exc.message, field=field, trace=self.trace_id))
 
     def _message(self, m: Any) -> list[Event]:
         if not isinstance(m, dict):

@@ -71,6 +71,12 @@ class OnFail(enum.StrEnum):
     DENY = "deny"
     #: Only write the verdict: no hook decision, no stop, no --signal/--fail-fast.
     REPORT = "report"
+    #: Shadow mode: the call runs; the decision is reported (to the model and
+    #: user where the host can show it, to logs and the decision stream).
+    WARN = "warn"
+    #: Ask the user to confirm the call where the host supports it (Claude
+    #: Code); hosts that refuse ``ask`` get a deny.
+    ASK = "ask"
 
 
 #: Grader types whose failure means the run is spent, not one bad call.

@@ -114,6 +114,9 @@ class Usage(_Base, tag="usage", frozen=True):
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: float | None = None
+    #: The model that produced the response, as the source names it
+    #: (``claude-sonnet-4-5``, ``gpt-5-codex``, …); prices a usage event.
+    model: str | None = None
     #: Benchmark-corpus spelling: ``{"input": n, "output": m}``.
     tokens: dict[str, int] | None = None
 

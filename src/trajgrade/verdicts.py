@@ -28,7 +28,15 @@ import msgspec
 
 from trajgrade._digest import blake2b
 
-__all__ = ("Decision", "Outcome", "Verdict", "verdict_id")
+__all__ = (
+    "Action",
+    "Decision",
+    "GuardDecision",
+    "Judgement",
+    "Outcome",
+    "Verdict",
+    "verdict_id",
+)
 
 
 class Outcome(enum.StrEnum):
@@ -39,6 +47,65 @@ class Outcome(enum.StrEnum):
     #: The grader could not decide: bad config for this trace, a regex timed
     #: out, events were lost. Never silently a pass.
     ERROR = "error"
+
+
+class Action(enum.StrEnum):
+    """What the guard does about a tool call a rule forbids (a grader's ``on_fail``)."""
+
+    #: Refuse this call; the agent is told why and goes on.
+    DENY = "deny"
+    #: End the run: this call and every later one are refused.
+    ABORT = "abort"
+    #: Ask the user to confirm (hosts without ``ask`` deny).
+    ASK = "ask"
+    #: Shadow mode: the call runs; the decision is reported.
+    WARN = "warn"
+    #: Only reported in the verdict stream.
+    REPORT = "report"
+
+
+class Judgement(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A grader's ruling on one tool call: the rule that matched, and why.
+
+    Returned by a grader's optional ``judge(state, call)``, which the engine
+    calls for *every* ``tool_call`` (first attempt, retry, hundredth), whether
+    or not the grader's trace verdict is already final: ``state`` is ``None``
+    once it is, so a rule that needs history keeps its verdict sealed (not
+    final) until the trace ends.
+    """
+
+    #: Which entry of the grader's config matched, e.g. ``disallowed[0]``.
+    rule: str
+    #: Text the model and the user can read.
+    reason: str
+    #: ``fail``: the rule forbids the call. ``error``: the rule could not be
+    #: evaluated on it (a missing argument, a regex timeout); fail-closed
+    #: guards deny it, fail-open ones let it run with a warning.
+    outcome: Outcome = Outcome.FAIL
+
+
+class GuardDecision(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="decision"
+):
+    """The guard's output for one tool call (or, without ``call_id``, for the
+    run): one per (call, grader) that forbids it, every time."""
+
+    trace_id: str
+    grader: str
+    #: The grader's type.
+    kind: str
+    action: Action
+    outcome: Outcome
+    #: The entry that matched (``disallowed[0]``, ``max_usd``, …).
+    rule: str
+    reason: str
+    #: The call decided on; None for a run-level decision (a budget blew
+    #: between calls: the run must stop).
+    call_id: str | None = None
+    tool: str | None = None
+    #: Number of this trace's events seen when it was decided.
+    at_event: int = 0
+    ts: float | None = None
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -95,6 +95,11 @@ class Grader(Protocol[S]):
 
     def finish(self, state: S) -> Decision: ...
 
+    # Optional, for graders that guard calls (see verdicts.Judgement):
+    #     def judge(self, state: S | None, call: ToolCall) -> Judgement | None
+    # called by the engine for every tool_call after ``step`` saw it, with
+    # ``state`` None once the grader's verdict is final.
+
 
 class GraderType(Protocol):
     """What a grader plugin provides."""

@@ -1,0 +1,373 @@
+"""Docs that cannot go stale: every fenced block of README.md and docs/*.md.
+
+Each block is run or checked, unless the line before it is
+``<!-- illustrative -->``:
+
+- ``sh``/``bash``/``shell``: run with ``bash -e -o pipefail`` in a scratch
+  directory where ``src/``, ``tests/`` and ``policy.yaml`` (the example
+  policy) are at hand; exit status 0, or N when the line before the block is
+  ``<!-- exit: N -->``.
+- ``console``: ``$ `` lines are commands, the lines after each are its stdout,
+  compared line by line (a ``...`` line stands for any lines).
+- ``yaml``: compiled with trajgrade's own loader (a bare list is a
+  ``graders:`` list), so every type, key and regex in it is real.
+- ``json``: parsed (the whole block, or each line).
+- ``python``: run as a script in the scratch directory.
+
+Illustrative blocks are still checked for what can go stale without running
+them: every ``trajgrade`` sub-command and flag named anywhere (blocks and
+inline code) must exist in the click commands, every ``type:`` must be a
+registered grader type, every ``--format`` a registered format. New pages
+under docs/ are collected automatically. The site's strict build runs too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+
+from trajgrade.cli import main as cli_main
+from trajgrade.config import compile_suite, decode_config
+from trajgrade.formats import BUILTIN as FORMATS
+from trajgrade.graders import registry
+from trajgrade.hooks.invoke import UsageError
+from trajgrade.hooks.invoke import parse_args as parse_hook_args
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL = {"sh", "bash", "shell", "console"}
+CHECKED = SHELL | {"yaml", "yml", "json", "python"}
+MARK = re.compile(r"<!--\s*(illustrative|exit:\s*(\d+))\s*-->")
+#: Seconds one documented block may run.
+BLOCK_TIMEOUT = 60
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int  # 1-based line of the opening fence
+    lang: str
+    body: str
+    illustrative: bool
+    exit_status: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def _blocks(page: Path) -> list[Block]:
+    lines = page.read_text(encoding="utf-8").splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        m = re.match(r"```([\w-]*)", lines[i])
+        if not m:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and not lines[j].startswith("```"):
+            j += 1
+        prev = next((x for x in reversed(lines[:i]) if x.strip()), "")
+        mark = MARK.fullmatch(prev.strip())
+        out.append(
+            Block(
+                page=page,
+                line=i + 1,
+                lang=m.group(1).lower(),
+                body="\n".join(lines[i + 1 : j]) + "\n",
+                illustrative=bool(mark and mark.group(1) == "illustrative"),
+                exit_status=int(mark.group(2)) if mark and mark.group(2) else 0,
+            )
+        )
+        i = j + 1
+    return out
+
+
+BLOCKS = [b for page in PAGES for b in _blocks(page)]
+RUN = [b for b in BLOCKS if b.lang in CHECKED and not b.illustrative]
+
+
+def _params(langs: set[str]) -> list[object]:
+    return [pytest.param(b, id=b.id) for b in RUN if b.lang in langs]
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """A working directory with the repository's examples and fixtures at hand."""
+    for name in ("src", "tests"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    shutil.copy(ROOT / "src/trajgrade/examples/policy.yaml", tmp_path / "policy.yaml")
+    (tmp_path / "home").mkdir()
+    return tmp_path
+
+
+def _env(scratch: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    env["HOME"] = str(scratch / "home")  # `hook install --user` and friends
+    env["XDG_STATE_HOME"] = str(scratch / "home" / "state")
+    env.pop("NO_COLOR", None)
+    return env
+
+
+def _run(argv: list[str], scratch: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        cwd=scratch,
+        env=_env(scratch),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("block", _params({"sh", "bash", "shell"}))
+def test_shell_block_runs(block: Block, scratch: Path) -> None:
+    proc = _run(["bash", "-e", "-o", "pipefail", "-c", block.body], scratch)
+    assert proc.returncode == block.exit_status, (
+        f"{block.id}: exit {proc.returncode}, documented {block.exit_status}\n"
+        f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    )
+
+
+def _console(body: str) -> list[tuple[str, list[str]]]:
+    steps: list[tuple[str, list[str]]] = []
+    for line in body.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        elif steps:
+            steps[-1][1].append(line)
+    return steps
+
+
+def _matches(got: list[str], want: list[str]) -> bool:
+    pattern = "\n".join(
+        ".*" if w.strip() == "..." else re.escape(w.rstrip()) for w in want
+    )
+    text = "\n".join(g.rstrip() for g in got)
+    return re.fullmatch(pattern, text, re.DOTALL) is not None
+
+
+@pytest.mark.parametrize("block", _params({"console"}))
+def test_console_block_prints_what_it_shows(block: Block, scratch: Path) -> None:
+    steps = _console(block.body)
+    assert steps, f"{block.id}: a console block needs `$ ` command lines"
+    for i, (command, want) in enumerate(steps):
+        proc = _run(["bash", "-c", command], scratch)
+        last = i == len(steps) - 1
+        assert proc.returncode == (block.exit_status if last else 0), (
+            f"{block.id}: `{command}` exited {proc.returncode}\n{proc.stderr[-2000:]}"
+        )
+        got = proc.stdout.splitlines()
+        assert _matches(got, want), (
+            f"{block.id}: `{command}` printed\n{proc.stdout}\ndocumented\n"
+            + "\n".join(want)
+        )
+
+
+@pytest.mark.parametrize("block", _params({"yaml", "yml"}))
+def test_config_block_compiles(block: Block) -> None:
+    data = yaml.safe_load(block.body)
+    text = block.body
+    if isinstance(data, list):  # a fragment of a graders: list
+        text = "graders:\n" + textwrap.indent(block.body, "  ")
+    assert isinstance(yaml.safe_load(text), dict), (
+        f"{block.id}: not a trajgrade config; mark it <!-- illustrative -->"
+    )
+    suite = compile_suite(decode_config(text, name=block.id))
+    assert suite is not None
+
+
+@pytest.mark.parametrize("block", _params({"json"}))
+def test_json_block_parses(block: Block) -> None:
+    try:
+        json.loads(block.body)
+    except json.JSONDecodeError:
+        for line in filter(str.strip, block.body.splitlines()):
+            json.loads(line)
+
+
+@pytest.mark.parametrize("block", _params({"python"}))
+def test_python_block_runs(block: Block, scratch: Path) -> None:
+    script = scratch / "example.py"
+    script.write_text(block.body, encoding="utf-8")
+    proc = _run([sys.executable, str(script)], scratch)
+    assert proc.returncode == block.exit_status, f"{block.id}:\n{proc.stderr[-3000:]}"
+
+
+# ------------------------------------------------------------ names that must exist
+def _code_texts() -> list[tuple[str, str]]:
+    """(where, text) of every block and inline code span, illustrative ones too."""
+    out = [(b.id, b.body) for b in BLOCKS]
+    for page in PAGES:
+        text = re.sub(
+            r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL
+        )
+        out += [
+            (str(page.relative_to(ROOT)), m) for m in re.findall(r"`([^`\n]+)`", text)
+        ]
+    return out
+
+
+def _commands() -> list[tuple[str, list[str]]]:
+    """Every `trajgrade ...` invocation written in the docs, as argv after `trajgrade`:
+    in shell blocks, JSON hook settings and inline code that starts with it."""
+    texts = [(b.id, b.body) for b in BLOCKS if b.lang in SHELL]
+    texts += [
+        (b.id, cmd)
+        for b in BLOCKS
+        if b.lang == "json"
+        for cmd in re.findall(r'"command":\s*"(trajgrade [^"]*)"', b.body)
+    ]
+    texts += [(w, s) for w, s in _code_texts() if s.startswith("trajgrade ")]
+    found = []
+    for where, text in texts:
+        for line in text.replace("\\\n", " ").splitlines():
+            line = re.sub(r"(^|\s)#.*", "", line.removeprefix("$ "))
+            for m in re.finditer(
+                r"(?:^|[|;&(`]\s*|\$\()trajgrade((?:\s+[^|;&)]*)?)", line
+            ):
+                try:
+                    argv = shlex.split(m.group(1))
+                except ValueError:
+                    argv = m.group(1).split()
+                if argv and re.fullmatch(r"[a-z]+", argv[0]):
+                    found.append((where, argv))
+    return found
+
+
+def _command(argv: list[str]) -> tuple[click.Command, list[str]]:
+    cmd: click.Command = cli_main
+    rest = list(argv)
+    while isinstance(cmd, click.Group) and rest and rest[0] in cmd.commands:
+        cmd = cmd.commands[rest.pop(0)]
+    return cmd, rest
+
+
+def _options(cmd: click.Command) -> set[str]:
+    names = {"--help", "-h"}
+    for p in cmd.params:
+        names.update(p.opts)
+        names.update(p.secondary_opts)
+    return names
+
+
+def _unknown(commands: list[tuple[str, list[str]]]) -> list[str]:
+    """What in these command lines the CLI does not have."""
+    bad = []
+    for where, argv in commands:
+        if (
+            argv[0] == "hook"
+            and argv[1:2]
+            and argv[1] in {"claude-code", "codex", "gemini"}
+        ):
+            try:  # the hook's fast path parses its own arguments, without click
+                parse_hook_args(argv[2:])
+            except UsageError as exc:
+                if "is required" in str(exc):
+                    continue  # prose naming the command, not a command line
+                bad.append(f"{where}: `trajgrade hook {argv[1]}`: {exc}")
+            continue
+        cmd, rest = _command(argv)
+        if cmd is cli_main:
+            bad.append(f"{where}: no command `trajgrade {argv[0]}`")
+            continue
+        known = _options(cmd)
+        for tok in rest:
+            if tok == "--":
+                break  # the agent's own command line follows
+            flag = tok.split("=", 1)[0]
+            if re.fullmatch(r"--?[a-zA-Z][\w-]*", flag) and flag not in known:
+                bad.append(f"{where}: `trajgrade {' '.join(argv[:2])}` has no {flag}")
+    return bad
+
+
+def test_documented_commands_and_flags_exist() -> None:
+    commands = _commands()
+    assert len(commands) > 20
+    bad = _unknown(commands)
+    assert not bad, "\n".join(bad)
+
+
+def test_an_unknown_command_or_flag_is_caught() -> None:
+    """The check above can fail: made-up names are reported, real ones are not."""
+    made_up = [
+        ("x", ["grade", "-c", "p.yaml", "--no-such-flag"]),
+        ("x", ["frobnicate"]),
+        ("x", ["hook", "codex", "-c", "p.yaml", "--fail-open"]),
+        ("x", ["hook", "install", "codex", "--nope"]),
+    ]
+    assert len(_unknown(made_up)) == 4
+    real = [("x", ["grade", "-c", "p.yaml", "--follow", "--", "--not-ours"])]
+    assert _unknown(real) == []
+
+
+def test_documented_grader_types_exist() -> None:
+    types = set(registry())
+    bad = [
+        f"{where}: type {name!r}"
+        for where, text in _code_texts()
+        for name in re.findall(r"(?<![\w.\"])type:\s*[\"']?([\w.<>-]+)", text)
+        if name not in types and name not in {"command", "http", "<grader"}
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_documented_formats_exist() -> None:
+    names = set(FORMATS) | {"auto"}
+    bad = [
+        f"{where}: --format {name}"
+        for where, text in _code_texts()
+        for name in re.findall(r"--format[ =]([a-z][\w-]*)", text)
+        if name not in names
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_every_format_and_grader_has_its_section() -> None:
+    """docs/formats.md has one section per format; docs/graders.md names every type."""
+    formats = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## `([\w-]+)`", formats, re.MULTILINE)
+    assert sorted(sections) == sorted(FORMATS), "one section per format, once"
+    graders = (ROOT / "docs" / "graders.md").read_text(encoding="utf-8")
+    kinds = {t.kind for t in registry().values()}
+    missing = [k for k in kinds if not re.search(rf"\b{re.escape(k)}\b", graders)]
+    assert not missing, f"docs/graders.md does not name {missing}"
+
+
+def test_docs_site_builds_strictly(tmp_path: Path) -> None:
+    """`mkdocs build --strict`: no broken link, no page left out of the nav."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-q",
+            "-d",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (tmp_path / "formats" / "index.html").is_file()

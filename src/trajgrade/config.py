@@ -311,8 +311,7 @@ def _read_layout(
             _aigo_entry,
         )
     else:
-        msg = f"no graders found; expected one of the layouts: {'; '.join(_LAYOUTS)}"
-        raise ConfigError(msg, location=shell.locate(()))
+        raise _no_graders(doc, shell)
     if not specs and not errors:
         msg = "no graders configured; add at least one (see `trajgrade graders`)"
         raise ConfigError(msg, location=shell.locate(()))
@@ -321,6 +320,21 @@ def _read_layout(
     return msgspec.structs.replace(
         shell, graders=tuple(specs), threshold=threshold, problems=tuple(errors)
     )
+
+
+def _no_graders(doc: Mapping[Any, Any], shell: SuiteConfig) -> ConfigError:
+    """No layout's top-level key: name the nearest one (`grader:` for `graders:`)."""
+    import difflib
+
+    for key in doc:
+        close = difflib.get_close_matches(
+            str(key), ("graders", "execution", "scorers"), 1
+        )
+        if close:
+            msg = f"no graders found: did you mean `{close[0]}`?"
+            return ConfigError(msg, location=shell.locate((str(key),)))
+    msg = f"no graders found; expected one of the layouts: {'; '.join(_LAYOUTS)}"
+    return ConfigError(msg, location=shell.locate(()))
 
 
 def _entries(

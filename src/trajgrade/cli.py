@@ -230,6 +230,9 @@ def grade(
     if usage is not None:
         raise click.UsageError(usage)
     pretty = output == "pretty" or (output == "auto" and sys.stdout.isatty())
+    from_terminal = not inputs and not watch_dirs and sys.stdin.isatty()
+    if from_terminal and not quiet:  # else it looks like a hang
+        click.echo(STDIN_HINT, err=True)
     sink: Any
     status = None
     if pretty and sys.stdout.isatty() and not quiet:
@@ -239,7 +242,8 @@ def grade(
         from trajgrade.status import ConsoleWriter, StatusLine
 
         status = StatusLine(
-            total_bytes=_total_bytes(inputs, live=follow or bool(watch_dirs))
+            total_bytes=_total_bytes(inputs, live=follow or bool(watch_dirs)),
+            label="reading stdin" if from_terminal else None,
         )
         sink = PrettySink(ConsoleWriter(status.console), color=True)
     elif pretty:
@@ -300,7 +304,10 @@ def grade(
             )
             click.echo(f"not passed: {shown}{more}")
     if not quiet:
-        logger.info(
+        # After the readable summary, on the same terminal, the log line says
+        # nothing new; it stays for log pipelines (stderr not a terminal).
+        summarised = pretty and sys.stdout.isatty() and sys.stderr.isatty()
+        (logger.debug if summarised else logger.info)(
             "run_finished",
             traces=summary.traces,
             events=summary.events,
@@ -313,6 +320,12 @@ def grade(
         sys.exit(EXIT_USAGE)  # an input could not be read to its end
     sys.exit(EXIT_OK if summary.all_passed else EXIT_FAILED)
 
+
+#: Shown when `grade` was given no input and stdin is a terminal.
+STDIN_HINT: Final = (
+    "trajgrade: reading events from stdin; type or paste JSON lines and end with "
+    "Ctrl-D, or pipe a log in (tail -f LOG | trajgrade grade ...), or name files"
+)
 
 #: Idle timeout of live traces when --idle-timeout is not given.
 LIVE_IDLE_TIMEOUT: Final = 600.0

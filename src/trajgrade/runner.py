@@ -43,7 +43,7 @@ from trajgrade._signals import graceful_signals
 from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
-from trajgrade.reporting import log_anomaly, report_problems
+from trajgrade.reporting import log_anomalies, report_problems
 from trajgrade.sources import StreamSource, open_source
 from trajgrade.sources.stream import trace_name
 from trajgrade.state import STATE_VERSION, Checkpoint, Position, StateStore
@@ -476,8 +476,7 @@ class _Run:
     def finish(self, *, close_traces: bool) -> RunSummary:
         if close_traces:
             self.emit(self.engine.finish())
-        for anomaly in self.engine.anomalies:
-            log_anomaly(self.log, anomaly, Location())
+        log_anomalies(self.log, ((a, Location()) for a in self.engine.anomalies))
         self.summary.anomalies += len(self.engine.anomalies)
         self.engine.anomalies.clear()
         self.sink.close()

@@ -371,3 +371,41 @@ def test_docs_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (tmp_path / "formats" / "index.html").is_file()
+
+
+# ------------------------------------------------------------ policies as written
+def _readme_block(after_heading: str, lang: str) -> Block:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(after_heading)
+    line = text[:start].count("\n") + 1
+    return next(
+        b for b in _blocks(ROOT / "README.md") if b.line > line and b.lang == lang
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "refused"),
+    [
+        ("Read", {"file_path": "/repo/.env"}, True),  # Claude Code
+        ("Bash", {"command": "cat .env | head"}, True),
+        ("read_file", {"file_path": "/repo/.env"}, True),  # Gemini CLI 0.61
+        ("read_file", {"absolute_path": "/repo/.env"}, True),  # Gemini CLI 0.1x
+        ("run_shell_command", {"command": "source .env"}, True),
+        ("exec_command", {"cmd": "grep KEY .env"}, True),  # Codex
+        ("Read", {"file_path": "/repo/.envrc.md"}, False),
+        ("Bash", {"command": "pytest -q"}, False),
+        ("exec_command", {"cmd": "ls"}, False),
+    ],
+)
+def test_readme_stop_policy_works_on_each_agent(
+    name: str, args: dict[str, str], refused: bool
+) -> None:
+    """The README's agent policy fails the call the moment it is made, with the
+    tool names and argument keys each agent really writes (see docs/formats.md)."""
+    from trajgrade import Engine, ToolCall
+
+    block = _readme_block("### Stop Claude Code", "yaml")
+    engine = Engine(compile_suite(decode_config(block.body, name=block.id)))
+    verdicts = engine.feed(ToolCall(trace_id="t", name=name, call_id="c1", args=args))
+    failed = [v.grader for v in verdicts if v.outcome == "fail"]
+    assert failed == (["no-secrets"] if refused else [])

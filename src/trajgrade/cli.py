@@ -230,7 +230,9 @@ def grade(
     if usage is not None:
         raise click.UsageError(usage)
     pretty = output == "pretty" or (output == "auto" and sys.stdout.isatty())
-    from_terminal = not inputs and not watch_dirs and sys.stdin.isatty()
+    from_terminal = (
+        not inputs and not watch_dirs and bool(sys.stdin and sys.stdin.isatty())
+    )
     if from_terminal and not quiet:  # else it looks like a hang
         click.echo(STDIN_HINT, err=True)
     sink: Any

@@ -317,6 +317,39 @@ def test_an_unknown_command_or_flag_is_caught() -> None:
     assert _unknown(real) == []
 
 
+#: Flags of other programs that the docs write on their own in inline code.
+FOREIGN_FLAGS = {
+    "-p": "claude -p / gemini -p (print mode)",
+    "--input-format": "claude --input-format stream-json",
+    "--size": "the benchmark generator's --size",
+}
+
+
+def _all_options() -> set[str]:
+    names = {"-c", "--config", "--state-dir", "--server", "--verdicts"}
+    names |= {"--max-age", "--fail-closed", "--allow-code"}  # the hook's fast path
+
+    def walk(cmd: click.Command) -> None:
+        names.update(_options(cmd))
+        if isinstance(cmd, click.Group):
+            for sub in cmd.commands.values():
+                walk(sub)
+
+    walk(cli_main)
+    return names
+
+
+def test_inline_flags_exist() -> None:
+    """A flag written on its own in prose (`--follow`, `--state DIR`) is a real one."""
+    known = _all_options() | set(FOREIGN_FLAGS)
+    bad = []
+    for where, span in _code_texts():
+        m = re.match(r"(--?[a-zA-Z][\w-]*)(?:[ =]|$)", span)
+        if m and m.group(1) not in known:
+            bad.append(f"{where}: `{span}`")
+    assert not bad, "\n".join(bad)
+
+
 def test_documented_grader_types_exist() -> None:
     types = set(registry())
     bad = [
@@ -364,6 +397,7 @@ def test_docs_site_builds_strictly(tmp_path: Path) -> None:
             str(tmp_path),
         ],
         cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # Material's end-of-life banner
         capture_output=True,
         text=True,
         timeout=120,

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL = {"sh", "bash", "shell", "console"}
 CHECKED = SHELL | {"yaml", "yml", "json", "python"}
-MARK = re.compile(r"<!--\s*(illustrative|exit:\s*(\d+))\s*-->")
+MARK = re.compile(r"<!--\s*(illustrative|exit:\s*(\d+)|file:\s*([\w.-]+))\s*-->")
 #: Seconds one documented block may run.
 BLOCK_TIMEOUT = 60
 
@@ -62,6 +62,7 @@ class Block:
     body: str
     illustrative: bool
     exit_status: int
+    file: str | None = None  # `<!-- file: NAME -->`: saved for the page's commands
 
     @property
     def id(self) -> str:
@@ -89,6 +90,7 @@ def _blocks(page: Path) -> list[Block]:
                 body="\n".join(lines[i + 1 : j]) + "\n",
                 illustrative=bool(mark and mark.group(1) == "illustrative"),
                 exit_status=int(mark.group(2)) if mark and mark.group(2) else 0,
+                file=mark.group(3) if mark else None,
             )
         )
         i = j + 1
@@ -111,6 +113,13 @@ def scratch(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "src/trajgrade/examples/policy.yaml", tmp_path / "policy.yaml")
     (tmp_path / "home").mkdir()
     return tmp_path
+
+
+def _save_files(block: Block, scratch: Path) -> None:
+    """Write the page's `<!-- file: NAME -->` blocks where its commands find them."""
+    for b in BLOCKS:
+        if b.page == block.page and b.file:
+            (scratch / b.file).write_text(b.body, encoding="utf-8")
 
 
 def _env(scratch: Path) -> dict[str, str]:
@@ -138,6 +147,7 @@ def _run(argv: list[str], scratch: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("block", _params({"sh", "bash", "shell"}))
 def test_shell_block_runs(block: Block, scratch: Path) -> None:
+    _save_files(block, scratch)
     proc = _run(["bash", "-e", "-o", "pipefail", "-c", block.body], scratch)
     assert proc.returncode == block.exit_status, (
         f"{block.id}: exit {proc.returncode}, documented {block.exit_status}\n"
@@ -165,6 +175,7 @@ def _matches(got: list[str], want: list[str]) -> bool:
 
 @pytest.mark.parametrize("block", _params({"console"}))
 def test_console_block_prints_what_it_shows(block: Block, scratch: Path) -> None:
+    _save_files(block, scratch)
     steps = _console(block.body)
     assert steps, f"{block.id}: a console block needs `$ ` command lines"
     for i, (command, want) in enumerate(steps):
@@ -204,6 +215,7 @@ def test_json_block_parses(block: Block) -> None:
 
 @pytest.mark.parametrize("block", _params({"python"}))
 def test_python_block_runs(block: Block, scratch: Path) -> None:
+    _save_files(block, scratch)
     script = scratch / "example.py"
     script.write_text(block.body, encoding="utf-8")
     proc = _run([sys.executable, str(script)], scratch)

@@ -458,3 +458,50 @@ def test_readme_stop_policy_works_on_each_agent(
     verdicts = engine.feed(ToolCall(trace_id="t", name=name, call_id="c1", args=args))
     failed = [v.grader for v in verdicts if v.outcome == "fail"]
     assert failed == (["no-secrets"] if refused else [])
+
+
+@pytest.mark.parametrize(
+    ("agent", "folder", "payload"),
+    [
+        ("claude-code", "claude-code", "03-PreToolUse.json"),
+        ("codex", "codex", "03-PreToolUse.json"),
+        ("gemini", "gemini-cli", "03-BeforeTool.json"),
+    ],
+)
+def test_readme_stop_policy_denies_through_each_agents_hook(
+    agent: str, folder: str, payload: str, tmp_path: Path
+) -> None:
+    """The README's policy as the agent's hook: a recorded shell-call payload
+    is let through; the same call reading .env is denied."""
+    block = _readme_block("### Stop Claude Code", "yaml")
+    policy = tmp_path / "agents.yaml"
+    policy.write_text(block.body, encoding="utf-8")
+    recorded = json.loads(
+        (ROOT / "tests/fixtures/hooks" / folder / "hooks" / payload).read_text()
+    )
+
+    hook_cmd = [sys.executable, "-m", "trajgrade", "hook"]
+
+    def hook(tool_input: dict[str, str]) -> str:
+        body = {**recorded, "tool_input": tool_input}
+        proc = subprocess.run(
+            [
+                *hook_cmd,
+                agent,
+                "-c",
+                str(policy),
+                "--state-dir",
+                str(tmp_path / "state"),
+            ],
+            input=json.dumps(body),
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT,
+            check=True,
+        )
+        return proc.stdout
+
+    assert hook(recorded["tool_input"]) == ""  # `echo hello`: no decision
+    answer = json.loads(hook({**recorded["tool_input"], "command": "cat .env"}))
+    decision = answer.get("hookSpecificOutput", answer)
+    assert "deny" in (decision.get("permissionDecision"), decision.get("decision"))

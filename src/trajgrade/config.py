@@ -254,7 +254,7 @@ def _read_layout(
     shell = SuiteConfig(graders=(), source=name, lines=lines, base_dir=base_dir)
     if not isinstance(doc, Mapping):
         got = "an empty file" if doc is None else f"a {type(doc).__name__}"
-        msg = f"expected a mapping in one of the layouts: {'; '.join(_LAYOUTS)}, got {got}; see README 'Config'"
+        msg = f"expected a mapping in one of the layouts: {'; '.join(_LAYOUTS)}, got {got}; see docs/graders.md"
         raise ConfigError(msg, location=shell.locate(()))
     errors: list[ConfigError] = []
     threshold: float | None = None
@@ -378,7 +378,7 @@ def _on_fail(value: Any) -> OnFail | None:
         return OnFail(value)
     except ValueError:
         known = ", ".join(m.value for m in OnFail)
-        msg = f"`on_fail` must be one of {known} (got {value!r}); see README 'Stop a running agent'"
+        msg = f"`on_fail` must be one of {known} (got {value!r}); see docs/hooks.md"
         raise ConfigError(msg, location=Location(field="on_fail")) from None
 
 

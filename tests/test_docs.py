@@ -505,3 +505,13 @@ def test_readme_stop_policy_denies_through_each_agents_hook(
     answer = json.loads(hook({**recorded["tool_input"], "command": "cat .env"}))
     decision = answer.get("hookSpecificOutput", answer)
     assert "deny" in (decision.get("permissionDecision"), decision.get("decision"))
+
+
+def test_readme_links_resolve() -> None:
+    """The README is not part of the site build: its relative links are checked here."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if not re.match(r"[a-z]+://", t)]
+    assert len(local) > 10
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert not missing, missing

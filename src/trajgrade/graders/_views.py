@@ -1,0 +1,153 @@
+"""Argument views of one tool call: its shell command, its path(s), its URL(s).
+
+A view is read through the tool's specs in :mod:`._agents`; a tool the
+tables do not know falls back to the argument of the view's own name
+(``command``, ``path``, ``url``), which is exactly vally's lookup. ``None``
+means the call has no such view (vally's "configuration error" when a filter
+asks for it); a view that is present is never empty.
+
+Paths are normalised lexically (no file system: the guard runs beside the
+agent, not necessarily in its cwd): ``\\`` of a Windows drive path becomes
+``/``, ``.`` segments and repeated slashes go, ``..`` is resolved, a
+trailing slash is dropped. A relative path is seen in two spellings, plain
+(``src/a.ts``) and explicit (``./src/a.ts``), and a pattern matches the path
+if it matches either: ``./.env``, ``sub/../.env`` and ``/repo/.env`` all end
+in ``/.env``, while vally's ``^src/`` still matches ``src/a.ts``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from typing import TYPE_CHECKING, Any, Final
+
+from trajgrade.graders._agents import UNION
+
+if TYPE_CHECKING:
+    from trajgrade.events import ToolCall
+
+__all__ = ("call_kind", "command_of", "normal_paths", "patch_paths", "view_of")
+
+_DRIVE: Final = re.compile(r"^[A-Za-z]:[\\/]")
+# apply_patch's file headers (Codex's patch format).
+_PATCH_FILE: Final = re.compile(
+    r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
+    re.MULTILINE,
+)
+_URL: Final = re.compile(r"\bhttps?://[^\s\"'<>()\[\]{}]+", re.IGNORECASE)
+_PATCH_KEYS: Final = ("input", "patch", "command")
+
+
+def call_kind(call: ToolCall) -> str | None:
+    """The kind of this call (None: an unknown tool)."""
+    tool = UNION.get(call.name)
+    if tool is None:
+        return "mcp" if call.name.startswith("mcp__") else None
+    if tool.by_arg is not None:
+        key, table = tool.by_arg
+        value = (call.args or {}).get(key)
+        for v, kind in table:
+            if value == v:
+                return kind
+    return tool.kind
+
+
+def view_of(call: ToolCall, view: str) -> list[str] | None:
+    """The values of ``view`` on this call: a one-item list for ``command``,
+    every path or URL otherwise; None when the call has none."""
+    tool = UNION.get(call.name)
+    specs: tuple[str, ...] = getattr(tool, view) if tool is not None else (view,)
+    args = call.args or {}
+    values: list[str] = []
+    for spec in specs:
+        values.extend(_read(spec, args, call, view))
+        if values and view == "command":
+            break  # the first spelling present is the command
+    if not values:
+        return None
+    if view == "path":
+        return normal_paths(values)
+    return values
+
+
+def command_of(call: ToolCall) -> str | None:
+    """The shell command text of a call (an argv joined with shell quoting)."""
+    got = view_of(call, "command")
+    return None if got is None else got[0]
+
+
+def _read(spec: str, args: dict[str, Any], call: ToolCall, view: str) -> list[str]:
+    if spec == "@patch":
+        text = call.args_raw
+        for key in _PATCH_KEYS:
+            if text is not None:
+                break
+            value = args.get(key)
+            text = value if isinstance(value, str) else None
+        return patch_paths(text) if text is not None else []
+    if spec.startswith("@urls:"):
+        value = args.get(spec[6:])
+        return _URL.findall(value) if isinstance(value, str) else []
+    values = _dig(args, spec.split("."))
+    if view == "command":
+        return [_argv_text(v) for v in values if _argv_text(v)]
+    out: list[str] = []
+    for v in values:
+        if isinstance(v, str):
+            if v:
+                out.append(v)
+        elif isinstance(v, list):
+            out.extend(s for s in v if isinstance(s, str) and s)
+    return out
+
+
+def _dig(value: Any, keys: list[str]) -> list[Any]:
+    """The values at a dotted path; ``k[]`` walks every item of list ``k``."""
+    found = [value]
+    for key in keys:
+        each = key.endswith("[]")
+        name = key[:-2] if each else key
+        nxt: list[Any] = []
+        for v in found:
+            got = v.get(name) if isinstance(v, dict) else None
+            if got is None:
+                continue
+            if each:
+                nxt.extend(got if isinstance(got, list) else ())
+            else:
+                nxt.append(got)
+        found = nxt
+    return found
+
+
+def _argv_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(s, str) for s in value):
+        # An argv: quoted so that the text re-parses to the same words.
+        return shlex.join(value)
+    return ""
+
+
+def patch_paths(text: str) -> list[str]:
+    """Every path an ``apply_patch`` text adds, updates, deletes or moves to."""
+    return [a or b for a, b in _PATCH_FILE.findall(text)]
+
+
+def normal_paths(paths: list[str]) -> list[str]:
+    """Each path normalised; a relative one also in its ``./`` spelling."""
+    out: list[str] = []
+    for p in paths:
+        if _DRIVE.match(p):
+            p = p.replace("\\", "/")
+        norm = posixpath.normpath(p)
+        if norm.startswith("//"):
+            norm = "/" + norm.lstrip("/")  # normpath keeps a leading "//"
+        out.append(norm)
+        if not norm.startswith("/") and not _DRIVE.match(norm):
+            if norm == ".":
+                continue
+            if not norm.startswith("../") and norm != "..":
+                out.append("./" + norm)
+    return out

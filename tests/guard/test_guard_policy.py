@@ -17,13 +17,13 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests._support import finals, suite
 
 from trajgrade.events import Event, ToolCall
 from trajgrade.formats import detect, open_reader
 from trajgrade.graders._tool_match import Matcher, ToolMatch
 from trajgrade.hooks.payloads import OpenCall, translate
 from trajgrade.verdicts import Outcome
-from tests._support import finals, suite
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "src" / "trajgrade" / "examples" / "guard.yaml"

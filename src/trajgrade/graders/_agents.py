@@ -20,7 +20,9 @@ View specs (strings, so the reference can print them):
 * ``@patch`` -- every path an ``apply_patch`` text touches (``args_raw`` or
   the ``input``/``patch``/``command`` argument);
 * ``@urls:key`` -- the URLs written inside free text (Gemini's
-  ``web_fetch`` ``prompt``).
+  ``web_fetch`` ``prompt``);
+* ``@word1:key`` -- the first argument of a command line (SWE-agent 0.x's
+  ``open src/a.py``).
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class Tool(NamedTuple):
     #: Kind chosen by an argument (``str_replace_editor``'s ``command``):
     #: (argument, {value: kind}); ``kind`` is the fallback.
     by_arg: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    #: The argument keys the tool takes, where known (``check --agent``
+    #: warns about an ``args:`` key none of the selected tools has).
+    args: tuple[str, ...] = ()
 
     def kinds(self) -> frozenset[str]:
         """Every kind a call of this tool can have."""
@@ -162,9 +167,8 @@ _CODEX: Final = {
     "send_input": Tool("task"),
     "wait": Tool("task"),
     "close_agent": Tool("task"),
-    # Hooks name the shell tool `Bash` (translated to exec_command) and pass
-    # apply_patch's text as `command`.
-    "Bash": _shell(),
+    # Codex hooks name the shell tool `Bash`; the hook adapter spells it the
+    # rollout's way (exec_command, `cmd`) before any matcher sees it.
 }
 
 _GEMINI: Final = {
@@ -208,14 +212,13 @@ _SWE_AGENT: Final = {
     "bash": _shell(),
     "str_replace_editor": _EDITOR,
     "submit": Tool("finish"),
-    # 0.x commands (the call is named by the action's first word; other
-    # words are programs run in the shell and have no fixed kind).
-    "open": Tool("read", path=("path",)),
-    "goto": Tool("read"),
-    "scroll_up": Tool("read"),
-    "scroll_down": Tool("read"),
-    "create": Tool("write", path=("path",)),
-    "edit": Tool("edit", path=("path",)),
+    # 0.x commands: the call is named by the action's first word and its
+    # only argument is the action text (`open src/a.py 10`). Other words are
+    # programs run in the shell and have no fixed kind; goto/scroll_* page
+    # through the file `open` read, and `edit 10:12` edits that file: no path.
+    "open": Tool("read", path=("path", "@word1:command")),
+    "create": Tool("write", path=("path", "@word1:command")),
+    "edit": Tool("edit"),
     "find_file": Tool("search"),
     "search_dir": Tool("search"),
     "search_file": Tool("search"),
@@ -256,11 +259,63 @@ _CANONICAL: Final = {
     "web_search": Tool("web_search", url=("url",)),
 }
 
+
+def _with_args(tools: dict[str, Tool], keys: dict[str, str]) -> dict[str, Tool]:
+    """The tools with their argument keys (from the agents' tool schemas and
+    recorded calls) filled in."""
+    out = dict(tools)
+    for name, words in keys.items():
+        out[name] = out[name]._replace(args=tuple(words.split()))
+    return out
+
+
+_CLAUDE_ARGS: Final = {
+    "Bash": "command description timeout run_in_background dangerouslyDisableSandbox",
+    "Read": "file_path offset limit pages",
+    "Write": "file_path content",
+    "Edit": "file_path old_string new_string replace_all",
+    "MultiEdit": "file_path edits",
+    "NotebookEdit": "notebook_path cell_id new_source cell_type edit_mode",
+    "Glob": "pattern path",
+    "Grep": "pattern path glob type output_mode -i -n -A -B -C multiline head_limit offset",
+    "WebFetch": "url prompt",
+    "WebSearch": "query allowed_domains blocked_domains",
+    "Task": "description prompt subagent_type model run_in_background",
+    "TodoWrite": "todos",
+    "ExitPlanMode": "plan",
+    "AskUserQuestion": "questions",
+}
+_CODEX_ARGS: Final = {
+    "exec_command": "cmd workdir shell login yield_time_ms max_output_tokens "
+    "justification sandbox_permissions prefix_rule with_escalated_permissions",
+    "shell": "command workdir timeout_ms justification with_escalated_permissions",
+    "local_shell": "type command workdir timeout_ms env user",
+    "write_stdin": "session_id chars yield_time_ms max_output_tokens",
+    "update_plan": "explanation plan",
+    "view_image": "path",
+    "command_execution": "command",
+    "file_change": "changes",
+    "web_search": "query type url pattern queries",
+}
+_GEMINI_ARGS: Final = {
+    "run_shell_command": "command description dir_path is_background",
+    "read_file": "absolute_path file_path offset limit",
+    "write_file": "file_path content",
+    "replace": "file_path old_string new_string instruction expected_replacements",
+    "list_directory": "dir_path ignore file_filtering_options",
+    "glob": "pattern dir_path case_sensitive respect_git_ignore",
+    "grep_search": "pattern dir_path include",
+    "web_fetch": "prompt",
+    "google_web_search": "query",
+    "save_memory": "fact",
+    "write_todos": "todos",
+}
+
 #: Agent (as ``check --agent`` and ``hook`` name it) -> its tools.
 AGENTS: Final[dict[str, dict[str, Tool]]] = {
-    "claude-code": _CLAUDE,
-    "codex": _CODEX,
-    "gemini": _GEMINI,
+    "claude-code": _with_args(_CLAUDE, _CLAUDE_ARGS),
+    "codex": _with_args(_CODEX, _CODEX_ARGS),
+    "gemini": _with_args(_GEMINI, _GEMINI_ARGS),
     "openhands": _OPENHANDS,
     "swe-agent": _SWE_AGENT,
     "mini-swe-agent": _MINI_SWE_AGENT,
@@ -294,6 +349,9 @@ def _merge() -> dict[str, Tool]:
                     command=_both(known.command, tool.command),
                     path=_both(known.path, tool.path),
                     url=_both(known.url, tool.url),
+                    args=_both(known.args, tool.args)
+                    if known.args and tool.args
+                    else (),
                 )
     return out
 

@@ -89,6 +89,9 @@ def _read(spec: str, args: dict[str, Any], call: ToolCall, view: str) -> list[st
     if spec.startswith("@urls:"):
         value = args.get(spec[6:])
         return _URL.findall(value) if isinstance(value, str) else []
+    if spec.startswith("@word1:"):
+        value = args.get(spec[7:])
+        return _first_argument(value) if isinstance(value, str) else []
     values = _dig(args, spec.split("."))
     if view == "command":
         return [_argv_text(v) for v in values if _argv_text(v)]
@@ -128,6 +131,14 @@ def _argv_text(value: Any) -> str:
         # An argv: quoted so that the text re-parses to the same words.
         return shlex.join(value)
     return ""
+
+
+def _first_argument(line: str) -> list[str]:
+    try:
+        words = shlex.split(line.split("\n", 1)[0])
+    except ValueError:
+        return []
+    return words[1:2]
 
 
 def patch_paths(text: str) -> list[str]:

@@ -191,6 +191,11 @@ class ToolCalls:
                 errors.add(regex_field(at, spec, exc), str(exc))
         return tuple(out)
 
+    def matchers(self) -> tuple[Matcher, ...]:
+        """Every entry, for ``trajgrade check --agent``."""
+        dis = tuple(self._dis_by_bit[b] for b in sorted(self._dis_by_bit))
+        return (*self._required, *dis, *self._sequence)
+
     # ------------------------------------------------------------ contract
     def start(self) -> ToolCallsState:
         return ToolCallsState(

@@ -17,26 +17,44 @@ in ``/.env``, while vally's ``^src/`` still matches ``src/a.ts``.
 
 from __future__ import annotations
 
+import functools
 import posixpath
-import re
-import shlex
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from trajgrade.graders._agents import UNION
 
 if TYPE_CHECKING:
+    import re
+
     from trajgrade.events import ToolCall
 
 __all__ = ("call_kind", "command_of", "normal_paths", "patch_paths", "view_of")
 
-_DRIVE: Final = re.compile(r"^[A-Za-z]:[\\/]")
-# apply_patch's file headers (Codex's patch format).
-_PATCH_FILE: Final = re.compile(
-    r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
-    re.MULTILINE,
-)
-_URL: Final = re.compile(r"\bhttps?://[^\s\"'<>()\[\]{}]+", re.IGNORECASE)
-_PATCH_KEYS: Final = ("input", "patch", "command")
+_PATCH_KEYS = ("input", "patch", "command")
+
+
+# Compiled on first use: most hook calls need neither (start-up time).
+@functools.cache
+def _patch_file() -> re.Pattern[str]:
+    import re
+
+    # apply_patch's file headers (Codex's patch format).
+    return re.compile(
+        r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
+        re.MULTILINE,
+    )
+
+
+@functools.cache
+def _url() -> re.Pattern[str]:
+    import re
+
+    return re.compile(r"\bhttps?://[^\s\"'<>()\[\]{}]+", re.IGNORECASE)
+
+
+def _drive(path: str) -> bool:
+    """A Windows drive path (``C:\\x`` or ``C:/x``)."""
+    return len(path) > 2 and path[1] == ":" and path[0].isalpha() and path[2] in "\\/"
 
 
 def call_kind(call: ToolCall) -> str | None:
@@ -88,7 +106,7 @@ def _read(spec: str, args: dict[str, Any], call: ToolCall, view: str) -> list[st
         return patch_paths(text) if text is not None else []
     if spec.startswith("@urls:"):
         value = args.get(spec[6:])
-        return _URL.findall(value) if isinstance(value, str) else []
+        return _url().findall(value) if isinstance(value, str) else []
     if spec.startswith("@word1:"):
         value = args.get(spec[7:])
         return _first_argument(value) if isinstance(value, str) else []
@@ -128,12 +146,16 @@ def _argv_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and value and all(isinstance(s, str) for s in value):
+        import shlex
+
         # An argv: quoted so that the text re-parses to the same words.
         return shlex.join(value)
     return ""
 
 
 def _first_argument(line: str) -> list[str]:
+    import shlex
+
     try:
         words = shlex.split(line.split("\n", 1)[0])
     except ValueError:
@@ -143,20 +165,20 @@ def _first_argument(line: str) -> list[str]:
 
 def patch_paths(text: str) -> list[str]:
     """Every path an ``apply_patch`` text adds, updates, deletes or moves to."""
-    return [a or b for a, b in _PATCH_FILE.findall(text)]
+    return [a or b for a, b in _patch_file().findall(text)]
 
 
 def normal_paths(paths: list[str]) -> list[str]:
     """Each path normalised; a relative one also in its ``./`` spelling."""
     out: list[str] = []
     for p in paths:
-        if _DRIVE.match(p):
+        if _drive(p):
             p = p.replace("\\", "/")
         norm = posixpath.normpath(p)
         if norm.startswith("//"):
             norm = "/" + norm.lstrip("/")  # normpath keeps a leading "//"
         out.append(norm)
-        if not norm.startswith("/") and not _DRIVE.match(norm):
+        if not norm.startswith("/") and not _drive(norm):
             if norm == ".":
                 continue
             if not norm.startswith("../") and norm != "..":

@@ -190,3 +190,15 @@ def test_the_parser_is_not_imported_until_a_program_filter_runs() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_grammar_loaded_directly_is_the_packages() -> None:
+    import tree_sitter
+    import tree_sitter_bash
+
+    from trajgrade.graders._shell import _bash_grammar
+
+    direct = tree_sitter.Language(_bash_grammar())
+    public = tree_sitter.Language(tree_sitter_bash.language())
+    assert direct.abi_version == public.abi_version
+    assert direct.node_kind_count == public.node_kind_count

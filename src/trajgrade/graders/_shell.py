@@ -101,9 +101,34 @@ class Programs(NamedTuple):
 @functools.cache
 def _parser() -> Any:
     import tree_sitter
-    import tree_sitter_bash
 
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    return tree_sitter.Parser(tree_sitter.Language(_bash_grammar()))
+
+
+def _bash_grammar() -> Any:
+    """tree-sitter-bash's compiled grammar, loaded without running the
+    package's ``__init__``: that imports ``importlib.resources`` (~8 ms of a
+    cold hook) only to offer query files the parser does not need."""
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("tree_sitter_bash")  # does not import it
+    for folder in (spec.submodule_search_locations or ()) if spec else ():
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, "_binding" + suffix)
+            if os.path.exists(path):
+                loader = importlib.machinery.ExtensionFileLoader(
+                    "tree_sitter_bash._binding", path
+                )
+                binding = importlib.util.module_from_spec(
+                    importlib.machinery.ModuleSpec(loader.name, loader, origin=path)
+                )
+                loader.exec_module(binding)
+                return binding.language()
+    import tree_sitter_bash  # another layout: the public way
+
+    return tree_sitter_bash.language()
 
 
 @functools.lru_cache(maxsize=256)

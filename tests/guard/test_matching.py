@@ -197,6 +197,8 @@ def test_kind_config_errors_name_the_field() -> None:
         one("tool-calls", "disallowed: [{kind: shel}]")
     with pytest.raises(ConfigError, match=r"give name: .* or kind:"):
         one("tool-calls", "disallowed: [{command: x}]")
+    with pytest.raises(ConfigError, match="selects nothing"):
+        one("tool-calls", "disallowed: [{kind: []}]")
 
 
 def test_kind_works_in_every_list_of_the_grader() -> None:

@@ -292,6 +292,8 @@ _REQUIRED_ONLY: Final = ("min_count", "final", "at_step", "before_step")
 def validate(where: str, at: str, spec: ToolMatch, errors: ErrorList) -> None:
     if spec.name is None and spec.kind is None:
         errors.add(at, "give name: (a tool-name regex) or kind: (e.g. shell, read)")
+    if spec.kind == []:
+        errors.add(f"{at}.kind", "kind: [] selects nothing; name a kind or drop kind")
     for kind in sorted(kinds_of(spec) - KINDS.keys()):
         errors.add(
             f"{at}.kind",

@@ -1,8 +1,8 @@
 """Argument views of one tool call: its shell command, its path(s), its URL(s).
 
-A view is read through the tool's specs in :mod:`._agents`; a tool the
-tables do not know falls back to the argument of the view's own name
-(``command``, ``path``, ``url``), which is exactly vally's lookup. ``None``
+A view is read through the tool's specs in :mod:`._agents`, then the
+argument of the view's own name (``command``, ``path``, ``url``); for a tool
+the tables do not know, that argument alone, which is exactly vally's lookup. ``None``
 means the call has no such view (vally's "configuration error" when a filter
 asks for it); a view that is present is never empty.
 
@@ -75,7 +75,11 @@ def view_of(call: ToolCall, view: str) -> list[str] | None:
     """The values of ``view`` on this call: a one-item list for ``command``,
     every path or URL otherwise; None when the call has none."""
     tool = UNION.get(call.name)
-    specs: tuple[str, ...] = getattr(tool, view) if tool is not None else (view,)
+    specs: tuple[str, ...] = (view,)
+    if tool is not None:
+        # The argument of the view's own name comes last: hand-written traces
+        # (agentv's `Read {path}`) spell it so.
+        specs = tuple(dict.fromkeys((*getattr(tool, view), view)))
     args = call.args or {}
     values: list[str] = []
     for spec in specs:

@@ -242,3 +242,16 @@ def test_views_are_declared_for_every_table_entry() -> None:
     for tool in UNION.values():
         for view in VIEWS:
             assert isinstance(getattr(tool, view), tuple)
+
+
+def test_canonical_tools_keep_vallys_string_rule() -> None:
+    # vally: a command/path that is not a string is a configuration error; a
+    # list is a value only where a tool's table says so (Codex's argv).
+    with pytest.raises(ArgMissingError):
+        _m(name="^view$", path="x").matches_call(_call("view", {"path": ["x"]}))
+    assert _m(name="^view$", path="^$").matches_call(_call("view", {"path": ""}))
+    assert _m(kind="shell", command="^ls$").matches_call(
+        _call("shell", {"command": ["ls"]})
+    )
+    with pytest.raises(ArgMissingError):
+        _m(name="^bash$", command="ls").matches_call(_call("bash", {"command": ["ls"]}))

@@ -14,8 +14,9 @@ and Codex's hook name, ``shell``/``exec_command`` are Codex's, and so on.
 
 View specs (strings, so the reference can print them):
 
-* ``key`` -- a string argument, or a list of strings (an argv, joined with
-  shell quoting for ``command``; several paths for ``path``);
+* ``key`` -- a string argument (anything else there is no value, as in vally);
+* ``key[]`` -- a list of strings: an argv, joined with shell quoting, for
+  ``command``; several paths or URLs otherwise;
 * ``a.b`` -- a nested object key; ``a[].b`` -- that key in every list item;
 * ``@patch`` -- every path an ``apply_patch`` text touches (``args_raw`` or
   the ``input``/``patch``/``command`` argument);
@@ -143,9 +144,9 @@ _CLAUDE: Final = {
 _CODEX: Final = {
     # Rollouts: shell (<= 0.40, argv array), exec_command (unified exec,
     # `cmd` a string or an argv), local_shell (Responses built-in).
-    "shell": _shell("command"),
-    "exec_command": _shell("cmd", "command"),
-    "local_shell": _shell("command"),
+    "shell": _shell("command[]", "command"),
+    "exec_command": _shell("cmd", "cmd[]"),
+    "local_shell": _shell("command[]", "command"),
     "write_stdin": Tool("process"),
     "apply_patch": Tool("edit", path=("@patch",)),
     "view_image": Tool("read", path=("path",)),
@@ -176,7 +177,7 @@ _GEMINI: Final = {
     "list_background_processes": Tool("process"),
     "read_background_output": Tool("process"),
     "read_file": Tool("read", path=("absolute_path", "file_path", "path")),
-    "read_many_files": Tool("read", path=("paths", "include")),
+    "read_many_files": Tool("read", path=("paths[]", "include[]")),
     "write_file": Tool("write", path=("file_path", "absolute_path", "path")),
     "replace": Tool("edit", path=("file_path", "absolute_path", "path")),
     "list_directory": Tool("list", path=("dir_path", "path")),

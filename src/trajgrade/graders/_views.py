@@ -114,17 +114,17 @@ def _read(spec: str, args: dict[str, Any], call: ToolCall, view: str) -> list[st
     if spec.startswith("@word1:"):
         value = args.get(spec[7:])
         return _first_argument(value) if isinstance(value, str) else []
-    values = _dig(args, spec.split("."))
+    # `key` is a string (vally: anything else is no value); `key[]` a list:
+    # an argv for `command`, several paths or URLs otherwise.
+    listed = spec.endswith("[]")
+    values = _dig(args, (spec[:-2] if listed else spec).split("."))
+    if not listed:
+        return [v for v in values if isinstance(v, str)]  # "" too, as vally
     if view == "command":
-        return [_argv_text(v) for v in values if _argv_text(v)]
-    out: list[str] = []
-    for v in values:
-        if isinstance(v, str):
-            if v:
-                out.append(v)
-        elif isinstance(v, list):
-            out.extend(s for s in v if isinstance(s, str) and s)
-    return out
+        return [t for v in values if isinstance(v, list) and (t := _argv_text(v))]
+    return [
+        s for v in values if isinstance(v, list) for s in v if isinstance(s, str) and s
+    ]
 
 
 def _dig(value: Any, keys: list[str]) -> list[Any]:
@@ -176,6 +176,9 @@ def normal_paths(paths: list[str]) -> list[str]:
     """Each path normalised; a relative one also in its ``./`` spelling."""
     out: list[str] = []
     for p in paths:
+        if not p:
+            out.append(p)  # vally matches the empty string as it is
+            continue
         if _drive(p):
             p = p.replace("\\", "/")
         norm = posixpath.normpath(p)

@@ -204,19 +204,20 @@ class Matcher:
             return False
         # Presence first: a tool the entry selects must have the view,
         # whatever the other filters would say ("configuration error").
-        found: dict[str, list[str]] = {}
-        for key in self.required_args:
-            values = view_of(call, key)
-            if values is None:
-                raise ArgMissingError(self._missing(call, key))
-            found[key] = values
-        for key, pattern in self.views:
-            assert pattern is not None
-            if key == "program":
-                if not self._programs_match(pattern, found["command"][0]):
+        if self.views:
+            found: dict[str, list[str]] = {}
+            for key in self.required_args:
+                values = view_of(call, key)
+                if values is None:
+                    raise ArgMissingError(self._missing(call, key))
+                found[key] = values
+            for key, pattern in self.views:
+                assert pattern is not None
+                if key == "program":
+                    if not self._programs_match(pattern, found["command"][0]):
+                        return False
+                elif not any(pattern.search(v) for v in found[key]):
                     return False
-            elif not any(pattern.search(v) for v in found[key]):
-                return False
         args = call.args or {}
         for key, pattern in self.args:
             value = args.get(key)

@@ -74,13 +74,13 @@ def call_kind(call: ToolCall) -> str | None:
 def view_of(call: ToolCall, view: str) -> list[str] | None:
     """The values of ``view`` on this call: a one-item list for ``command``,
     every path or URL otherwise; None when the call has none."""
-    tool = UNION.get(call.name)
-    specs: tuple[str, ...] = (view,)
-    if tool is not None:
-        # The argument of the view's own name comes last: hand-written traces
-        # (agentv's `Read {path}`) spell it so.
-        specs = tuple(dict.fromkeys((*getattr(tool, view), view)))
     args = call.args or {}
+    specs = _SPECS.get((call.name, view)) or _specs(call.name, view)
+    if specs == (view,):  # the common case: one string argument (vally's)
+        value = args.get(view)
+        if not isinstance(value, str):
+            return None
+        return normal_paths([value]) if view == "path" else [value]
     values: list[str] = []
     for spec in specs:
         values.extend(_read(spec, args, call, view))
@@ -91,6 +91,22 @@ def view_of(call: ToolCall, view: str) -> list[str] | None:
     if view == "path":
         return normal_paths(values)
     return values
+
+
+_SPECS: dict[tuple[str, str], tuple[str, ...]] = {}
+
+
+def _specs(name: str, view: str) -> tuple[str, ...]:
+    """Where ``view`` is read on tool ``name`` (memoised: names repeat)."""
+    tool = UNION.get(name)
+    specs: tuple[str, ...] = (view,)
+    if tool is not None:
+        # The argument of the view's own name comes last: hand-written traces
+        # (agentv's `Read {path}`) spell it so.
+        specs = tuple(dict.fromkeys((*getattr(tool, view), view)))
+    if len(_SPECS) < 4096:
+        _SPECS[name, view] = specs
+    return specs
 
 
 def command_of(call: ToolCall) -> str | None:

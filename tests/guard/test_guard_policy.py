@@ -138,3 +138,34 @@ def test_the_policy_grades_each_log_as_the_guard_decides(run: str) -> None:
             assert "disallowed[5]" in guard[0].evidence
         count = [v for (_, g), v in verdicts.items() if g == "tool-call-count"]
         assert [v.outcome for v in count] == [Outcome.PASS]
+
+
+_LOGS = {"claude-code": "transcript.jsonl", "codex": "rollout.jsonl"}
+_LOGS["gemini-cli"] = "transcript.jsonl"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", sorted(HOOK_AGENT))
+def test_cold_hook_processes_refuse_the_same_call(agent: str, tmp_path: Path) -> None:
+    """The base run's payloads, each answered by a fresh `trajgrade hook`
+    process under the example policy: only `cat /etc/hostname` is refused,
+    by the `guard` rule, on every agent."""
+    from tests.hooks._replay import run_hook
+
+    run = LIVE / agent / "base"
+    log = tmp_path / _LOGS[agent]
+    log.write_bytes((run / _LOGS[agent]).read_bytes())
+    hook_agent = HOOK_AGENT[agent]
+    gate = "BeforeTool" if hook_agent == "gemini" else "PreToolUse"
+    refused: list[str] = []
+    for path in sorted((run / "hooks").glob("*.json")):
+        payload = json.loads(path.read_text())
+        payload["transcript_path"] = str(log)
+        proc = run_hook(
+            hook_agent, payload, "-c", POLICY, "--state-dir", tmp_path / "state"
+        )
+        assert proc.returncode == 0, proc.stderr
+        if payload["hook_event_name"] == gate and proc.stdout:
+            refused.append(json.dumps(payload["tool_input"]) + proc.stdout)
+    assert len(refused) == 1, refused
+    assert "/etc/hostname" in refused[0] and "guard" in refused[0]

@@ -67,9 +67,9 @@ def matcher_warnings(m: Matcher, agent: str) -> list[str]:
         if lacking:
             out.append(
                 f"{where} filters on {view!r}, but {agent}'s {_names(lacking)} "
-                f"{'has' if len(lacking) == 1 else 'have'} no {view}: their calls "
-                f"get an error verdict (a configuration error); narrow the entry "
-                f"with kind: or name:"
+                f"{'has' if len(lacking) == 1 else 'have'} no {view}: "
+                f"{'its' if len(lacking) == 1 else 'their'} calls get an error "
+                f"verdict (a configuration error); narrow the entry with kind: or name:"
             )
     for key, _ in m.args:
         known = [t for t in selected.values() if t.args]

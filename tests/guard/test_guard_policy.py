@@ -17,11 +17,13 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests._support import finals, suite
 
 from trajgrade.events import Event, ToolCall
 from trajgrade.formats import detect, open_reader
-from trajgrade.graders._tool_match import Matcher, ToolMatch
+from trajgrade.graders._tool_match import ArgMissingError, Matcher, ToolMatch
 from trajgrade.hooks.payloads import OpenCall, translate
 from trajgrade.verdicts import Outcome
 
@@ -169,3 +171,45 @@ def test_cold_hook_processes_refuse_the_same_call(agent: str, tmp_path: Path) ->
             refused.append(json.dumps(payload["tool_input"]) + proc.stdout)
     assert len(refused) == 1, refused
     assert "/etc/hostname" in refused[0] and "guard" in refused[0]
+
+
+_VIEW_PATTERNS = {
+    "command": ["^echo ", "hostname$", "nonexistent", "^ls /", "\\bcat\\b"],
+    "program": ["^echo$", "^cat$", "^(cat|ls)$", "^bash$", "^sh$"],
+    # Suffix patterns: Codex's patch names note.txt relative to the cwd, its
+    # exec stream absolute (see docs/guard-matching.md).
+    "path": ["(^|/)note\\.txt$", "\\.txt$", "/note\\.txt$", "(^|/)\\.env$"],
+}
+_ENTRY = st.fixed_dictionaries(
+    {"kind": st.sampled_from(["shell", "read", "write", "edit", ["write", "edit"]])},
+    optional={
+        view: st.sampled_from(patterns) for view, patterns in _VIEW_PATTERNS.items()
+    },
+)
+_ALL_FORMS = {run: _forms(LIVE / run) for run in RUNS}
+
+
+def _outcome(m: Matcher, call: ToolCall) -> str:
+    try:
+        return "match" if m.matches_call(call) else "-"
+    except ArgMissingError:
+        return "error"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_ENTRY, min_size=1, max_size=3))
+def test_any_agent_neutral_policy_judges_every_form_alike(
+    entries: list[dict[str, Any]],
+) -> None:
+    """For any kind/view policy, each run's forms agree on every call."""
+    matchers = [
+        Matcher(msgspec.convert(e, ToolMatch), f"disallowed[{i}]", 1.0)
+        for i, e in enumerate(entries)
+    ]
+    for run, forms in _ALL_FORMS.items():
+        by_turn: dict[int, tuple[str, list[str]]] = {}
+        for form, events in forms.items():
+            for call in (e for e in events if isinstance(e, ToolCall)):
+                got = [_outcome(m, call) for m in matchers]
+                seen = by_turn.setdefault(_turn(call), (form, got))
+                assert seen[1] == got, (run, _turn(call), seen[0], form, entries)

@@ -23,7 +23,9 @@ View specs (strings, so the reference can print them):
 * ``@urls:key`` -- the URLs written inside free text (Gemini's
   ``web_fetch`` ``prompt``);
 * ``@word1:key`` -- the first argument of a command line (SWE-agent 0.x's
-  ``open src/a.py``).
+  ``open src/a.py``);
+* ``@login_shell:key`` -- the script of a ``bash -lc '<script>'`` string
+  (what ``codex exec --json`` reports), else the string.
 """
 
 from __future__ import annotations
@@ -162,7 +164,9 @@ _CODEX: Final = {
     "update_goal": Tool("todo"),
     "tool_search": Tool("search"),
     # `codex exec --json` item types (collab tools keep their own names).
-    "command_execution": _shell("command"),
+    # The command as `codex exec` ran it, `/bin/bash -lc '<cmd>'`: the view
+    # is the model's <cmd>, as in the rollout and the hook.
+    "command_execution": _shell("@login_shell:command"),
     "file_change": Tool("edit", path=("changes[].path",)),
     "spawn_agent": Tool("task"),
     "send_input": Tool("task"),

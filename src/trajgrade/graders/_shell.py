@@ -152,7 +152,7 @@ class _Acc:
             return
         tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
         root = tree.root_node
-        if root.has_error:
+        if root.has_error and _unreadable(root):
             self.unknown = True
         for node in _commands(root):
             self.argv(_words(node), depth)
@@ -233,6 +233,29 @@ class _Acc:
                 self.argv(rest[i + 1 : j], depth)
                 i = j
             i += 1
+
+
+def _unreadable(root: Any) -> bool:
+    """A parse error that is not one tree-sitter-bash makes on valid input.
+
+    The grammar fails on some backtick substitutions bash reads fine
+    (``echo `true && x=$(ls)```); such a span whose inside parses cleanly on
+    its own is not an error (its commands are in the tree all the same)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_missing:
+            return True
+        if node.type == "ERROR":
+            text = node.text
+            inner = (
+                text[1:-1] if len(text) >= 2 and text[:1] == text[-1:] == b"`" else None
+            )
+            if inner is None or _parser().parse(inner).root_node.has_error:
+                return True
+            continue
+        stack.extend(c for c in node.children if c.has_error)
+    return False
 
 
 def _after_options(words: list[str | None], w: _Wrapper) -> list[str | None] | None:

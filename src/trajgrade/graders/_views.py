@@ -127,6 +127,9 @@ def _read(spec: str, args: dict[str, Any], call: ToolCall, view: str) -> list[st
     if spec.startswith("@urls:"):
         value = args.get(spec[6:])
         return _url().findall(value) if isinstance(value, str) else []
+    if spec.startswith("@login_shell:"):
+        value = args.get(spec[13:])
+        return [_unwrap_login_shell(value)] if isinstance(value, str) else []
     if spec.startswith("@word1:"):
         value = args.get(spec[7:])
         return _first_argument(value) if isinstance(value, str) else []
@@ -171,6 +174,27 @@ def _argv_text(value: Any) -> str:
         # An argv: quoted so that the text re-parses to the same words.
         return shlex.join(value)
     return ""
+
+
+_LOGIN_SHELLS = frozenset(("bash", "sh", "zsh"))
+
+
+def _unwrap_login_shell(command: str) -> str:
+    """The script of ``/bin/bash -lc '<script>'``, the wrapping `codex exec`
+    reports around the command the model wrote; anything else as it is."""
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    if (
+        len(argv) == 3
+        and argv[0].rsplit("/", 1)[-1] in _LOGIN_SHELLS
+        and argv[1] in ("-lc", "-c")
+    ):
+        return argv[2]
+    return command
 
 
 def _first_argument(line: str) -> list[str]:

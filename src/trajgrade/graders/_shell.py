@@ -111,21 +111,21 @@ def _bash_grammar() -> Any:
     cold hook) only to offer query files the parser does not need."""
     import importlib.machinery
     import importlib.util
-    import os
 
     spec = importlib.util.find_spec("tree_sitter_bash")  # does not import it
     for folder in (spec.submodule_search_locations or ()) if spec else ():
         for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = os.path.join(folder, "_binding" + suffix)
-            if os.path.exists(path):
-                loader = importlib.machinery.ExtensionFileLoader(
-                    "tree_sitter_bash._binding", path
-                )
-                binding = importlib.util.module_from_spec(
-                    importlib.machinery.ModuleSpec(loader.name, loader, origin=path)
-                )
-                loader.exec_module(binding)
-                return binding.language()
+            where = importlib.util.spec_from_file_location(
+                "tree_sitter_bash._binding", f"{folder}/_binding{suffix}"
+            )
+            if where is None or where.loader is None:
+                continue
+            try:
+                binding = importlib.util.module_from_spec(where)
+                where.loader.exec_module(binding)
+            except ImportError:
+                continue  # no binding with this suffix
+            return binding.language()
     import tree_sitter_bash  # another layout: the public way
 
     return tree_sitter_bash.language()

@@ -23,18 +23,21 @@ Claude Code (``claude_code.*``, trace ``session.id``):
   exported, so ``result`` is ``error`` when it failed, else unset). The call
   is stamped ``duration_ms`` before the result.
 
-Codex (``codex.*``, trace ``conversation.id``; from Codex's documentation):
-``user_prompt`` → ``turn_start``; ``tool_result`` → ``tool_call``
-(``tool_name``, ``call_id``, ``arguments``) and ``tool_result``
-(``output``, ``success``, ``duration_ms``); ``sse_event`` of kind
-``response.completed`` → ``usage`` (``input_token_count``,
-``output_token_count``, ``cached_token_count``, ``reasoning_token_count``,
+Codex (``codex.*``, the name in the ``event.name`` attribute, trace
+``conversation.id``): ``user_prompt`` → ``turn_start``; ``tool_result`` →
+``tool_call`` (``tool_name``, ``call_id``, ``arguments``) and
+``tool_result`` (``output``, ``success``, ``duration_ms``);
+``tool_decision`` ``denied``/``abort`` → a call and a failed result;
+``sse_event`` of kind ``response.completed`` with token counts →
+``turn_start`` and ``usage`` (``input_token_count``, which includes
+``cached_token_count``, ``output_token_count``, ``reasoning_token_count``,
 ``model``).
 
-Gemini CLI (``gemini_cli.*``, trace ``session.id``; from its
-documentation): ``user_prompt`` → ``turn_start``; ``tool_call`` →
+Gemini CLI (``gemini_cli.*``, the name in ``event.name``, trace
+``session.id``): ``user_prompt`` → ``turn_start``; ``tool_call`` →
 ``tool_call`` (``function_name``, ``function_args``) and ``tool_result``
-(``success``, ``duration_ms``, ``error``; no call id); ``api_response`` → ``turn_start``
+(``success`` and ``metadata.isError``, ``duration_ms``, ``error``; no call id;
+``function_args`` is exported with ``logPrompts: true``); ``api_response`` → ``turn_start``
 and ``usage`` (``input_token_count``, ``output_token_count``,
 ``cached_content_token_count``, ``thoughts_token_count``, ``model``);
 ``api_error`` → ``error``.
@@ -190,7 +193,26 @@ def _codex(event: str, trace: str, a: dict[str, Any], ts: float) -> list[Event]:
                 duration_ms=dur,
             ),
         ]
-    if event == "sse_event" and a.get("event.kind") == "response.completed":
+    if event == "tool_decision" and a.get("decision") in ("denied", "abort"):
+        name, cid = _name(a, "tool_name"), _str(a, "call_id")
+        return [
+            _call(trace, ts, name, cid, None, None),
+            ToolResult(
+                trace_id=trace,
+                ts=ts,
+                call_id=cid,
+                name=name,
+                result=str(a["decision"]),
+                is_error=True,
+            ),
+        ]
+    # Codex writes ``response.completed`` twice: the SSE event itself, then
+    # the one with the token counts.
+    if (
+        event == "sse_event"
+        and a.get("event.kind") == "response.completed"
+        and "input_token_count" in a
+    ):
         return [
             TurnStart(trace_id=trace, ts=ts, source="agent"),
             Usage(
@@ -215,7 +237,10 @@ def _gemini(event: str, trace: str, a: dict[str, Any], ts: float) -> list[Event]
         # calls): the result pairs with its call by position.
         name, cid = _name(a, "function_name"), None
         dur = _float(a, "duration_ms")
-        ok = _ok(a, "success")
+        # A shell command that exits non-zero is a "successful" call whose
+        # ``metadata`` says ``isError``.
+        meta = json_object(a.get("metadata")) or {}
+        ok = _ok(a, "success") and meta.get("isError") is not True
         return [
             _call(trace, ts, name, cid, a.get("function_args"), dur),
             ToolResult(

@@ -65,7 +65,7 @@ _SEVERITY: Final = {
 }
 
 
-def _kv(key: str, value: str | int | float) -> KeyValue:
+def _kv(key: str, value: str | float) -> KeyValue:
     if isinstance(value, bool):
         return KeyValue(key=key, value=AnyValue(bool_value=value))
     if isinstance(value, int):

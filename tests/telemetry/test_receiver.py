@@ -143,7 +143,7 @@ def test_partial_success_counts_rejected_records(grader: Grader) -> None:
 
 
 def test_bad_payload_is_400_with_a_status(grader: Grader) -> None:
-    status, h, resp = _send(
+    status, _, resp = _send(
         grader.port, "/v1/logs", "application/x-protobuf", b"\xff\xff\xff"
     )
     assert status == 400

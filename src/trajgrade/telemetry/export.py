@@ -218,6 +218,9 @@ class EvaluationExporter:
             self._closing = True
             self._cond.notify()
         self._thread.join(self._close_timeout)
+        if not self._thread.is_alive() and self._conn is not None:
+            self._conn.close()
+            self._conn = None
         with self._cond:
             if self._queue:
                 self.dropped += len(self._queue)

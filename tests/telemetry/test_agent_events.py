@@ -258,3 +258,38 @@ def test_otlp_json_ids_are_hex_both_ways() -> None:
 def test_bad_payloads_are_refused(body: bytes, ctype: str) -> None:
     with pytest.raises(BadPayload):
         decode("/v1/logs", body, ctype)
+
+
+@pytest.mark.parametrize(
+    ("agent", "kind"),
+    [
+        ("claude-code", "http-json"),
+        ("claude-code", "http-protobuf"),
+        ("codex", "http-protobuf"),
+        ("gemini-cli", "http-json"),
+    ],
+)
+def test_fast_logs_tree_is_protobufs_json_mapping(agent: str, kind: str) -> None:
+    """The hand-walked logs tree equals json_format's OTLP/JSON (hex ids)."""
+    from google.protobuf import json_format
+
+    from trajgrade.telemetry import codec
+
+    def norm(t: object) -> object:
+        if isinstance(t, dict):
+            return {
+                k: norm(v)
+                for k, v in t.items()
+                if v not in ("", [], {}) or k == "value"
+            }
+        if isinstance(t, list):
+            return [norm(x) for x in t]
+        return t
+
+    for path, ctype, body in bodies(agent, kind):
+        if path != "/v1/logs":
+            continue
+        msg = codec._message(codec.SIGNALS[path], body, ctype)
+        ref = json_format.MessageToDict(msg, use_integers_for_enums=True)
+        codec._convert_ids(ref, codec._b64_to_hex)
+        assert norm(codec.logs_tree(msg)) == norm(ref)

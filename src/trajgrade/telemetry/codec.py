@@ -27,7 +27,15 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-__all__ = ("SIGNALS", "BadPayload", "Decoded", "decode", "response", "status")
+__all__ = (
+    "SIGNALS",
+    "BadPayload",
+    "Decoded",
+    "decode",
+    "logs_tree",
+    "response",
+    "status",
+)
 
 _JSON: Final = msgspec.json.Decoder()
 _ENC: Final = msgspec.json.Encoder()
@@ -160,8 +168,11 @@ def decode(path: str, body: bytes, content_type: str) -> Decoded:
     parameters: ``application/x-protobuf`` or ``application/json``)."""
     signal = SIGNALS[path]
     msg = _message(signal, body, content_type)
-    tree = json_format.MessageToDict(msg, use_integers_for_enums=True)
-    _convert_ids(tree, _b64_to_hex)
+    if path == "/v1/logs":
+        tree = logs_tree(msg)
+    else:
+        tree = json_format.MessageToDict(msg, use_integers_for_enums=True)
+        _convert_ids(tree, _b64_to_hex)
     return Decoded(_ENC.encode(tree), _count(signal, tree))
 
 
@@ -188,3 +199,76 @@ def status(code: int, message: str, content_type: str) -> bytes:
         else json_format.MessageToJson(st, indent=None).encode()
     )
     return out
+
+
+# ---------------------------------------------------------------- fast logs
+# json_format walks messages in pure Python (~0.5 ms a log record). Logs are
+# the agents' path, so their OTLP/JSON tree is built here from the decoded
+# message directly, field by field (same output as MessageToDict with hex
+# ids; checked by the tests).
+def _any(v: Any) -> dict[str, Any]:
+    kind = v.WhichOneof("value")
+    if kind is None:
+        return {}
+    if kind == "string_value":
+        return {"stringValue": v.string_value}
+    if kind == "int_value":
+        return {"intValue": str(v.int_value)}
+    if kind == "bool_value":
+        return {"boolValue": v.bool_value}
+    if kind == "double_value":
+        return {"doubleValue": v.double_value}
+    if kind == "bytes_value":
+        return {"bytesValue": base64.b64encode(v.bytes_value).decode()}
+    if kind == "array_value":
+        return {"arrayValue": {"values": [_any(x) for x in v.array_value.values]}}
+    return {"kvlistValue": {"values": _kvs(v.kvlist_value.values)}}
+
+
+def _kvs(kvs: Any) -> list[dict[str, Any]]:
+    return [{"key": kv.key, "value": _any(kv.value)} for kv in kvs]
+
+
+def _log_record(r: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if r.time_unix_nano:
+        out["timeUnixNano"] = str(r.time_unix_nano)
+    if r.observed_time_unix_nano:
+        out["observedTimeUnixNano"] = str(r.observed_time_unix_nano)
+    if r.severity_number:
+        out["severityNumber"] = int(r.severity_number)
+    if r.severity_text:
+        out["severityText"] = r.severity_text
+    if r.HasField("body"):
+        out["body"] = _any(r.body)
+    if r.attributes:
+        out["attributes"] = _kvs(r.attributes)
+    if r.trace_id:
+        out["traceId"] = r.trace_id.hex()
+    if r.span_id:
+        out["spanId"] = r.span_id.hex()
+    if r.event_name:
+        out["eventName"] = r.event_name
+    if r.flags:
+        out["flags"] = r.flags
+    if r.dropped_attributes_count:
+        out["droppedAttributesCount"] = r.dropped_attributes_count
+    return out
+
+
+def logs_tree(msg: Any) -> dict[str, Any]:
+    resource_logs = []
+    for rl in msg.resource_logs:
+        scopes = []
+        for sl in rl.scope_logs:
+            scope: dict[str, Any] = {
+                "logRecords": [_log_record(r) for r in sl.log_records]
+            }
+            if sl.HasField("scope"):
+                scope["scope"] = {"name": sl.scope.name, "version": sl.scope.version}
+            scopes.append(scope)
+        entry: dict[str, Any] = {"scopeLogs": scopes}
+        if rl.HasField("resource"):
+            entry["resource"] = {"attributes": _kvs(rl.resource.attributes)}
+        resource_logs.append(entry)
+    return {"resourceLogs": resource_logs}

@@ -213,3 +213,27 @@ def test_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         assert ok[0] == 200
     finally:
         g.stop()
+
+
+def test_state_carries_a_session_across_a_restart(tmp_path: Path) -> None:
+    """The first batch of a session, a restart, the second batch: the count
+    goes on from the checkpoint (4 calls > 3 only with both batches)."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "graders:\n  - type: tool-call-count\n    name: calls\n    config: {max: 3}\n"
+    )
+    first, second = bodies("claude-code", "http-protobuf")
+    state = str(tmp_path / "state")
+    g = Grader(policy, "--state", state)
+    assert _send(g.port, *first)[0] == 200
+    assert g.stop() == 0
+    assert g.rest() == []  # 3 calls: nothing decided yet
+    g = Grader(policy, "--state", state)
+    try:
+        assert _send(g.port, *second)[0] == 200
+        [v] = g.wait_for(1)
+        assert (v["grader"], v["outcome"], v["early"]) == ("calls", "fail", True)
+        assert "4 tool calls" in v["evidence"]
+    finally:
+        g.stop()
+    assert any(r.get("event") == "state_resumed" for r in g.log)

@@ -137,3 +137,41 @@ def test_decision_record() -> None:
     assert attrs["gen_ai.tool.call.id"].string_value == "toolu_1"
     assert rec.trace_id == b""  # a session id is not an OTel trace id
     assert attrs["trajgrade.trace_id"].string_value == "s1"
+
+
+def test_tee_sink_sends_decisions_to_the_exporter() -> None:
+    """Where the run drains ``engine.decisions``, the exporter gets them too."""
+    from trajgrade.telemetry.options import TeeSink
+
+    sink = OtlpSink()
+    exp = EvaluationExporter(sink.url, interval=0.05)
+    junit_like: list[object] = []
+
+    class _Plain:
+        def send(self, verdicts: object) -> None:
+            junit_like.append(verdicts)
+
+        def flush(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    tee = TeeSink(_Plain(), [exp, _Plain()])
+    d = GuardDecision(
+        trace_id="s1",
+        grader="g",
+        kind="tool-calls",
+        action=Action.DENY,
+        outcome=Outcome.FAIL,
+        rule="disallowed[0]",
+        reason="no",
+    )
+    tee.send_decisions([d])
+    deadline = time.monotonic() + 10
+    while not sink.records() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tee.close()
+    sink.close()
+    [rec] = sink.records()
+    assert rec["attributes"]["gen_ai.evaluation.score.label"] == "deny"

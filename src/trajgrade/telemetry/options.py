@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from trajgrade.runner import RunOptions
     from trajgrade.sinks import Sink
-    from trajgrade.verdicts import Verdict
+    from trajgrade.verdicts import GuardDecision, Verdict
 
 __all__ = ("TeeSink", "Telemetry", "current_telemetry", "telemetry_options", "wire")
 
@@ -171,6 +171,12 @@ class TeeSink:
         self.first.send(verdicts)
         for s in self.more:
             s.send(verdicts)
+
+    def send_decisions(self, decisions: Sequence[GuardDecision]) -> None:
+        """Guard decisions (the engine's ``decisions``) to the sinks that take them."""
+        for s in self.more:
+            if hasattr(s, "send_decisions"):
+                s.send_decisions(decisions)
 
     def flush(self) -> None:
         self.first.flush()

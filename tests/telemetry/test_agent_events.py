@@ -293,3 +293,108 @@ def test_fast_logs_tree_is_protobufs_json_mapping(agent: str, kind: str) -> None
         ref = json_format.MessageToDict(msg, use_integers_for_enums=True)
         codec._convert_ids(ref, codec._b64_to_hex)
         assert norm(codec.logs_tree(msg)) == norm(ref)
+
+
+_ODD_LOGS = {
+    "resource_logs": [
+        {
+            "resource": {
+                "attributes": [{"key": "k", "value": {"int_value": 7}}],
+                "droppedAttributesCount": 1,
+            },
+            "schemaUrl": "https://opentelemetry.io/schemas/1.30.0",
+            "scope_logs": [
+                {
+                    "scope": {"name": "s", "version": "1", "attributes": []},
+                    "log_records": [
+                        {
+                            "time_unix_nano": 1700000000000000000,
+                            "observedTimeUnixNano": "1700000000000000001",
+                            "severityNumber": "SEVERITY_NUMBER_WARN",
+                            "severityText": "WARN",
+                            "traceId": "5b8efff798038103d269b633813fc60c",
+                            "span_id": "eee19b7ec3c1b174",
+                            "flags": 1,
+                            "eventName": "gen_ai.choice",
+                            "body": {
+                                "kvlistValue": {
+                                    "values": [
+                                        {"key": "d", "value": {"doubleValue": "NaN"}},
+                                        {"key": "b", "value": {"bytesValue": "aGk="}},
+                                        {
+                                            "key": "a",
+                                            "value": {
+                                                "arrayValue": {
+                                                    "values": [{"boolValue": True}, {}]
+                                                }
+                                            },
+                                        },
+                                        {
+                                            "key": "i",
+                                            "value": {
+                                                "intValue": "-9223372036854775808"
+                                            },
+                                        },
+                                    ]
+                                }
+                            },
+                            "attributes": [{"key": "x", "value": {"stringValue": "y"}}],
+                            "unknownField": {"ignored": True},
+                        }
+                    ],
+                }
+            ],
+        }
+    ]
+}
+
+
+def _logs_bodies() -> list[bytes]:
+    out = [json.dumps(_ODD_LOGS).encode()]
+    for agent in ("claude-code", "codex", "gemini-cli"):
+        out += [b for p, _, b in bodies(agent, "http-json") if p == "/v1/logs"]
+    return out
+
+
+@pytest.mark.parametrize(
+    "body", _logs_bodies(), ids=["odd", "claude-code", "codex", "gemini-cli"]
+)
+def test_fast_json_logs_parse_as_parsedict_does(body: bytes) -> None:
+    """The direct JSON → message mapping serialises exactly as ParseDict's."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+        ExportLogsServiceRequest,
+    )
+
+    from trajgrade.telemetry import codec
+    from trajgrade.telemetry._logs_json import logs_message
+
+    fast = logs_message(json.loads(body))
+    ref = ExportLogsServiceRequest()
+    json_format.ParseDict(
+        codec._convert_ids(json.loads(body), codec._hex_to_b64),
+        ref,
+        ignore_unknown_fields=True,
+    )
+    assert fast.SerializeToString(deterministic=True) == ref.SerializeToString(
+        deterministic=True
+    )
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"timeUnixNano": "soon"},
+        {"attributes": [{"key": "k", "value": {"intValue": "99999999999999999999"}}]},
+        {"attributes": [{"key": "k", "value": {"boolValue": "yes"}}]},
+        {"body": {"stringValue": 5}},
+        {"traceId": "xyz"},
+        {"attributes": {"k": "v"}},
+    ],
+)
+def test_fast_json_logs_refuse_what_parsedict_refuses(
+    record: dict[str, object],
+) -> None:
+    body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [record]}]}]}
+    with pytest.raises(BadPayload):
+        decode("/v1/logs", json.dumps(body).encode(), "application/json")

@@ -27,6 +27,8 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from trajgrade.telemetry._logs_json import BadLogs, logs_message
+
 __all__ = (
     "SIGNALS",
     "BadPayload",
@@ -144,6 +146,11 @@ def _message(signal: _Signal, body: bytes, content_type: str) -> Message:
     if not isinstance(tree, dict):
         error = f"an OTLP/JSON body is an object ({signal.request.__name__})"
         raise BadPayload(error)
+    if signal.top == "resourceLogs":
+        try:
+            return logs_message(tree)
+        except (BadLogs, RecursionError) as exc:
+            raise BadPayload(str(exc)) from None
     try:
         json_format.ParseDict(
             _convert_ids(tree, _hex_to_b64), msg, ignore_unknown_fields=True

@@ -269,6 +269,9 @@ def _build(values: dict[str, Any]) -> KafkaOptions | None:
     if topic is None:
         msg = "--kafka-bootstrap needs --topic (the topic of agent events to grade)"
         raise click.UsageError(msg)
+    if values["repartition"] and values["encoding"] != "lines":
+        msg = "--repartition re-keys event lines by trace id; OTLP payloads (--kafka-encoding otlp_*) must be keyed by session upstream (see deploy/otel/collector-kafka.yaml)"
+        raise click.UsageError(msg)
     if values["security_protocol"].startswith("SASL_") and not values["sasl_username"]:
         msg = f"--kafka-security-protocol {values['security_protocol']} needs --kafka-sasl-username (and the password in ${PASSWORD_ENV} or --kafka-sasl-password-file)"
         raise click.UsageError(msg)

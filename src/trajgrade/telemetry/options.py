@@ -200,6 +200,17 @@ def wire(
 ) -> Sink:
     """Apply the telemetry options to a run: the receiver and the extra sinks."""
     if tel.otlp is not None:
+        from trajgrade.kafka.options import current_kafka_options
+
+        if current_kafka_options() is not None:
+            msg = "--otlp and --kafka-bootstrap are two sources for one run; run one trajgrade for each"
+            raise click.UsageError(msg)
+        if tel.otlp.allow_remote and tel.otlp.token is None:
+            log.warning(
+                "otlp_without_token",
+                host=tel.otlp.host,
+                reason="--otlp-allow-remote without --otlp-token-env: anyone who reaches the port can feed the grader",
+            )
         options.otlp = tel.otlp
         if not given:
             options.inputs = []  # received, not read from stdin

@@ -43,6 +43,7 @@ from trajgrade.kafka.options import (  # kafka
     current_metrics_options,
     kafka_options,
 )
+from trajgrade.telemetry.options import current_telemetry, telemetry_options, wire
 
 __all__ = ("main",)
 
@@ -167,6 +168,7 @@ def main() -> None:
 @quiet_option("No summary or status line; only warnings and errors are logged.")
 @action_options
 @kafka_options  # kafka
+@telemetry_options
 def grade(
     config_path: str,
     inputs: tuple[str, ...],
@@ -272,6 +274,14 @@ def grade(
         checkpoint_interval=checkpoint_interval,
     )
     options.metrics_port, options.metrics_host = current_metrics_options()
+    sink = wire(
+        current_telemetry(),
+        options,
+        sink,
+        given=inputs,
+        log=logger,
+        live_idle=LIVE_IDLE_TIMEOUT,
+    )
     extra: dict[str, Any] = {"status": status, "actions": actions}
     try:
         if status is not None:

@@ -108,7 +108,7 @@ def _params(langs: set[str]) -> list[object]:
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     """A working directory with the repository's examples and fixtures at hand."""
-    for name in ("src", "tests"):
+    for name in ("src", "tests", "docs", "deploy", "benchmarks"):
         (tmp_path / name).symlink_to(ROOT / name)
     shutil.copy(ROOT / "src/trajgrade/examples/policy.yaml", tmp_path / "policy.yaml")
     (tmp_path / "home").mkdir()

@@ -23,4 +23,6 @@ def first_bash_runs_pytest(sample: Sample, submission: str) -> GradeResult:
     args = json.loads(submission)
     command = args.get("command") if isinstance(args, dict) else None
     hit = isinstance(command, str) and _PYTEST.search(command) is not None
-    return GradeResult(score=float(hit), rationale=f"first bash call runs pytest: {hit}")
+    return GradeResult(
+        score=float(hit), rationale=f"first bash call runs pytest: {hit}"
+    )

@@ -11,6 +11,10 @@ large share of the run. So, once start-up is over:
 * a gen0 threshold of 50,000 makes young passes rare; the older generations
   keep their defaults, so real garbage cycles are still collected.
 
+Only a process that is the CLI (started through ``trajgrade._entry``, the
+console script and ``python -m trajgrade``) is tuned: a program or a test
+that calls the click command in-process keeps its own collector settings.
+
 Measured on 100 k open traces with the six shared checks (benchmarks/
 open_traces.py): about 15-25 % less CPU time, same peak RSS; on the large
 corpus (few open traces) no measurable change.
@@ -21,14 +25,24 @@ from __future__ import annotations
 import gc
 from typing import Final
 
-__all__ = ("GEN0_THRESHOLD", "settle")
+__all__ = ("GEN0_THRESHOLD", "own_process", "settle")
 
 GEN0_THRESHOLD: Final = 50_000
+_owned = False
+
+
+def own_process() -> None:
+    """This process is the trajgrade CLI: ``settle`` may tune the collector."""
+    global _owned  # one process-wide switch, set once at entry
+    _owned = True
 
 
 def settle() -> None:
     """Freeze start-up objects and make young collections rare (call once,
-    after the suite is compiled and before events flow)."""
+    after the suite is compiled and before events flow); a no-op unless the
+    process is the CLI (``own_process``)."""
+    if not _owned:
+        return
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)

@@ -51,6 +51,11 @@ __all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
+_TOO_DEEP: Final = Decision(
+    outcome=Outcome.ERROR,
+    score=0.0,
+    evidence="a value of this event is nested too deep to examine",
+)
 #: How many closed trace ids are remembered to drop late events.
 CLOSED_MEMORY: Final = 65_536
 #: How many open call ids per trace the integrity check keeps.
@@ -259,6 +264,8 @@ class Engine:
                         d = Decision(
                             outcome=Outcome.ERROR, score=0.0, evidence=exc.message
                         )
+                    except RecursionError:  # an Event built by a caller, unchecked
+                        d = _TOO_DEEP
                     if d is not None:
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:

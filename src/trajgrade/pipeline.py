@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from trajgrade._depth import deep_lines, too_deep_message
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event
@@ -256,6 +257,8 @@ class SourceDecoder:
         errors = batch.errors
         if len(body) > self._max:
             body = self._drop_long_lines(bytes(body), first, errors)
+        if not self.document and (deep := deep_lines(bytes(body))):
+            body = self._drop_deep_lines(bytes(body), deep, first, errors)
         if self._reader is None:
             if self._fmt == "none":
                 return  # an unrecognised document: reported once, not per line
@@ -340,6 +343,20 @@ class SourceDecoder:
             # (A line that is not JSON at all may be a header: no trace.)
             trace = self.default_trace
         errors.append(InputError(msg, location=where, trace_id=trace))
+
+    def _drop_deep_lines(
+        self, body: bytes, deep: list[int], first: int, errors: list[InputError]
+    ) -> bytes:
+        """Blank out lines nested too deep for anything to walk (see _depth)."""
+        lines = body.split(b"\n")
+        for i in deep:
+            where = Location(file=self.source, line=first + i)
+            trace = sniff_trace_id(lines[i]) or self.default_trace
+            errors.append(
+                InputError(too_deep_message(), location=where, trace_id=trace)
+            )
+            lines[i] = b""
+        return b"\n".join(lines)
 
     def _drop_long_lines(
         self, body: bytes, first: int, errors: list[InputError]

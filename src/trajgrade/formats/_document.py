@@ -23,6 +23,7 @@ import ijson
 import msgspec
 from ijson.common import ObjectBuilder
 
+from trajgrade._depth import MAX_DEPTH, too_deep_message
 from trajgrade.errors import InputError, Location
 
 if TYPE_CHECKING:
@@ -105,6 +106,8 @@ class DocumentReader:
         self._builder: ObjectBuilder | None = None
         self._building: str | None = None
         self._depth = 0
+        #: Inside an item nested too deep: its events are skipped.
+        self._skipping = False
         self._line = 0
         #: The document was cut short or is not valid JSON: the events before
         #: the break were emitted; the run was not seen to finish.
@@ -182,12 +185,27 @@ class DocumentReader:
         items = self.ITEMS
         scalars = self.SCALARS
         for prefix, event, value in self._parsed:
-            builder = self._builder
-            if builder is not None:
-                builder.event(event, value)
+            if self._skipping:
                 if event in ("start_map", "start_array"):
                     self._depth += 1
                 elif event in ("end_map", "end_array"):
+                    self._depth -= 1
+                    self._skipping = self._depth > 0
+                continue
+            builder = self._builder
+            if builder is not None:
+                if event in ("start_map", "start_array"):
+                    self._depth += 1
+                    if self._depth > MAX_DEPTH:
+                        # Too deep to walk: drop the item, skip to its end.
+                        self._builder = None
+                        self._skipping = True
+                        errors.append(
+                            self.error(too_deep_message(), trace=self.trace_id)
+                        )
+                        continue
+                builder.event(event, value)
+                if event in ("end_map", "end_array"):
                     self._depth -= 1
                     if self._depth == 0:
                         self._builder = None

@@ -1,0 +1,129 @@
+"""Bounded nesting for untrusted JSON: found before anything walks it.
+
+Decoders (msgspec), stringification, adapters and templates all recurse per
+level of nesting, and a line nested a few hundred levels deep would exhaust
+the interpreter's stack anywhere along that path. Instead of guarding every
+walker, nesting is bounded where bytes become values: a line (or an embedded
+JSON string, or a mapping handed to the API) nested deeper than
+:data:`MAX_DEPTH` is refused as a located input error, and everything behind
+that bound may recurse freely. Agent records nest a dozen levels at most.
+
+The check is C-speed on clean input: strings are cut out with ``replace`` and
+``split``, everything but brackets is deleted with ``translate``, and
+balanced ``[]``/``{}`` pairs are peeled off one level per pass. Only input
+that is not balanced JSON after that (a deep or a broken line) is measured
+line by line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+__all__ = (
+    "MAX_DEPTH",
+    "TooDeep",
+    "decode_bounded",
+    "deep_lines",
+    "too_deep",
+    "value_too_deep",
+)
+
+#: Deepest accepted nesting of arrays and objects in one JSON value.
+MAX_DEPTH: Final = 128
+#: Every byte but brackets, quotes and newlines.
+_NOISE: Final = bytes(b for b in range(256) if b not in b'[]{}"\n')
+_OPEN: Final = frozenset(b"[{")
+
+
+class TooDeep(msgspec.DecodeError):
+    """A JSON value nests deeper than :data:`MAX_DEPTH` (a DecodeError, so
+    every place that reports undecodable input reports this too)."""
+
+
+def too_deep_message(limit: int = MAX_DEPTH) -> str:
+    return (
+        f"JSON nested deeper than {limit} levels was refused (the limit keeps "
+        "one hostile record from exhausting the stack); such records are not "
+        "agent output"
+    )
+
+
+def _brackets(data: bytes) -> bytes:
+    """Only the structural brackets (and newlines) of ``data``."""
+    data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return b"".join(data.translate(None, _NOISE).split(b'"')[::2])
+
+
+def _peel(skeleton: bytes, limit: int) -> bytes:
+    """Remove balanced pairs, one level per pass, at most ``limit`` passes."""
+    for _ in range(limit):
+        n = len(skeleton)
+        skeleton = skeleton.replace(b"[]", b"").replace(b"{}", b"")
+        if len(skeleton) == n:
+            break
+    return skeleton
+
+
+def _depth_over(skeleton: bytes, limit: int) -> bool:
+    depth = 0
+    for c in skeleton:
+        if c in _OPEN:
+            depth += 1
+            if depth > limit:
+                return True
+        elif c != 10:  # a closing bracket
+            depth -= 1
+    return False
+
+
+def too_deep(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
+    """Whether one JSON text nests deeper than ``limit``."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    skeleton = _brackets(raw)
+    rest = _peel(skeleton, limit)
+    if b"[" not in rest and b"{" not in rest:
+        return False
+    return _depth_over(skeleton, limit)
+
+
+def deep_lines(body: bytes, limit: int = MAX_DEPTH) -> list[int]:
+    """Indexes (0-based) of the lines of ``body`` nested deeper than ``limit``."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return []
+    rest = _peel(_brackets(body), limit)
+    if b"[" not in rest and b"{" not in rest:
+        return []
+    return [
+        i
+        for i, line in enumerate(body.split(b"\n"))
+        if (line.count(b"[") + line.count(b"{") > limit) and too_deep(line, limit)
+    ]
+
+
+def decode_bounded(decoder: Any, data: bytes | str) -> Any:
+    """``decoder.decode(data)``, refusing over-deep input with :class:`TooDeep`."""
+    if too_deep(data):
+        raise TooDeep(too_deep_message())
+    return decoder.decode(data)
+
+
+def value_too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether a Python value (a mapping from a caller) nests deeper than
+    ``limit`` in dicts, lists and tuples; walked without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((c, depth + 1) for c in children)
+    return False

@@ -421,7 +421,7 @@ class _Run:
                 inputs=len(ckpt.positions),
                 suppressed=len(self.suppress),
             )
-        store.open_journal()
+        self.suppress |= store.open_journal(self.suite.fingerprint)
         self._next_checkpoint = time.monotonic() + self.options.checkpoint_interval
 
     async def maybe_checkpoint(self) -> None:

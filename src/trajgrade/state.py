@@ -259,6 +259,8 @@ class StateStore:
         for seq, old in self._journals():
             if seq < sequence:
                 old.unlink(missing_ok=True)
+        # The checkpoint names its config from now on.
+        (self.dir / _OWNER).unlink(missing_ok=True)
 
     def close(self) -> None:
         """Close the journal and release the directory lock."""

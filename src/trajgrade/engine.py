@@ -80,7 +80,11 @@ class EngineStats(msgspec.Struct, frozen=True, kw_only=True):
     closed_traces: int
     verdicts: int
     early_verdicts: int
+    #: Dropped: events of a trace after its end (``trace_end``, end of
+    #: input, idle timeout) ...
     late_events: int
+    #: ... and of a trace whose every grader was final already.
+    settled_events: int
     rejected_events: int
 
 
@@ -184,6 +188,7 @@ class Engine:
         self._n_early = 0
         self._n_closed = 0
         self._n_late = 0
+        self._n_settled = 0
         self._n_rejected = 0
 
     # ------------------------------------------------------------ feeding
@@ -218,8 +223,14 @@ class Engine:
             tid = event.trace_id or default_trace
             tr = traces.get(tid)
             if tr is None:
-                if tid in self._closed:
-                    self._n_late += 1
+                ended = self._closed.get(tid)
+                if ended is not None:
+                    # Dropped (counted): its trace ended, or every grader of
+                    # it is final already.
+                    if ended:
+                        self._n_late += 1
+                    else:
+                        self._n_settled += 1
                     continue
                 tr = self._open(tid, now)
                 if self._unopened:
@@ -366,6 +377,7 @@ class Engine:
             verdicts=self._n_verdicts,
             early_verdicts=self._n_early,
             late_events=self._n_late,
+            settled_events=self._n_settled,
             rejected_events=self._n_rejected,
         )
 

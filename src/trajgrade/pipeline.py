@@ -211,6 +211,16 @@ class SourceDecoder:
             )
         return batch
 
+    def stop(self) -> Batch:
+        """Reading stopped before the source ended (a signal, --fail-fast): a
+        partial last line or an unfinished document is not a broken record,
+        only an unread one; what the reader holds is flushed as at the end."""
+        self._tail = b""
+        self._doc = None
+        if self.document:
+            return Batch(events=[], errors=[])
+        return self.close()
+
     def close(self) -> Batch:
         """End of the source: a final line without newline is still a line."""
         batch = Batch(events=[], errors=[])

@@ -87,11 +87,10 @@ class Pattern:
             self.engine = "backtracking"
             return slow
         self.engine = "re2"
-        search = fast.search
 
         def test(s: str) -> bool:
             try:
-                return search(s) is not None
+                return fast(s)
             except UnicodeEncodeError:  # a lone surrogate: RE2 reads UTF-8 only
                 return slow(s)
 

@@ -17,14 +17,18 @@ Kelvin sign, JavaScript's non-unicode ``i`` does not), lone surrogates (RE2
 reads UTF-8), repetition counts over RE2's 1000, any escape not listed here.
 Only whether a pattern matches anywhere is ever asked, which is a property
 of the language alone, so leftmost-first versus backtracking order does not
-matter. A hypothesis test checks both engines agree on random patterns.
+matter, and groups are written non-capturing (RE2 then needs no submatch
+tracking). A hypothesis test checks both engines agree on random patterns.
 """
 
 from __future__ import annotations
 
 import re
 import string
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ("compile_re2", "to_re2")
 
@@ -83,16 +87,18 @@ def to_re2(translated: str) -> str | None:
                 out.append("(?:")
                 i += 3
                 continue
-            if translated.startswith("(?P<", i) and not translated.startswith(
-                "(?P<=", i
-            ):
+            if translated.startswith("(?P<", i):
                 end = translated.find(">", i)
                 if end < 0:
                     return None
-                out.append(translated[i : end + 1])
+                out.append("(?:")  # only "does it match" is asked: no captures
                 i = end + 1
                 continue
             return None  # lookaround, (?i), conditionals
+        if ch == "(":
+            out.append("(?:")
+            i += 1
+            continue
         if ch == "{" and (m := _COUNT.match(translated, i)) is not None:
             if any(g and int(g) > _MAX_REPEAT for g in m.groups()):
                 return None
@@ -106,24 +112,31 @@ def to_re2(translated: str) -> str | None:
     return "".join(out)
 
 
-_OPTIONS: Any = None
+def compile_re2(translated: str) -> Callable[[str], bool] | None:
+    """A linear-time "matches anywhere" test for ``translated``, or None (not
+    expressible, or google-re2 is not installed on this platform).
 
-
-def compile_re2(translated: str) -> Any | None:
-    """A compiled RE2 pattern for ``translated``, or None (not expressible,
-    or google-re2 is not installed on this platform)."""
-    global _OPTIONS
+    The test calls RE2's ``Match`` directly: google-re2's ``search`` builds a
+    match object and maps byte offsets back to characters, which costs more
+    than the match itself on the short values most fields hold.
+    """
     source = to_re2(translated)
     if source is None:
         return None
     try:
         import re2
+        from re2 import _re2
     except ImportError:  # no wheel for this platform: the time-boxed engine only
         return None
-    if _OPTIONS is None:
-        _OPTIONS = re2.Options()
-        _OPTIONS.log_errors = False  # our stderr carries structured logs only
-    try:
-        return re2.compile(source, _OPTIONS)
-    except re2.error:
+    options = re2.Options()
+    options.log_errors = False  # our stderr carries structured logs only
+    compiled = _re2.RE2(source.encode(), options)
+    if not compiled.ok():
         return None
+    match, anchor, none = compiled.Match, _re2.RE2.Anchor.UNANCHORED, (-1, -1)
+
+    def test(text: str) -> bool:
+        data = text.encode()  # UnicodeEncodeError for a lone surrogate
+        return bool(match(anchor, data, 0, len(data))[0] != none)
+
+    return test

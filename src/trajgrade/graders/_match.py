@@ -39,7 +39,7 @@ class MatchTimeout(GradeError):
 
 
 #: Timeouts of one pattern after which its circuit breaker opens.
-BREAKER_TRIPS: Final = 3
+BREAKER_TRIPS: Final = 2
 
 
 class Pattern:

@@ -254,23 +254,10 @@ class _Run:
 
     # ------------------------------------------------------------ live
     def live_start(self) -> dict[str, tuple[Any, int]]:
-        """Resume offsets for LiveFiles: only files that are provably the same."""
-        from trajgrade.sources.live import FileId
+        """Resume offsets for LiveFiles (see :mod:`trajgrade.rotation`)."""
+        from trajgrade.rotation import live_start
 
-        start: dict[str, tuple[Any, int]] = {}
-        for key, pos in list(self.resume_from.items()):
-            try:
-                fd = os.open(key, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                if identity_matches(fd, pos) and not pos.done:
-                    start[key] = (FileId(dev=pos.dev, ino=pos.ino), pos.offset)
-                else:
-                    del self.resume_from[key]
-            finally:
-                os.close(fd)
-        return start
+        return live_start(self)
 
     async def read_live(self, live: LiveFiles) -> None:
         from trajgrade.sources.live import Closed, Data, Opened

@@ -42,10 +42,10 @@ def _events(*names: str, end: bool = False) -> bytes:
 
 
 def _start(cwd: Path) -> subprocess.Popen[bytes]:
+    follow = ["--follow", "session.jsonl", "--state", "state", "--idle-timeout", "120"]
+    grade = ["grade", "--output", "jsonl", "-c", "p.yaml", "--checkpoint-interval"]
     return subprocess.Popen(
-        [sys.executable, "-m", "trajgrade", "grade", "--output", "jsonl"]
-        + ["-c", "p.yaml", "--follow", "session.jsonl", "--state", "state"]
-        + ["--checkpoint-interval", "0.05", "--idle-timeout", "120"],
+        [sys.executable, "-m", "trajgrade", *grade, "0.05", *follow],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

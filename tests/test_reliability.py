@@ -280,3 +280,27 @@ def test_on_fail_gets_a_huge_trace_id_through_stdin(work: Path) -> None:
     assert tid.startswith(env_id[:-1])
     assert len(env_id) < 5000
     assert (work / "cut").read_text() == "TRAJGRADE_TRACE_ID"
+
+
+def test_a_reader_failure_costs_only_its_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that raises (a bug hostile input found) loses the lines it
+    fails on, located; the batch's other lines are graded as without them."""
+    from trajgrade.formats.native import NativeReader
+
+    real = NativeReader.feed
+
+    def feed(self: NativeReader, buf: Any, first: int) -> Any:
+        if b"boom" in bytes(buf):
+            raise KeyError("boom")
+        return real(self, buf, first)
+
+    monkeypatch.setattr(NativeReader, "feed", feed)
+    s = suite(POLICY)
+    bomb = _line(type="tool_call", trace_id="x", name="boom", call_id="9")
+    got = grade_bytes(s, _clean("a") + bomb + _clean("b"), source="k.jsonl")
+    finals = _finals(got.verdicts)
+    assert finals[("a", "rx")] == finals[("b", "rx")] == "pass"
+    assert finals[("x", "rx")] == "error"
+    [err] = got.errors
+    assert (err.location.line, err.trace_id) == (4, "x")
+    assert "could not be read (KeyError" in err.message

@@ -32,6 +32,7 @@ from trajgrade.formats import (
     open_reader,
     sniff_trace_id,
 )
+from trajgrade.formats._lines import one_by_one
 from trajgrade.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -275,7 +276,12 @@ class SourceDecoder:
             body, first = self._start_reader(bytes(body), first, errors)
             if self._reader is None:
                 return
-        events, errs, lines = self._reader.feed(body, first)
+        try:
+            events, errs, lines = self._reader.feed(body, first)
+        except Exception as exc:  # a reader bug must cost its records, not the run
+            events, errs, lines = one_by_one(
+                self._reader, self.source, body, first, exc
+            )
         errors.extend(errs)
         if events:
             batch.segments.append(Segment(len(events), first, body, lines))

@@ -181,6 +181,15 @@ class DocumentReader:
         msg = f"the {self.format} document is not valid JSON ({reason}); events before this point were graded"
         return self.error(msg, trace=self.trace_id)
 
+    def _item(self, obj: Any, events: list[Event], errors: list[InputError]) -> None:
+        k = len(events)
+        try:
+            self.item(self._building or "", obj, events, errors)
+        except Exception as exc:  # a reader bug costs one item, not the run
+            del events[k:]
+            msg = f"this item could not be read ({type(exc).__name__}: {exc}); it was skipped. Please report it: no input should do this"
+            errors.append(self.error(msg, trace=self.trace_id))
+
     def _drain(self, events: list[Event], errors: list[InputError]) -> None:
         items = self.ITEMS
         scalars = self.SCALARS
@@ -209,7 +218,7 @@ class DocumentReader:
                     self._depth -= 1
                     if self._depth == 0:
                         self._builder = None
-                        self.item(self._building or "", builder.value, events, errors)
+                        self._item(builder.value, events, errors)
                 continue
             if prefix in items and event in ("start_map", "start_array"):
                 self._builder = ObjectBuilder()

@@ -51,11 +51,19 @@ __all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
-_TOO_DEEP: Final = Decision(
-    outcome=Outcome.ERROR,
-    score=0.0,
-    evidence="a value of this event is nested too deep to examine",
-)
+
+
+def _grader_failed(exc: Exception) -> Decision:
+    """What a grader that raised (a bug, or an Event built by a caller nested
+    too deep to examine) decides: error, naming the exception."""
+    why = (
+        "a value of this event is nested too deep to examine"
+        if isinstance(exc, RecursionError)
+        else f"the grader failed on this event ({type(exc).__name__}: {exc}); please report it"
+    )
+    return Decision(outcome=Outcome.ERROR, score=0.0, evidence=why)
+
+
 #: How many closed trace ids are remembered to drop late events.
 CLOSED_MEMORY: Final = 65_536
 #: How many open call ids per trace the integrity check keeps.
@@ -275,8 +283,8 @@ class Engine:
                         d = Decision(
                             outcome=Outcome.ERROR, score=0.0, evidence=exc.message
                         )
-                    except RecursionError:  # an Event built by a caller, unchecked
-                        d = _TOO_DEEP
+                    except Exception as exc:  # a grader bug: one error, not a crash
+                        d = _grader_failed(exc)
                     if d is not None:
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:

@@ -1,0 +1,78 @@
+"""Hostile records on a real broker (tansu): a poison record is skipped,
+counted and committed past, so a restart does not meet it again; the other
+traces' verdicts are exactly batch grading's."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _kafka as k
+
+pytestmark = pytest.mark.slow
+
+
+def test_poison_records_are_skipped_counted_and_committed(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic, group = k.unique("poison"), k.unique("g")
+    k.create_topic(kafka_bootstrap, topic, 1)
+    events = k.corpus(3)
+    victim = "c1-fix-timeout"
+    deep = b'{"type":"tool_call","trace_id":"' + victim.encode() + b'","args":'
+    deep += b"[" * 100_000 + b"]" * 100_000 + b"}"
+    result = b'{"type":"tool_result","trace_id":"' + victim.encode() + b'",'
+    result += b'"call_id":"x","result":' + b"[" * 600 + b"]" * 600 + b"}"
+    poison = [
+        deep,  # RecursionError in the decoder before the fix: a crash loop
+        result,
+        bytes(range(256)) * 64,  # binary
+        b"\x00\x00\x00",
+        b"\xef\xbb\xbf" + k.line({**events[0], "trace_id": victim}),  # BOM
+        b'{"type":"tool_call","trace_id":"' + victim.encode() + b'","name":"\xff\xfe"}',
+    ]
+    items = k.keyed(events)
+    for i, value in enumerate(poison):
+        items.insert(3 + 4 * i, (victim.encode(), value, None))
+    k.produce(kafka_bootstrap, topic, items)
+    expected = k.reference(events)
+    args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, "--group", group]
+    g = k.Grader(tmp_path, "poison", args)
+    try:
+        k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
+        k.wait_for(
+            lambda: k.committed(kafka_bootstrap, group, topic, 1) == len(items),
+            30,
+            "the offsets past every record to be committed",
+        )
+    finally:
+        rc = g.stop()
+    assert "Traceback" not in g.err_path.read_text()
+    got = k.finals(g)
+    assert got.keys() == expected.keys()
+    for vid, v in got.items():
+        if v["trace_id"] != victim:
+            assert v == expected[vid]
+    assert any(v["outcome"] == "error" for v in got.values() if v["trace_id"] == victim)
+    rejected = {e["offset"] for e in g.logs() if e.get("event") == "input_rejected"}
+    assert len(rejected) >= 5
+    [done] = [e for e in g.logs() if e.get("event") == "run_finished"]
+    assert done["input_errors"] >= 5
+    assert rc == 1  # some traces of the corpus fail by design
+
+    # A restart meets none of it again: everything was committed.
+    again = k.Grader(tmp_path, "again", args)
+    try:
+        k.wait_for(
+            lambda: any(e.get("event") == "partitions_assigned" for e in again.logs()),
+            30,
+            "the restarted consumer to join",
+        )
+    finally:
+        again.stop()
+    [done] = [e for e in again.logs() if e.get("event") == "run_finished"]
+    assert done["events"] == 0
+    assert "Traceback" not in again.err_path.read_text()

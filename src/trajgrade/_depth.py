@@ -10,9 +10,9 @@ that bound may recurse freely. Agent records nest a dozen levels at most.
 
 The check is C-speed on clean input: strings are cut out with ``replace`` and
 ``split``, everything but brackets is deleted with ``translate``, and
-balanced ``[]``/``{}`` pairs are peeled off one level per pass. Only input
-that is not balanced JSON after that (a deep or a broken line) is measured
-line by line.
+balanced ``[]``/``{}`` pairs are peeled off one level per pass (a few
+passes: clean records are shallow). Only lines left unbalanced after that
+(deep, or broken) are measured, with a scan that stops at the limit.
 """
 
 from __future__ import annotations
@@ -56,9 +56,14 @@ def _brackets(data: bytes) -> bytes:
     return b"".join(data.translate(None, _NOISE).split(b'"')[::2])
 
 
-def _peel(skeleton: bytes, limit: int) -> bytes:
-    """Remove balanced pairs, one level per pass, at most ``limit`` passes."""
-    for _ in range(limit):
+#: Peeling passes before falling back to a scan: clean records are
+#: shallower than this, and each pass over deep input removes one level only.
+_PASSES: Final = 12
+
+
+def _peel(skeleton: bytes) -> bytes:
+    """Remove balanced pairs, one level per pass, at most ``_PASSES`` passes."""
+    for _ in range(_PASSES):
         n = len(skeleton)
         skeleton = skeleton.replace(b"[]", b"").replace(b"{}", b"")
         if len(skeleton) == n:
@@ -84,7 +89,7 @@ def too_deep(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return False
     skeleton = _brackets(raw)
-    rest = _peel(skeleton, limit)
+    rest = _peel(skeleton)
     if b"[" not in rest and b"{" not in rest:
         return False
     return _depth_over(skeleton, limit)
@@ -94,7 +99,7 @@ def deep_lines(body: bytes, limit: int = MAX_DEPTH) -> list[int]:
     """Indexes (0-based) of the lines of ``body`` nested deeper than ``limit``."""
     if body.count(b"[") + body.count(b"{") <= limit:
         return []
-    rest = _peel(_brackets(body), limit)
+    rest = _peel(_brackets(body))
     if b"[" not in rest and b"{" not in rest:
         return []
     return [

@@ -304,3 +304,36 @@ def test_a_reader_failure_costs_only_its_lines(monkeypatch: pytest.MonkeyPatch) 
     [err] = got.errors
     assert (err.location.line, err.trace_id) == (4, "x")
     assert "could not be read (KeyError" in err.message
+
+
+@pytest.mark.slow
+def test_ctrl_c_reports_no_unread_line_as_broken(work: Path) -> None:
+    """SIGINT while a line is half written: the half is unread, not broken
+    (no input_rejected, no error verdict), and every trace is closed once."""
+    import signal
+    import time
+
+    argv = ["grade", "-c", "p.yaml", "--output", "jsonl", "--log-level", "info", "-"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajgrade", *argv],
+        cwd=work,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(_clean("a") + _line(type="turn_start", trace_id="b"))
+    half = _line(type="tool_call", trace_id="b", name="bash", call_id="1")
+    proc.stdin.write(half[:20])
+    proc.stdin.flush()
+    first = proc.stdout.readline()  # trace a's verdicts: everything was read
+    assert json.loads(first)["trace_id"] == "a"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    proc.stdin.close()
+    assert b"input_rejected" not in err, err.decode()
+    verdicts = [json.loads(first)] + [json.loads(x) for x in out.splitlines()]
+    finals = [(v["trace_id"], v["grader"]) for v in verdicts if v["final"]]
+    assert len(finals) == len(set(finals))
+    assert not [v for v in verdicts if v["outcome"] == "error"]

@@ -9,7 +9,7 @@ rejected record is located, and every clean trace's final verdicts are
 exactly those of grading the clean records alone.
 
 CI runs a few seconds' worth (``FUZZ_LINES`` below). Set
-``TRAJGRADE_FUZZ_LINES`` for a longer run (e.g. 2000000); the volume run is
+``TRAJGRADE_FUZZ_LINES`` for a longer run (e.g. 2000000, with ``--timeout 0``); the volume run is
 printed with ``-s``.
 """
 

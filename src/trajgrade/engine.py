@@ -476,6 +476,8 @@ class Engine:
                 d = handler(st, event)
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+            except Exception as exc:  # a grader bug: one error, not a crash
+                d = _grader_failed(exc)
             if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
                 out.append(v)
         return out
@@ -526,6 +528,8 @@ class Engine:
                 d = g.finish(st)
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+            except Exception as exc:  # a grader bug: one error, not a crash
+                d = _grader_failed(exc)
             if not d.final:
                 d = msgspec.structs.replace(d, final=True)
             if tr.tainted is not None and tr.sealed[i]:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,16 @@ def test_poison_records_are_skipped_counted_and_committed(
     k.produce(kafka_bootstrap, topic, items)
     expected = k.reference(events)
     args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, "--group", group]
-    g = k.Grader(tmp_path, "poison", args)
+    port = k.free_port()
+    g = k.Grader(tmp_path, "poison", [*args, "--metrics-port", str(port)])
+    metrics = ""
+
+    def counted() -> bool:
+        nonlocal metrics
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
+            metrics = r.read().decode()
+        return 'trajgrade_dropped_events_total{reason="rejected_record"} 6.0' in metrics
+
     try:
         k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
         k.wait_for(
@@ -52,6 +62,7 @@ def test_poison_records_are_skipped_counted_and_committed(
             30,
             "the offsets past every record to be committed",
         )
+        k.wait_for(counted, 30, "the rejected records on /metrics")
     finally:
         rc = g.stop()
     assert "Traceback" not in g.err_path.read_text()
@@ -62,9 +73,10 @@ def test_poison_records_are_skipped_counted_and_committed(
             assert v == expected[vid]
     assert any(v["outcome"] == "error" for v in got.values() if v["trace_id"] == victim)
     rejected = {e["offset"] for e in g.logs() if e.get("event") == "input_rejected"}
-    assert len(rejected) >= 5
+    assert len(rejected) == len(poison)
     [done] = [e for e in g.logs() if e.get("event") == "run_finished"]
-    assert done["input_errors"] >= 5
+    assert done["input_errors"] == len(poison)
+    assert done["dropped_events"]["rejected_record"] == len(poison)
     assert rc == 1  # some traces of the corpus fail by design
 
     # A restart meets none of it again: everything was committed.

@@ -337,3 +337,17 @@ def test_ctrl_c_reports_no_unread_line_as_broken(work: Path) -> None:
     finals = [(v["trace_id"], v["grader"]) for v in verdicts if v["final"]]
     assert len(finals) == len(set(finals))
     assert not [v for v in verdicts if v["outcome"] == "error"]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a":"\xed\xa0\x80", "b": [1,\n2]}\n',  # found by the long fuzz run
+        b'{"schema_version":"ATIF-v1.7","session_id":"x","steps":[{"message":"\xed\xa0\x80"\n}]}\n',
+        b"[\xff\n]\n",
+    ],
+)
+def test_invalid_utf8_in_a_json_document_is_a_located_error(data: bytes) -> None:
+    got = grade_bytes(suite(POLICY), data, source="doc.json")
+    assert got.errors
+    assert all(e.location.file == "doc.json" for e in got.errors)

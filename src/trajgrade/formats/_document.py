@@ -60,7 +60,7 @@ def document_shape(prefix: bytes) -> DocShape | None:
         if "premature EOF" not in str(exc) and "incomplete" not in str(exc).lower():
             return None
         complete = False
-    except ijson.JSONError:
+    except (ijson.JSONError, UnicodeDecodeError):  # ijson decodes UTF-8 as it goes
         return None
     if not events:
         return None
@@ -131,7 +131,7 @@ class DocumentReader:
         self._line = first_line + max(data.count(b"\n") - 1, 0)
         try:
             self._coro.send(data)
-        except ijson.JSONError as exc:
+        except (ijson.JSONError, UnicodeDecodeError) as exc:
             self.broken = True
             errors.append(self._broken(exc))
         self._drain(events, errors)
@@ -145,7 +145,7 @@ class DocumentReader:
         if not self.broken:
             try:
                 self._coro.close()
-            except ijson.JSONError as exc:
+            except (ijson.JSONError, UnicodeDecodeError) as exc:
                 self.broken = True
                 errors.append(self._broken(exc))
             self._drain(events, errors)

@@ -197,7 +197,7 @@ def work(tmp_path: Path) -> Path:
         (("grade", "-c", "p.yaml", "--format", "codex", "pass.jsonl"), 5),
         (("run", "-c", "p.yaml", "--", sys.executable, "-c", "print('hello')"), 5),
         (("run", "-c", "p.yaml", "--", "cat", "pass.jsonl"), 0),
-        (("run", "-c", "p.yaml", "--", "cat", "fail.jsonl"), 1),
+        (("run", "-c", "p.yaml", "--stop-on", "never", "--", "cat", "fail.jsonl"), 1),
     ],
 )
 def test_exit_status(work: Path, args: tuple[str, ...], status: int) -> None:

@@ -40,7 +40,7 @@ import msgspec
 from trajgrade.errors import GradeError
 from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
-from trajgrade.verdicts import Decision, Outcome, Verdict, verdict_id
+from trajgrade.verdicts import Decision, Outcome, Verdict, grader_failed, verdict_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -51,17 +51,6 @@ __all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
-
-
-def _grader_failed(exc: Exception) -> Decision:
-    """What a grader that raised (a bug, or an Event built by a caller nested
-    too deep to examine) decides: error, naming the exception."""
-    why = (
-        "a value of this event is nested too deep to examine"
-        if isinstance(exc, RecursionError)
-        else f"the grader failed on this event ({type(exc).__name__}: {exc}); please report it"
-    )
-    return Decision(outcome=Outcome.ERROR, score=0.0, evidence=why)
 
 
 #: How many closed trace ids are remembered to drop late events.
@@ -284,7 +273,7 @@ class Engine:
                             outcome=Outcome.ERROR, score=0.0, evidence=exc.message
                         )
                     except Exception as exc:  # a grader bug: one error, not a crash
-                        d = _grader_failed(exc)
+                        d = grader_failed(exc)
                     if d is not None:
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:
@@ -477,7 +466,7 @@ class Engine:
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
             except Exception as exc:  # a grader bug: one error, not a crash
-                d = _grader_failed(exc)
+                d = grader_failed(exc)
             if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
                 out.append(v)
         return out
@@ -529,7 +518,7 @@ class Engine:
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
             except Exception as exc:  # a grader bug: one error, not a crash
-                d = _grader_failed(exc)
+                d = grader_failed(exc)
             if not d.final:
                 d = msgspec.structs.replace(d, final=True)
             if tr.tainted is not None and tr.sealed[i]:

@@ -31,11 +31,17 @@ from trajgrade.errors import SourceError
 if TYPE_CHECKING:
     from trajgrade.kafka.options import KafkaOptions
 
-__all__ = ("ASSIGN_TIMEOUT", "AssignGuard", "ensure_internal_topics", "partitions_of")
+__all__ = (
+    "ADMIN_TIMEOUT",
+    "ASSIGN_TIMEOUT",
+    "AssignGuard",
+    "ensure_internal_topics",
+    "partitions_of",
+)
 
 #: Longest one assignment may take (topic checks and the changelog restore).
 ASSIGN_TIMEOUT: Final = 120.0
-#: Longest one admin round trip may take.
+#: Longest one admin round trip (or offset commit) may take.
 ADMIN_TIMEOUT: Final = 30.0
 
 

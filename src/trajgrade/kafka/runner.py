@@ -51,7 +51,11 @@ import msgspec
 from trajgrade._signals import graceful_signals
 from trajgrade.errors import SourceError
 from trajgrade.exit_status import dropped_counts
-from trajgrade.kafka.assignment import AssignGuard, ensure_internal_topics
+from trajgrade.kafka.assignment import (
+    ADMIN_TIMEOUT,
+    AssignGuard,
+    ensure_internal_topics,
+)
 from trajgrade.kafka.changelog import restore_partitions
 from trajgrade.kafka.options import client_settings
 from trajgrade.kafka.partition import PartitionWorker
@@ -475,8 +479,9 @@ class _Grader:
         from aiokafka.errors import CommitFailedError, KafkaError
 
         try:
-            await self.consumer.commit(commits)
-        except (CommitFailedError, KafkaError) as exc:
+            with anyio.fail_after(ADMIN_TIMEOUT):  # a lost coordinator must not hang us
+                await self.consumer.commit(commits)
+        except (CommitFailedError, KafkaError, TimeoutError) as exc:
             # Verdicts and state are durable; a replay re-emits identical
             # verdicts and skips the events the state already holds.
             self.log.warning("commit_failed", topic=self.topic, reason=str(exc))

@@ -42,6 +42,7 @@ from trajgrade.kafka.options import (  # kafka
     current_metrics_options,
     kafka_options,
 )
+from trajgrade.telemetry.options import current_telemetry, telemetry_options, wire
 
 __all__ = ("main",)
 
@@ -166,6 +167,7 @@ def main() -> None:
 @quiet_option("No summary or status line; only warnings and errors are logged.")
 @action_options
 @kafka_options  # kafka
+@telemetry_options
 def grade(
     config_path: str,
     inputs: tuple[str, ...],
@@ -230,6 +232,11 @@ def grade(
     if usage is not None:
         raise click.UsageError(usage)
     pretty = output == "pretty" or (output == "auto" and sys.stdout.isatty())
+    from_terminal = (
+        not inputs and not watch_dirs and bool(sys.stdin and sys.stdin.isatty())
+    )
+    if from_terminal and not quiet:  # else it looks like a hang
+        click.echo(STDIN_HINT, err=True)
     sink: Any
     status = None
     if pretty and sys.stdout.isatty() and not quiet:
@@ -239,7 +246,8 @@ def grade(
         from trajgrade.status import ConsoleWriter, StatusLine
 
         status = StatusLine(
-            total_bytes=_total_bytes(inputs, live=follow or bool(watch_dirs))
+            total_bytes=_total_bytes(inputs, live=follow or bool(watch_dirs)),
+            label="reading stdin" if from_terminal else None,
         )
         sink = PrettySink(ConsoleWriter(status.console), color=True)
     elif pretty:
@@ -265,6 +273,14 @@ def grade(
         checkpoint_interval=checkpoint_interval,
     )
     options.metrics_port, options.metrics_host = current_metrics_options()
+    sink = wire(
+        current_telemetry(),
+        options,
+        sink,
+        given=inputs,
+        log=logger,
+        live_idle=LIVE_IDLE_TIMEOUT,
+    )
     extra: dict[str, Any] = {"status": status, "actions": actions}
     try:
         if status is not None:
@@ -285,9 +301,25 @@ def grade(
         sys.exit(EXIT_FAILED)
     from trajgrade.exit_status import exit_code, report
 
-    report(summary, logger, pretty=pretty, quiet=quiet, echo=click.echo)
+    # After the readable summary, on the same terminal, the log line says
+    # nothing new; it stays for log pipelines (stderr not a terminal).
+    summarised = pretty and sys.stdout.isatty() and sys.stderr.isatty()
+    report(
+        summary,
+        logger,
+        pretty=pretty,
+        quiet=quiet,
+        echo=click.echo,
+        summarised=summarised,
+    )
     sys.exit(exit_code(summary))
 
+
+#: Shown when `grade` was given no input and stdin is a terminal.
+STDIN_HINT: Final = (
+    "trajgrade: reading events from stdin; type or paste JSON lines and end with "
+    "Ctrl-D, or pipe a log in (tail -f LOG | trajgrade grade ...), or name files"
+)
 
 #: Idle timeout of live traces when --idle-timeout is not given.
 LIVE_IDLE_TIMEOUT: Final = 600.0

@@ -112,8 +112,11 @@ def report(
     pretty: bool,
     quiet: bool,
     echo: Callable[[str], None],
+    summarised: bool = False,
 ) -> None:
-    """The terminal summary (pretty output) and the ``run_finished`` log line."""
+    """The terminal summary (pretty output) and the ``run_finished`` log line
+    (at debug level when ``summarised``: the summary on the same terminal
+    already said it)."""
     lost = dropped(summary)
     if pretty and not quiet:
         counts = (
@@ -136,7 +139,7 @@ def report(
         if not any(summary.verdicts.values()):
             echo(f"nothing was graded (exit status {EXIT_NOTHING})")
     if not quiet:
-        logger.info(
+        (logger.debug if summarised else logger.info)(
             "run_finished",
             traces=summary.traces,
             events=summary.events,

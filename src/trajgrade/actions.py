@@ -62,7 +62,7 @@ F = TypeVar("F", bound="Callable[..., Any]")
 #: Failed traces waiting for a free ``--on-fail`` slot; more are dropped and
 #: counted (a flood of failing traces must not grow memory without bound).
 MAX_QUEUED: Final = 10_000
-#: Longest ``TRAJGRADE_EVIDENCE`` value; the full evidence is in the stdin JSON.
+#: Longest ``TRAJGRADE_*`` value; the full verdict is the stdin JSON.
 ENV_EVIDENCE_MAX: Final = 4096
 #: Seconds to wait for killed commands to be reaped at the end of a drain.
 _REAP: Final = 5.0
@@ -341,22 +341,35 @@ def _kill_group(pid: int, sig: int) -> None:
 
 
 def verdict_env(v: Verdict, mark: str | None = None) -> dict[str, str]:
-    """The ``TRAJGRADE_*`` variables an ``--on-fail`` command gets."""
-    evidence = v.evidence.replace("\0", "")
-    if len(evidence) > ENV_EVIDENCE_MAX:
-        evidence = evidence[: ENV_EVIDENCE_MAX - 1] + "…"
+    """The ``TRAJGRADE_*`` variables an ``--on-fail`` command gets.
+
+    Every value is bounded (:data:`ENV_EVIDENCE_MAX` characters): the kernel
+    refuses to start a command with one environment string over 128 KiB
+    (E2BIG), and a trace id is input. The whole verdict, unabridged, is the
+    JSON on the command's stdin; ``TRAJGRADE_TRUNCATED`` names the variables
+    that were cut.
+    """
     env = {
-        "TRAJGRADE_TRACE_ID": v.trace_id.replace("\0", ""),
+        "TRAJGRADE_TRACE_ID": v.trace_id,
         "TRAJGRADE_GRADER": v.grader,
         "TRAJGRADE_KIND": v.kind,
         "TRAJGRADE_OUTCOME": str(v.outcome),
         "TRAJGRADE_SCORE": repr(v.score),
         "TRAJGRADE_FINAL": "1" if v.final else "0",
-        "TRAJGRADE_EVIDENCE": evidence,
+        "TRAJGRADE_EVIDENCE": v.evidence,
         "TRAJGRADE_VERDICT_ID": v.id,
     }
     if mark is not None:
         env["TRAJGRADE_ON_FAIL"] = str(mark)
+    cut = []
+    for name, value in env.items():
+        value = value.replace("\0", "")  # an environment string cannot hold NUL
+        if len(value) > ENV_EVIDENCE_MAX:
+            value = value[: ENV_EVIDENCE_MAX - 1] + "…"
+            cut.append(name)
+        env[name] = value
+    if cut:
+        env["TRAJGRADE_TRUNCATED"] = ",".join(cut)
     return env
 
 

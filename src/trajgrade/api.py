@@ -147,7 +147,10 @@ class StreamGrader:
             self._collect()
             return out
         if isinstance(item, Mapping):
-            line = _ENC.encode(item)
+            try:
+                line = _ENC.encode(item)
+            except (RecursionError, TypeError, msgspec.EncodeError) as exc:
+                return self._refuse(item, source, exc)
         elif isinstance(item, str):
             line = item.encode()
         elif isinstance(item, bytes | bytearray | memoryview):
@@ -313,6 +316,23 @@ class StreamGrader:
             )
             self._decoders[source] = decoder
         return decoder
+
+    def _refuse(
+        self, item: Mapping[str, Any], source: str | None, exc: Exception
+    ) -> list[Verdict]:
+        """A mapping that is not JSON (or too deep to write) is a bad record:
+        kept in ``errors``, its trace tainted, never raised."""
+        trace = item.get("trace_id")
+        trace = trace if isinstance(trace, str) else source or self._source
+        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        err = InputError(
+            f"the record cannot be read as JSON ({reason})",
+            location=Location(file=source or self._source),
+            trace_id=trace,
+        )
+        self.errors.append(err)
+        self.engine.reject(trace, str(err))
+        return []
 
     def _collect(self) -> None:
         g = self._grading

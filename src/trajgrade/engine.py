@@ -40,7 +40,7 @@ import msgspec
 from trajgrade.errors import GradeError
 from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
-from trajgrade.verdicts import Decision, Outcome, Verdict, verdict_id
+from trajgrade.verdicts import Decision, Outcome, Verdict, grader_failed, verdict_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -51,6 +51,8 @@ __all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
+
+
 #: How many closed trace ids are remembered to drop late events.
 CLOSED_MEMORY: Final = 65_536
 #: How many open call ids per trace the integrity check keeps.
@@ -75,7 +77,11 @@ class EngineStats(msgspec.Struct, frozen=True, kw_only=True):
     closed_traces: int
     verdicts: int
     early_verdicts: int
+    #: Dropped: events of a trace after its end (``trace_end``, end of
+    #: input, idle timeout) ...
     late_events: int
+    #: ... and of a trace whose every grader was final already.
+    settled_events: int
     rejected_events: int
 
 
@@ -179,6 +185,7 @@ class Engine:
         self._n_early = 0
         self._n_closed = 0
         self._n_late = 0
+        self._n_settled = 0
         self._n_rejected = 0
 
     # ------------------------------------------------------------ feeding
@@ -213,8 +220,14 @@ class Engine:
             tid = event.trace_id or default_trace
             tr = traces.get(tid)
             if tr is None:
-                if tid in self._closed:
-                    self._n_late += 1
+                ended = self._closed.get(tid)
+                if ended is not None:
+                    # Dropped (counted): its trace ended, or every grader of
+                    # it is final already.
+                    if ended:
+                        self._n_late += 1
+                    else:
+                        self._n_settled += 1
                     continue
                 tr = self._open(tid, now)
                 if self._unopened:
@@ -259,6 +272,8 @@ class Engine:
                         d = Decision(
                             outcome=Outcome.ERROR, score=0.0, evidence=exc.message
                         )
+                    except Exception as exc:  # a grader bug: one error, not a crash
+                        d = grader_failed(exc)
                     if d is not None:
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:
@@ -359,6 +374,7 @@ class Engine:
             verdicts=self._n_verdicts,
             early_verdicts=self._n_early,
             late_events=self._n_late,
+            settled_events=self._n_settled,
             rejected_events=self._n_rejected,
         )
 
@@ -449,6 +465,8 @@ class Engine:
                 d = handler(st, event)
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+            except Exception as exc:  # a grader bug: one error, not a crash
+                d = grader_failed(exc)
             if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
                 out.append(v)
         return out
@@ -499,6 +517,8 @@ class Engine:
                 d = g.finish(st)
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+            except Exception as exc:  # a grader bug: one error, not a crash
+                d = grader_failed(exc)
             if not d.final:
                 d = msgspec.structs.replace(d, final=True)
             if tr.tainted is not None and tr.sealed[i]:

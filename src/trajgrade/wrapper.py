@@ -30,7 +30,8 @@ the agent's output ends, so every verdict is still written.
 
 Exit status (see :data:`EXIT_CODES`): 0 passed, 1 a verdict failed, 2 usage or
 config error (or the agent could not be started), 3 trajgrade stopped the
-agent, 4 the agent failed on its own (its status is logged), 128+N when
+agent, 4 the agent failed on its own (its status is logged), 5 the agent
+exited 0 but nothing was graded (no events in its output), 128+N when
 signal N sent to trajgrade ended the run.
 """
 
@@ -62,6 +63,7 @@ __all__ = (
     "EXIT_AGENT_FAILED",
     "EXIT_CODES",
     "EXIT_FAILED",
+    "EXIT_NOTHING",
     "EXIT_OK",
     "EXIT_STOPPED",
     "EXIT_USAGE",
@@ -76,6 +78,7 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_STOPPED: Final = 3
 EXIT_AGENT_FAILED: Final = 4
+EXIT_NOTHING: Final = 5
 #: Exit statuses of ``trajgrade run`` and what they mean (docs/hooks.md and ``--help``).
 EXIT_CODES: Final = {
     EXIT_OK: "the agent exited 0 and every verdict passed",
@@ -83,6 +86,7 @@ EXIT_CODES: Final = {
     EXIT_USAGE: "usage or config error, or the agent could not be started",
     EXIT_STOPPED: "trajgrade stopped the agent on a fail (the reason is logged)",
     EXIT_AGENT_FAILED: "the agent exited non-zero or was killed, on its own (its status is logged)",
+    EXIT_NOTHING: "the agent exited 0 but nothing was graded: its output held no events of the format",
     128: "+N: signal N sent to trajgrade (forwarded to the agent) ended the run",
 }
 #: ``--stop-on`` value -> the ``on_fail:`` markings whose fails stop the agent.
@@ -291,6 +295,8 @@ class _Wrap:
             s.exit_code = 128 + int(signal.Signals[s.interrupted])
         elif returncode != 0:
             s.exit_code = EXIT_AGENT_FAILED
+        elif not any(s.verdicts.values()):
+            s.exit_code = EXIT_NOTHING  # its output held no events: no false green
         else:
             s.exit_code = EXIT_FAILED if failed else EXIT_OK
         return s

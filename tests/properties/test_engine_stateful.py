@@ -250,7 +250,7 @@ class EngineMachine(RuleBasedStateMachine):
         assert stats.events == self.fed
         assert stats.verdicts == self.emitted
         assert stats.early_verdicts == self.early
-        assert stats.late_events == self.late
+        assert stats.late_events + stats.settled_events == self.late
         assert stats.closed_traces == self.n_closed
         assert stats.open_traces == len(self.open)
         assert stats.rejected_events == 0

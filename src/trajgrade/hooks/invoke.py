@@ -135,6 +135,7 @@ def main(agent: str, argv: list[str]) -> int:
 def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
     import msgspec
 
+    from trajgrade._depth import decode_bounded
     from trajgrade.hooks.store import SessionStore, default_state_dir
 
     now = time.time()
@@ -142,7 +143,7 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
     log = _Log(os.path.join(state_dir, "hooks.log"))
     event: str | None = None
     try:
-        payload = msgspec.json.decode(raw)
+        payload = decode_bounded(msgspec.json, raw)
         if not isinstance(payload, dict):
             msg = "the hook payload on stdin must be a JSON object"
             raise ValueError(msg)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
 from trajgrade.engine import Engine
 from trajgrade.hooks.invoke import _Log
 from trajgrade.hooks.payloads import AGENTS
@@ -88,7 +89,7 @@ class HookServer(EdgeServer):
     # ------------------------------------------------------------ calls
     def handle_hook(self, agent: str, body: bytes) -> tuple[bytes, int]:
         """The answer body and exit status for one payload."""
-        payload = _DEC.decode(body)
+        payload = decode_bounded(_DEC, body)
         if not isinstance(payload, dict):
             msg = "the hook payload must be a JSON object"
             raise ValueError(msg)

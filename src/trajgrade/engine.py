@@ -20,6 +20,14 @@ Time is data. ``feed(event, now=...)`` records when a trace was first seen on
 the runner's clock; ``tick(now)`` lets clock-driven graders (wall-time) fire
 while no event arrives.
 
+Guard decisions (:mod:`trajgrade.guarding`): besides verdicts, every
+``tool_call`` a grader forbids gives a
+:class:`~trajgrade.verdicts.GuardDecision` in ``decisions`` (the caller
+drains it, like ``anomalies``), every time, also after that grader's verdict
+is final. So a trace whose graders are all final is kept (without grader
+state) while a grader can still judge its calls or it was aborted, until
+its end, ``finish`` or idle expiry; at most ``GUARD_MEMORY`` such traces.
+
 Integrity: the engine tracks open call ids per trace to report results that
 match no call, reused call ids, and calls still unanswered when the trace
 ends as :class:`Anomaly` records in ``anomalies`` (the runner drains and logs
@@ -40,7 +48,8 @@ import msgspec
 from trajgrade.errors import GradeError
 from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
-from trajgrade.verdicts import Decision, Outcome, Verdict, verdict_id
+from trajgrade.guarding import AbortState, Guard
+from trajgrade.verdicts import Decision, GuardDecision, Outcome, Verdict, verdict_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -55,6 +64,10 @@ _GONE: Final = object()
 CLOSED_MEMORY: Final = 65_536
 #: How many open call ids per trace the integrity check keeps.
 OPEN_CALLS_MAX: Final = 10_000
+#: How many traces whose verdicts are all final are kept for guarding their
+#: later calls; beyond that the oldest is closed (its late calls then go
+#: undecided, as before decisions existed).
+GUARD_MEMORY: Final = 65_536
 
 
 class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,6 +106,9 @@ class TraceSnapshot(msgspec.Struct, kw_only=True, array_like=True):
     open_calls: list[str]
     #: Runner clock at the trace's last event (idle timeouts); None in batch.
     seen_at: float | None = None
+    #: The guard's abort (grader index, rule, reason) once a grader whose
+    #: action is ``abort`` failed; absent in checkpoints that predate it.
+    abort: tuple[int, str, str] | None = None
 
 
 class EngineState(msgspec.Struct, kw_only=True, array_like=True):
@@ -112,6 +128,7 @@ class EngineState(msgspec.Struct, kw_only=True, array_like=True):
 
 class _Trace:
     __slots__ = (
+        "abort",
         "calls",
         "events",
         "id",
@@ -137,6 +154,7 @@ class _Trace:
         self.last_ts: float | None = None
         self.tainted: str | None = None
         self.calls: dict[str, None] = {}
+        self.abort: AbortState | None = None
 
 
 class Engine:
@@ -174,6 +192,10 @@ class Engine:
         self._integrity = check_integrity
         #: Anomalies found since the runner last cleared this list.
         self.anomalies: list[Anomaly] = []
+        self._guard = Guard(suite, self._graders)
+        self._judges = self._guard.judges
+        #: Traces kept only for guarding (every verdict final), oldest first.
+        self._kept: OrderedDict[str, None] = OrderedDict()
         self._n_events = 0
         self._n_verdicts = 0
         self._n_early = 0
@@ -221,7 +243,7 @@ class Engine:
                     tr.tainted = self._unopened.pop(tid, None)
                 if self._samples is not None and tid in self._samples:
                     out.extend(self._introduce(tr, self._samples[tid]))
-                    if tr.live == 0:
+                    if tr.live == 0 and not self._keep(tr):
                         self._forget(tr, ended=False)
                         continue
             tr.events += 1
@@ -246,6 +268,7 @@ class Engine:
                     cid = event.call_id  # type: ignore[union-attr]
                     if cid is not None and tr.calls.pop(cid, _GONE) is _GONE:
                         self._anomaly(tr, "orphan_result", cid, event)
+            abort = tr.abort
             route = routes[kind]
             if route:
                 states = tr.states
@@ -260,13 +283,24 @@ class Engine:
                             outcome=Outcome.ERROR, score=0.0, evidence=exc.message
                         )
                     if d is not None:
+                        first = not tr.sealed[i]
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:
                             out.append(v)
+                            if v.outcome is not Outcome.PASS:
+                                self._guard.verdict(tr, i, v, event, first=first)
                         if tr.live == 0 and kind is not TraceEnd:
+                            if self._keep(tr):
+                                continue
                             # Every grader is final: nothing more to learn.
                             self._forget(tr, ended=False)
                             break
+            if (
+                kind is ToolCall
+                and (self._judges or abort is not None)
+                and tr.id in traces  # not forgotten above
+            ):
+                self._guard.judge(tr, event, abort)  # type: ignore[arg-type]
             if kind is TraceEnd:
                 out.extend(self._close(tr, ended=True))
         self._n_events += len(events)
@@ -291,7 +325,9 @@ class Engine:
                     and (v := self._stamp(tr, i, d, early=True)) is not None
                 ):
                     out.append(v)
-            if tr.live == 0:
+                    if v.outcome is not Outcome.PASS:
+                        self._guard.verdict(tr, i, v, None, first=True)
+            if tr.live == 0 and tr.id in self._traces and not self._keep(tr):
                 self._forget(tr, ended=False)
         return out
 
@@ -345,6 +381,15 @@ class Engine:
         elif tr.tainted is None:
             tr.tainted = reason
 
+    @property
+    def decisions(self) -> list[GuardDecision]:
+        """Guard decisions since the caller last cleared this list."""
+        return self._guard.decisions
+
+    @decisions.setter
+    def decisions(self, value: list[GuardDecision]) -> None:
+        self._guard.decisions = value
+
     # ------------------------------------------------------------ queries
     def open_traces(self) -> list[str]:
         """Ids of the traces still open, oldest first."""
@@ -379,6 +424,7 @@ class Engine:
             states=[None if st is None else enc(st) for st in tr.states],
             open_calls=list(tr.calls),
             seen_at=tr.seen_at,
+            abort=tr.abort,
         )
 
     def snapshot(self) -> list[TraceSnapshot]:
@@ -405,7 +451,10 @@ class Engine:
             tr.live = sum(st is not None for st in states)
             tr.calls = dict.fromkeys(snap.open_calls)
             tr.seen_at = snap.seen_at
+            tr.abort = None if snap.abort is None else tuple(snap.abort)  # type: ignore[assignment]
             self._traces[snap.trace_id] = tr
+            if tr.live == 0:
+                self._kept[tr.id] = None
             self._closed.pop(snap.trace_id, None)
             self._unopened.pop(snap.trace_id, None)
 
@@ -451,6 +500,8 @@ class Engine:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
             if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
                 out.append(v)
+                if v.outcome is not Outcome.PASS:
+                    self._guard.verdict(tr, i, v, None, first=True)
         return out
 
     def _stamp(self, tr: _Trace, i: int, d: Decision, *, early: bool) -> Verdict | None:
@@ -514,19 +565,39 @@ class Engine:
                     evidence=f"events of this trace were lost ({tr.tainted}); without them the grader would say {d.outcome}: {d.evidence}",
                     metadata={**d.metadata, "would_be": str(d.outcome)},
                 )
+            first = not tr.sealed[i]
             v = self._stamp(tr, i, d, early=False)
             if v is not None:
                 out.append(v)
+                if v.outcome is not Outcome.PASS:
+                    self._guard.verdict(tr, i, v, None, first=first)
         self._forget(tr, ended=ended)
         return out
 
     def _forget(self, tr: _Trace, *, ended: bool) -> None:
         del self._traces[tr.id]
+        if self._kept:
+            self._kept.pop(tr.id, None)
         self._n_closed += 1
         closed = self._closed
         closed[tr.id] = ended
         if len(closed) > CLOSED_MEMORY:
             closed.popitem(last=False)
+
+    # ------------------------------------------------------------ guard
+    def _keep(self, tr: _Trace) -> bool:
+        """Keep a trace whose verdicts are all final: its calls are still
+        judged (a grader judges calls, or the run was aborted)."""
+        if not self._judges and tr.abort is None:
+            return False
+        kept = self._kept
+        if tr.id not in kept:
+            kept[tr.id] = None
+            if len(kept) > GUARD_MEMORY:
+                old = self._traces.get(next(iter(kept)))
+                if old is not None and old is not tr:
+                    self._close(old, ended=False)
+        return True
 
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
         if kind == "duplicate_call_id":

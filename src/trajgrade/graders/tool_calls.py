@@ -43,7 +43,7 @@ from trajgrade.graders._tool_match import (
     regex_field,
     validate,
 )
-from trajgrade.verdicts import Decision, Outcome
+from trajgrade.verdicts import Decision, Judgement, Outcome
 
 __all__ = (
     "GRADER_TYPES",
@@ -196,6 +196,33 @@ class ToolCalls:
 
     def tick(self, state: ToolCallsState, *, elapsed: float) -> Decision | None:
         return None
+
+    def judge(self, state: ToolCallsState | None, call: ToolCall) -> Judgement | None:
+        """The guard's ruling on one call: the first ``disallowed`` entry
+        without a ``result`` filter that matches it, every time it is made
+        (the verdict is final after the first; a retry is refused again).
+
+        An entry that cannot be evaluated on the call (``command``/``path``
+        absent) is an ``error`` judgement, unless a later entry forbids the
+        call outright: a deny beats an error.
+        """
+        plan = self._plans.get(call.name) or self._plan(call.name)
+        error: Judgement | None = None
+        for m in plan.dis_now:
+            try:
+                hit = not m.checks or m.matches_args(call)
+            except ArgMissingError as exc:
+                if error is None:
+                    error = Judgement(
+                        rule=m.where, reason=exc.message, outcome=Outcome.ERROR
+                    )
+                continue
+            if hit:
+                what = f"call {call.call_id or '?'} to {call.name!r}"
+                return Judgement(
+                    rule=m.where, reason=f"{m.where} {m.label} matched {what}"
+                )
+        return error
 
     def finish(self, state: ToolCallsState) -> Decision:
         problems = []

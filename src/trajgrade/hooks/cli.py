@@ -171,6 +171,18 @@ def install_cmd(
     show_default=True,
     help="Seconds between checkpoints of changed sessions.",
 )
+@click.option(
+    "--decisions",
+    "decisions_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Append every guard decision as a JSON line here.",
+)
+@click.option(
+    "--fail-closed",
+    is_flag=True,
+    help="Deny a call a rule cannot be evaluated on (default: it runs, with a warning).",
+)
 @allow_code_option
 def serve(
     config_path: str,
@@ -179,6 +191,8 @@ def serve(
     state_dir: str | None,
     verdicts_path: str | None,
     checkpoint_interval: float,
+    decisions_path: str | None,
+    fail_closed: bool,
     allow_code: bool,
 ) -> None:
     """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
@@ -196,6 +210,8 @@ def serve(
             state_dir=state_dir or default_state_dir(),
             verdicts=verdicts_path,
             checkpoint_interval=checkpoint_interval,
+            decisions=decisions_path,
+            fail_closed=fail_closed,
         )
     except (ValueError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade.engine import Engine
-from trajgrade.hooks.invoke import _Log
+from trajgrade.hooks.invoke import _Log, log_step
 from trajgrade.hooks.payloads import AGENTS
 from trajgrade.hooks.session import SessionState, new_state, step
 from trajgrade.hooks.store import SessionStore
@@ -67,6 +67,8 @@ class HookServer(ThreadingHTTPServer):
         state_dir: str,
         verdicts: str | None = None,
         checkpoint_interval: float = 1.0,
+        decisions: str | None = None,
+        fail_closed: bool = False,
     ) -> None:
         if host not in LOOPBACK:
             msg = f"trajgrade serve listens on loopback only (got host {host!r}); use 127.0.0.1"
@@ -75,6 +77,9 @@ class HookServer(ThreadingHTTPServer):
         self.suite = suite
         self.state_dir = state_dir
         self.verdicts_path = verdicts
+        self.decisions_path = decisions
+        #: A rule that cannot be evaluated on the pending call denies it.
+        self.fail_closed = fail_closed
         self.interval = checkpoint_interval
         self.log = _Log(f"{state_dir}/hooks.log")
         self._stores = {a: SessionStore(state_dir, a) for a in AGENTS}
@@ -99,7 +104,12 @@ class HookServer(ThreadingHTTPServer):
         live = self._session(agent, session)
         with live.lock:
             result = step(
-                self.suite, live.state, payload, now=time.time(), engine=live.engine
+                self.suite,
+                live.state,
+                payload,
+                now=time.time(),
+                engine=live.engine,
+                fail_closed=self.fail_closed,
             )
             live.dirty = True
             if live.state.ended:
@@ -109,20 +119,15 @@ class HookServer(ThreadingHTTPServer):
                 with store.locked(session):
                     store.drop(session)
                 live.dirty = False
-        if result.verdicts and self.verdicts_path:
-            data = b"".join(msgspec.json.encode(v) + b"\n" for v in result.verdicts)
-            with self._verdict_lock, open(self.verdicts_path, "ab") as f:
-                f.write(data)
-        if result.deny or result.stop:
-            self.log.write(
-                "info",
-                "decision",
-                agent=agent,
-                session=session,
-                hook_event=result.event,
-                deny=result.deny,
-                stop=result.stop,
-            )
+        for records, path in (
+            (result.verdicts, self.verdicts_path),
+            (result.decisions, self.decisions_path),
+        ):
+            if records and path:
+                data = b"".join(msgspec.json.encode(r) + b"\n" for r in records)
+                with self._verdict_lock, open(path, "ab") as f:
+                    f.write(data)
+        log_step(self.log, agent, session, result)
         return result.answer.stdout, result.answer.exit_code
 
     def _session(self, agent: str, session: str) -> _Live:

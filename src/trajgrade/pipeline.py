@@ -31,7 +31,7 @@ from trajgrade.formats import (
     open_reader,
     sniff_trace_id,
 )
-from trajgrade.verdicts import Verdict
+from trajgrade.verdicts import GuardDecision, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -382,6 +382,8 @@ class GradeResult(msgspec.Struct, kw_only=True):
     verdicts: list[Verdict]
     errors: list[InputError]
     anomalies: list[tuple[Anomaly, Location]]
+    #: The guard's decisions, in order (see :mod:`trajgrade.guarding`).
+    decisions: list[GuardDecision] = msgspec.field(default_factory=list)
 
 
 class Grading:
@@ -439,5 +441,8 @@ def grade_bytes(
     verdicts.extend(grading.feed(decoder, decoder.close()))
     verdicts.extend(engine.finish())
     return GradeResult(
-        verdicts=verdicts, errors=grading.errors, anomalies=grading.anomalies
+        verdicts=verdicts,
+        errors=grading.errors,
+        anomalies=grading.anomalies,
+        decisions=engine.decisions,
     )

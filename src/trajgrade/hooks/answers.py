@@ -25,13 +25,14 @@ Gemini CLI 0.61
     "stopReason": …}``, which on ``BeforeTool`` ends the run *before* the
     tool runs, so it wins over a deny.
 
-ask and warn (``on_fail: ask`` / ``warn``): Claude Code asks the user with
-``permissionDecision: "ask"`` and shows a warning as ``systemMessage`` (the
-call runs). Gemini CLI 0.61 takes a top-level ``{"decision": "ask"}`` on
-``BeforeTool`` (it forces its confirmation prompt; see docs/guard.md for
-what that does in a headless run) and shows ``systemMessage``. Codex 0.169
-refuses ``ask`` ("unsupported permissionDecision:ask") and any
-``systemMessage``: an ask is sent as a deny, a warning is only logged.
+ask and warn (``on_fail: ask`` / ``warn``), as tried with the real CLIs
+(docs/guard.md): Claude Code asks the user with ``permissionDecision:
+"ask"`` and shows a warning as ``systemMessage`` (the call runs). Gemini CLI
+0.61 honours a top-level ``{"decision": "ask"}`` by forcing its
+confirmation prompt even under ``--yolo``, so a headless run hangs on it:
+an ask is sent as a deny; a warning is a ``systemMessage``. Codex 0.169
+ignores ``permissionDecision: "ask"`` (the call ran) and drops answers with
+a ``systemMessage``: an ask is sent as a deny, a warning is only logged.
 
 Every answer exits 0 with JSON on stdout: exit 2 would also block, but on
 ``Stop``/``AfterAgent`` it means "keep going", the opposite of stopping.
@@ -94,15 +95,14 @@ def answer(
     body: dict[str, object] = {}
     message = _join(warn, notice)
     if agent == "gemini":
+        # Gemini's ``decision: "ask"`` forces its confirmation prompt even
+        # under --yolo, and a headless run (-p) then waits forever; a hook
+        # cannot tell the two apart, so an ask is a deny there.
+        deny = deny or ask
         if stop is not None and event != "SessionEnd":
             body = {"continue": False, "stopReason": stop}
         elif deny is not None and event == "BeforeTool":
             body = {"decision": "deny", "reason": deny}
-        elif ask is not None and event == "BeforeTool":
-            # Gemini 0.61 forces its confirmation prompt and shows the
-            # systemMessage with it.
-            body = {"decision": "ask", "reason": ask}
-            message = _join(ask, message)
     elif deny is not None and event == "PreToolUse":
         body = _permission("deny", deny)
     elif ask is not None and event == "PreToolUse":

@@ -325,8 +325,11 @@ def log_step(log: _Log, agent: str, session: str, result: Step) -> None:
     """Log what an invocation decided (a warning for shadow-mode and
     could-not-judge decisions, which let the call run)."""
     if result.warn:
+        # Shadow mode is routine (the log file only); a rule that could not
+        # be evaluated is a problem (also stderr).
+        errors = any(d.outcome == "error" for d in result.decisions)
         log.write(
-            "warning",
+            "warning" if errors else "info",
             "guard_warning",
             agent=agent,
             session=session,

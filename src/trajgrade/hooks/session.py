@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 __all__ = ("STATE_VERSION", "SessionState", "Step", "on_fail_of", "step")
 
 STATE_VERSION: Final = 1
+#: Hosts where ``ask`` is a deny: Codex ignores it (the call runs), Gemini
+#: forces a prompt that hangs a headless run (docs/guard.md).
+_CANNOT_ASK: Final = frozenset(("codex", "gemini"))
 #: Metric thresholds: their fail ends the run unless the config says otherwise
 #: (when the suite carries no ``on_fail``), and never denies the call that
 #: crossed them.
@@ -143,6 +146,11 @@ def step(
         act.take(d, gate=tr.gate)
     if act.stop is not None and pending is None:
         state.stopped = act.stop
+    if act.ask and agent in _CANNOT_ASK:
+        act.deny += [
+            f"{a} (on_fail: ask; {agent} cannot ask the user)" for a in act.ask
+        ]
+        act.ask = []
     deny = act.text("trajgrade denied this call: ", act.deny)
     if tr.gate and pending is not None:
         # Every call after an abort is refused with the stop's reason.

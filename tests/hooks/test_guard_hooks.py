@@ -109,9 +109,11 @@ def test_a_refused_call_retried_is_refused_again_cold(
 
 
 @pytest.fixture(name="serve")
-def serve_fixture(tmp_path: Path) -> Iterator[str]:
+def serve_fixture(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A ``trajgrade serve`` of GUARD, or of (policy, flags) given indirectly."""
     policy = tmp_path / "p.yaml"
-    policy.write_text(GUARD)
+    text, flags = getattr(request, "param", (GUARD, ()))
+    policy.write_text(text)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -124,6 +126,7 @@ def serve_fixture(tmp_path: Path) -> Iterator[str]:
             "0",
             "--state-dir",
             str(tmp_path / "state"),
+            *flags,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -142,11 +145,14 @@ def serve_fixture(tmp_path: Path) -> Iterator[str]:
             proc.stdout.close()
 
 
-def _post(url: str, agent: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+def _post(
+    url: str, agent: str, payload: dict[str, Any] | bytes
+) -> dict[str, Any] | None:
     host, port = url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    body = payload if isinstance(payload, bytes) else json.dumps(payload)
     try:
-        conn.request("POST", f"/hook/{agent}", body=json.dumps(payload))
+        conn.request("POST", f"/hook/{agent}", body=body)
         resp = conn.getresponse()
         assert resp.status == 200
         return _body(resp.read().decode())
@@ -306,3 +312,26 @@ def test_fail_closed_empty_payload_in_each_agents_spelling(
     reason = _denied(agent, _body(proc.stdout.decode()))
     assert reason is not None
     assert "empty" in reason
+
+
+@pytest.mark.parametrize("serve", [(PATH_ON_READ, ("--fail-closed",))], indirect=True)
+def test_serve_fail_closed_denies_what_it_cannot_grade(serve: str) -> None:
+    """``serve --fail-closed``: a garbled body and a rule that cannot be
+    evaluated on the call are denies (Claude Code would run the call on a 500)."""
+    reason = _denied("claude-code", _post(serve, "claude-code", b'{"hook_event_'))
+    assert reason is not None
+    assert "fail-closed" in reason
+    reason = _denied("claude-code", _post(serve, "claude-code", _read_env()))
+    assert reason is not None
+    assert "disallowed[0] could not be evaluated" in reason
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "gemini"])
+def test_thin_client_fail_closed_denies_a_garbled_payload(
+    agent: str, tmp_path: Path
+) -> None:
+    """The daemon is unreachable and the payload unreadable: still a deny."""
+    proc = _raw(
+        b"not json", "--server", "http://127.0.0.1:9", "--fail-closed", agent=agent
+    )
+    assert _denied(agent, _body(proc.stdout.decode())) is not None

@@ -92,7 +92,32 @@ class HookServer(ThreadingHTTPServer):
 
     # ------------------------------------------------------------ calls
     def handle_hook(self, agent: str, body: bytes) -> tuple[bytes, int]:
-        """The answer body and exit status for one payload."""
+        """The answer body and exit status for one payload.
+
+        Raises for a payload it cannot grade (the caller answers 500), unless
+        the daemon runs ``--fail-closed``: then that is a deny (Claude Code's
+        http hook treats a 500 as a non-blocking error: the call would run).
+        """
+        if not self.fail_closed:
+            return self._handle(agent, body)
+        try:
+            return self._handle(agent, body)
+        except Exception as exc:
+            from trajgrade.hooks.answers import answer
+            from trajgrade.hooks.invoke import _event_of
+            from trajgrade.hooks.payloads import GATES
+
+            self.log.write(
+                "error",
+                "cannot_grade",
+                agent=agent,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            reason = f"trajgrade could not grade this call and runs fail-closed: {exc}"
+            event = _event_of(body) or GATES[agent]
+            return answer(agent, event, deny=reason).stdout, 0
+
+    def _handle(self, agent: str, body: bytes) -> tuple[bytes, int]:
         payload = _DEC.decode(body)
         if not isinstance(payload, dict):
             msg = "the hook payload must be a JSON object"

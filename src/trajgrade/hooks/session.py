@@ -35,18 +35,12 @@ from trajgrade.verdicts import Action, GuardDecision, Outcome, Verdict
 if TYPE_CHECKING:
     from trajgrade.config import Suite
 
-__all__ = ("STATE_VERSION", "SessionState", "Step", "on_fail_of", "step")
+__all__ = ("STATE_VERSION", "SessionState", "Step", "step")
 
 STATE_VERSION: Final = 1
 #: Hosts where ``ask`` is a deny: Codex ignores it (the call runs), Gemini
 #: forces a prompt that hangs a headless run (docs/guard.md).
 _CANNOT_ASK: Final = frozenset(("codex", "gemini"))
-#: Metric thresholds: their fail ends the run unless the config says otherwise
-#: (when the suite carries no ``on_fail``), and never denies the call that
-#: crossed them.
-_BUDGETS: Final = frozenset(
-    ("token-budget", "tool-call-count", "turn-count", "error-count", "wall-time")
-)
 
 
 class SessionState(msgspec.Struct, kw_only=True):
@@ -81,14 +75,6 @@ class Step(msgspec.Struct, kw_only=True):
     decisions: list[GuardDecision] = msgspec.field(default_factory=list)
     ask: str | None = None
     warn: str | None = None
-
-
-def on_fail_of(suite: Suite, grader: str, kind: str) -> str:
-    """``abort``, ``deny`` or ``report`` for a failed verdict of ``grader``."""
-    mapping: Any = getattr(suite, "on_fail", None)
-    if mapping is not None and grader in mapping:
-        return str(mapping[grader])
-    return "abort" if kind in _BUDGETS else "deny"
 
 
 def new_state(agent: str, session: str, suite: Suite, now: float) -> SessionState:

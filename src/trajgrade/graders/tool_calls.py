@@ -155,6 +155,8 @@ class ToolCalls:
         )
         self._can_pass_early = not dis and not self._final_mask
         self._plans: dict[str, _NamePlan] = {}
+        #: (call, judgement) of the call _on_call last judged completely.
+        self._memo: tuple[ToolCall | None, Judgement | None] = (None, None)
         #: Event type -> handler: the engine's fast path (same logic as step).
         self.handlers: dict[type[Any], Any] = {ToolCall: self._on_call}
         if self._track_results:
@@ -206,6 +208,9 @@ class ToolCalls:
         absent) is an ``error`` judgement, unless a later entry forbids the
         call outright: a deny beats an error.
         """
+        memo = self._memo
+        if memo[0] is call:
+            return memo[1]  # step just judged this very call
         plan = self._plans.get(call.name) or self._plan(call.name)
         error: Judgement | None = None
         for m in plan.dis_now:
@@ -218,11 +223,13 @@ class ToolCalls:
                     )
                 continue
             if hit:
-                what = f"call {call.call_id or '?'} to {call.name!r}"
-                return Judgement(
-                    rule=m.where, reason=f"{m.where} {m.label} matched {what}"
-                )
+                return self._forbids(m, call)
         return error
+
+    @staticmethod
+    def _forbids(m: Matcher, call: ToolCall) -> Judgement:
+        what = f"call {call.call_id or '?'} to {call.name!r}"
+        return Judgement(rule=m.where, reason=f"{m.where} {m.label} matched {what}")
 
     def finish(self, state: ToolCallsState) -> Decision:
         problems = []
@@ -275,7 +282,12 @@ class ToolCalls:
         try:
             for m in plan.dis_now:
                 if not m.checks or m.matches_args(call):
+                    self._memo = (call, self._forbids(m, call))
                     return self._violation(state, m, call)
+            # The guard's judge() follows for this call: no entry forbids it.
+            # (One tuple, replaced whole: safe for threads sharing the grader;
+            # judge() checks it is the same call object.)
+            self._memo = (call, None)
             dis = 0
             for bit, m in plan.dis_res:
                 if not m.checks or m.matches_args(call):

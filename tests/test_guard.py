@@ -190,3 +190,33 @@ def test_grade_bytes_returns_the_decisions() -> None:
     )
     result = grade_bytes(compile_suite(decode_config(NO_CURL)), lines)
     assert [d.call_id for d in result.decisions] == ["c1", "c2"]
+
+
+def test_actions_act_on_refusals_and_log_shadow_mode() -> None:
+    """--fail-fast/--signal: a deny/ask/abort decision trips them; a warn is
+    logged, never acted on."""
+    import structlog
+    from structlog.testing import capture_logs
+
+    from trajgrade.actions import ActionOptions, Actions
+
+    def decision(action: str) -> GuardDecision:
+        return GuardDecision(
+            trace_id="t",
+            grader="g",
+            kind="tool-calls",
+            action=Action(action),
+            outcome=Outcome.FAIL,
+            rule="disallowed[0]",
+            reason="r",
+            call_id="c1",
+        )
+
+    actions = Actions(ActionOptions(fail_fast=True), structlog.get_logger())
+    with capture_logs() as logs:
+        actions.observe_decisions([decision("warn"), decision("report")])
+    assert not actions.stop_requested
+    assert [e["event"] for e in logs] == ["guard_warning"]
+    actions.observe_decisions([decision("ask")])
+    assert actions.stop_requested
+    assert actions.stop_reason == decision("ask")

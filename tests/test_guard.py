@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from trajgrade import engine as engine_module
-from trajgrade.config import compile_suite, decode_config
+from trajgrade.config import Suite, compile_suite, decode_config
 from trajgrade.engine import Engine, EngineState, TraceSnapshot
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, Usage
 from trajgrade.pipeline import grade_bytes
@@ -93,22 +93,61 @@ def test_a_blown_budget_aborts_the_run_and_refuses_every_later_call() -> None:
             ToolCall(trace_id="other", call_id="o1", name="Bash"),
         ],
     )
-    assert [(d.call_id, d.action, d.trace_id) for d in out] == [
-        (None, Action.ABORT, "t"),
-        ("c2", Action.ABORT, "t"),
-        ("c3", Action.ABORT, "t"),
+    assert [(d.call_id, d.action, d.trace_id, d.rule) for d in out] == [
+        (None, Action.ABORT, "t", "token-budget"),
+        ("c2", Action.ABORT, "t", "max"),
+        ("c3", Action.ABORT, "t", "max"),
     ]
-    assert out[1].reason.startswith("the run was stopped earlier: ")
+    assert out[1].reason == "110 tokens exceeds max of 100"
 
 
-def test_a_grader_without_judge_decides_the_call_its_fail_was_decided_at() -> None:
-    """tool-call-count has no ``judge``: its fail (at the 2nd call) gives a
-    decision for that call once, and its abort covers the calls after."""
+def test_a_budget_marked_deny_refuses_the_tipping_call_and_every_later_one() -> None:
     engine = _engine(
         "graders:\n  - type: tool-call-count\n    on_fail: deny\n    config: {max: 1}\n"
     )
     out = _feed(engine, [_call("c1"), _call("c2"), _call("c3")])
-    assert [(d.call_id, d.action) for d in out] == [("c2", Action.DENY)]
+    assert [(d.call_id, d.action) for d in out] == [
+        ("c2", Action.DENY),
+        ("c3", Action.DENY),
+    ]
+
+
+class _NoJudge:
+    """A grader that does not judge calls (as a plugin may be)."""
+
+    judge = None
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_grader_without_judge_decides_the_call_its_fail_was_decided_at() -> None:
+    """Without ``judge``, a fail (here at the 2nd call) gives a decision for
+    that call once; only an abort covers the calls after it."""
+    for mark, expected in (
+        ("deny", [("c2", Action.DENY)]),
+        (
+            "abort",
+            [("c2", Action.ABORT), (None, Action.ABORT), ("c3", Action.ABORT)],
+        ),
+    ):
+        suite = compile_suite(
+            decode_config(
+                f"graders:\n  - type: tool-call-count\n    on_fail: {mark}\n"
+                "    config: {max: 1}\n"
+            )
+        )
+        plain = Suite(
+            [_NoJudge(g) for g in suite.graders],  # type: ignore[misc]
+            fingerprint=suite.fingerprint,
+            source=suite.source,
+            on_fail=suite.on_fail,
+        )
+        out = _feed(Engine(plain), [_call("c1"), _call("c2"), _call("c3")])
+        assert [(d.call_id, d.action) for d in out] == expected
 
 
 def test_warn_ask_and_report_are_the_graders_actions() -> None:

@@ -100,6 +100,7 @@ class Guard:
         """Every judging grader rules on ``call``; after an abort (``abort``:
         the trace's abort before this event), the call is refused too."""
         states = tr.states
+        stopper_judged = False
         for i, judge in self.judges:
             try:
                 j = judge(states[i], call)
@@ -107,6 +108,8 @@ class Guard:
                 j = error_judgement(self.graders[i], exc.message)
             if j is None:
                 continue
+            if abort is not None and i == abort[0]:
+                stopper_judged = True
             self.decisions.append(
                 self.decision(
                     tr.id,
@@ -121,7 +124,8 @@ class Guard:
             )
             if tr.abort is None and self.aborts(i, j.outcome):
                 self._abort(tr, i, j.rule, j.reason)
-        if abort is not None:
+        if abort is not None and not stopper_judged:
+            # (A budget that aborted judges the later calls itself.)
             self.decisions.append(
                 self.run_stopped(tr.id, abort, call, at_event=tr.events, ts=tr.last_ts)
             )

@@ -41,6 +41,12 @@ STATE_VERSION: Final = 1
 #: Hosts where ``ask`` is a deny: Codex ignores it (the call runs), Gemini
 #: forces a prompt that hangs a headless run (docs/guard.md).
 _CANNOT_ASK: Final = frozenset(("codex", "gemini"))
+#: Budgets: an abort decided at the call that tips one over stops the run
+#: and lets that call run (Claude Code runs the tool of a continue:false),
+#: as before decisions existed; later calls are refused.
+_BUDGETS: Final = frozenset(
+    ("token-budget", "tool-call-count", "turn-count", "error-count", "wall-time")
+)
 
 
 class SessionState(msgspec.Struct, kw_only=True):
@@ -201,7 +207,7 @@ class _Acts:
             # The call a rule forbids must not run (Claude Code runs the tool
             # of a bare continue:false); a budget the call merely tips over
             # stops the run instead (run-level decision).
-            if d.grader in self.judging:
+            if d.grader in self.judging and d.kind not in _BUDGETS:
                 self.deny.append(text)
         elif action is Action.ASK:
             self.ask.append(text)

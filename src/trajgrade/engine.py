@@ -45,10 +45,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from trajgrade.engine_state import (
+    Anomaly,
+    EngineState,
+    EngineStats,
+    TraceSnapshot,
+    _Trace,
+)
 from trajgrade.errors import GradeError
 from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
-from trajgrade.guarding import AbortState, Guard
+from trajgrade.guarding import Guard
 from trajgrade.verdicts import Decision, GuardDecision, Outcome, Verdict, verdict_id
 
 if TYPE_CHECKING:
@@ -68,93 +75,6 @@ OPEN_CALLS_MAX: Final = 10_000
 #: later calls; beyond that the oldest is closed (its late calls then go
 #: undecided, as before decisions existed).
 GUARD_MEMORY: Final = 65_536
-
-
-class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
-    """Something odd but survivable about an event (logged by the runner)."""
-
-    trace_id: str
-    kind: str
-    message: str
-    #: The event it is about (its position in a batch gives its line).
-    event: Any = None
-
-
-class EngineStats(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters since the engine was created."""
-
-    events: int
-    open_traces: int
-    closed_traces: int
-    verdicts: int
-    early_verdicts: int
-    late_events: int
-    rejected_events: int
-
-
-class TraceSnapshot(msgspec.Struct, kw_only=True, array_like=True):
-    """One trace's whole state, as plain data (a checkpoint entry)."""
-
-    trace_id: str
-    events: int
-    opened_at: float | None
-    last_ts: float | None
-    tainted: str | None
-    sealed: list[bool]
-    #: One msgpack-encoded grader state per grader; None once that grader is final.
-    states: list[bytes | None]
-    open_calls: list[str]
-    #: Runner clock at the trace's last event (idle timeouts); None in batch.
-    seen_at: float | None = None
-    #: The guard's abort (grader index, rule, reason) once a grader whose
-    #: action is ``abort`` failed; absent in checkpoints that predate it.
-    abort: tuple[int, str, str] | None = None
-
-
-class EngineState(msgspec.Struct, kw_only=True, array_like=True):
-    """Everything an engine knows, as plain data (see :mod:`trajgrade.state`).
-
-    Restoring it into an engine compiled from the same suite and feeding the
-    rest of the events gives exactly the verdicts of an uninterrupted run.
-    """
-
-    traces: list[TraceSnapshot]
-    #: Recently closed trace ids, oldest first, with whether they ended
-    #: explicitly: late events of these are dropped, not graded afresh.
-    closed: list[tuple[str, bool]]
-    #: Traces a rejected record named before any of their events arrived.
-    unopened: dict[str, str]
-
-
-class _Trace:
-    __slots__ = (
-        "abort",
-        "calls",
-        "events",
-        "id",
-        "last_ts",
-        "live",
-        "opened_at",
-        "sealed",
-        "seen_at",
-        "states",
-        "tainted",
-    )
-
-    def __init__(
-        self, trace_id: str, states: list[Any], opened_at: float | None
-    ) -> None:
-        self.id = trace_id
-        self.states = states
-        self.sealed = [False] * len(states)
-        self.live = len(states)
-        self.events = 0
-        self.opened_at = opened_at
-        self.seen_at = opened_at
-        self.last_ts: float | None = None
-        self.tainted: str | None = None
-        self.calls: dict[str, None] = {}
-        self.abort: AbortState | None = None
 
 
 class Engine:
@@ -383,12 +303,9 @@ class Engine:
 
     @property
     def decisions(self) -> list[GuardDecision]:
-        """Guard decisions since the caller last cleared this list."""
+        """Guard decisions since the caller last cleared this list (drain
+        it with ``.clear()``, like ``anomalies``)."""
         return self._guard.decisions
-
-    @decisions.setter
-    def decisions(self, value: list[GuardDecision]) -> None:
-        self._guard.decisions = value
 
     # ------------------------------------------------------------ queries
     def open_traces(self) -> list[str]:
@@ -413,19 +330,7 @@ class Engine:
         tr = self._traces.get(trace_id)
         if tr is None:
             return None
-        enc = msgspec.msgpack.encode
-        return TraceSnapshot(
-            trace_id=tr.id,
-            events=tr.events,
-            opened_at=tr.opened_at,
-            last_ts=tr.last_ts,
-            tainted=tr.tainted,
-            sealed=list(tr.sealed),
-            states=[None if st is None else enc(st) for st in tr.states],
-            open_calls=list(tr.calls),
-            seen_at=tr.seen_at,
-            abort=tr.abort,
-        )
+        return tr.snapshot()
 
     def snapshot(self) -> list[TraceSnapshot]:
         """Every open trace's state (see :mod:`trajgrade.state` for the file form)."""
@@ -436,22 +341,7 @@ class Engine:
     def restore(self, snapshots: Iterable[TraceSnapshot]) -> None:
         """Load trace states taken by ``snapshot`` from an engine with the same suite."""
         for snap in snapshots:
-            states: list[Any] = []
-            for g, raw in zip(self._graders, snap.states, strict=True):
-                states.append(
-                    None
-                    if raw is None
-                    else msgspec.msgpack.decode(raw, type=g.state_type)
-                )
-            tr = _Trace(snap.trace_id, states, snap.opened_at)
-            tr.events = snap.events
-            tr.last_ts = snap.last_ts
-            tr.tainted = snap.tainted
-            tr.sealed = list(snap.sealed)
-            tr.live = sum(st is not None for st in states)
-            tr.calls = dict.fromkeys(snap.open_calls)
-            tr.seen_at = snap.seen_at
-            tr.abort = None if snap.abort is None else tuple(snap.abort)  # type: ignore[assignment]
+            tr = _Trace.restored(snap, self._graders)
             self._traces[snap.trace_id] = tr
             if tr.live == 0:
                 self._kept[tr.id] = None

@@ -64,15 +64,18 @@ def test_a_retried_forbidden_call_is_denied_every_time() -> None:
 
 
 def test_a_rule_that_cannot_be_evaluated_is_an_error_decision() -> None:
-    """``path`` on a Read without ``path`` (Claude Code has ``file_path``)
-    is an ``error`` decision; a later entry that forbids the call wins."""
-    engine = _engine(NO_CURL)
+    """``command`` on a Read (it has no shell command) is an ``error``
+    decision; a later entry that forbids the call wins."""
+    engine = _engine(
+        "graders:\n  - type: tool-calls\n    config:\n      disallowed:\n"
+        '        - {name: "^(Bash|Read)$", command: "env"}\n'
+    )
     out = _feed(engine, [_call("r1", "Read", file_path=".env")])
-    assert [(d.outcome, d.rule) for d in out] == [(Outcome.ERROR, "disallowed[1]")]
+    assert [(d.outcome, d.rule) for d in out] == [(Outcome.ERROR, "disallowed[0]")]
     assert "configuration error" in out[0].reason
     both = _engine(
         "graders:\n  - type: tool-calls\n    config:\n      disallowed:\n"
-        '        - {name: "^Read$", path: "env"}\n'
+        '        - {name: "^(Bash|Read)$", command: "env"}\n'
         '        - {name: "^Read$", args: {file_path: "env"}}\n'
     )
     out = _feed(both, [_call("r1", "Read", file_path=".env")])

@@ -32,13 +32,13 @@ graders:
         - {name: "^(Bash|run_shell_command)$", command: "/etc/hostname|wget"}
         - {name: "^exec_command$", args: {cmd: "/etc/hostname|wget"}}
 """
-#: The README's old policy: Claude Code's Read has file_path, not path.
-PATH_ON_READ = """\
+#: A rule that cannot be evaluated on Claude Code's Read: it has no command.
+COMMAND_ON_READ = """\
 graders:
   - type: tool-calls
     name: no-env
     config:
-      disallowed: [{name: "^Read$", path: "\\\\.env$"}]
+      disallowed: [{name: "^(Bash|Read)$", command: "\\\\.env"}]
 """
 GATE = {"claude-code": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
 
@@ -255,7 +255,7 @@ def _case(name: str, tmp_path: Path) -> tuple[bytes, list[str | os.PathLike[str]
         return pre, ["-c", good, "--state-dir", blocker / "s"], "internal error"
     assert name == "error-outcome"
     policy = tmp_path / "env.yaml"
-    policy.write_text(PATH_ON_READ)
+    policy.write_text(COMMAND_ON_READ)
     return (
         json.dumps(_read_env()).encode(),
         ["-c", policy, "--state-dir", state],
@@ -314,7 +314,9 @@ def test_fail_closed_empty_payload_in_each_agents_spelling(
     assert "empty" in reason
 
 
-@pytest.mark.parametrize("serve", [(PATH_ON_READ, ("--fail-closed",))], indirect=True)
+@pytest.mark.parametrize(
+    "serve", [(COMMAND_ON_READ, ("--fail-closed",))], indirect=True
+)
 def test_serve_fail_closed_denies_what_it_cannot_grade(serve: str) -> None:
     """``serve --fail-closed``: a garbled body and a rule that cannot be
     evaluated on the call are denies (Claude Code would run the call on a 500)."""

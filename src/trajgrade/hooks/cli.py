@@ -15,6 +15,7 @@ import sys
 import click
 
 from trajgrade.cli_options import allow_code_option, config_option, load_policy
+from trajgrade.http_options import edge_limits, http_limit_options
 
 __all__ = ("hook", "serve")
 
@@ -206,6 +207,7 @@ def _agent_warnings(config_path: str, agent: str) -> None:
     help="Deny a call a rule cannot be evaluated on (default: it runs, with a warning).",
 )
 @allow_code_option
+@http_limit_options()
 def serve(
     config_path: str,
     host: str,
@@ -216,6 +218,9 @@ def serve(
     decisions_path: str | None,
     fail_closed: bool,
     allow_code: bool,
+    max_body: int,
+    read_timeout: float,
+    token_env: str | None,
 ) -> None:
     """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
     from trajgrade.graders import BuildContext
@@ -234,6 +239,7 @@ def serve(
             checkpoint_interval=checkpoint_interval,
             decisions=decisions_path,
             fail_closed=fail_closed,
+            limits=edge_limits(max_body, read_timeout, token_env),
         )
     except (ValueError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)

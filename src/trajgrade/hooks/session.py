@@ -17,7 +17,7 @@ the user (where the host can); ``warn`` lets it run and says so;
 judging rule forbids (a budget the call merely tips over only stops the
 run), and every later call; ``report`` only reports. A decision with
 outcome ``error`` (the rule could not be evaluated on the call) denies it
-with ``--fail-closed`` and is a warning otherwise. See docs/guard.md.
+with ``--fail-closed`` and is a warning otherwise. See docs/guard.md (and docs/hooks.md).
 """
 
 from __future__ import annotations

@@ -165,6 +165,13 @@ def main() -> None:
     show_default=True,
     help="Seconds between checkpoints (also written on shutdown).",
 )
+@click.option(
+    "--decisions",
+    "decisions_path",
+    metavar="PATH",
+    default=None,
+    help='Also write every guard decision (a call a rule denies, asks about or warns of; a run abort) as a JSON line with "type": "decision" to PATH (appended; \'-\': stdout, between the verdicts). See docs/guard.md.',
+)
 @quiet_option("No summary or status line; only warnings and errors are logged.")
 @action_options
 @kafka_options  # kafka
@@ -190,6 +197,7 @@ def grade(
     idle_timeout: float | None,
     state_dir: str | None,
     checkpoint_interval: float,
+    decisions_path: str | None,
     quiet: bool,
     actions: ActionOptions,
 ) -> None:
@@ -202,6 +210,9 @@ def grade(
     from trajgrade.runner import RunOptions, run
 
     if (kafka := current_kafka_options()) is not None:  # kafka
+        if decisions_path is not None:
+            msg = "--decisions is not supported with Kafka input yet; grade the topic without it"
+            raise click.UsageError(msg)
         from trajgrade.kafka.runner import runner_for  # kafka
 
         run = runner_for(kafka, inputs=inputs)  # kafka
@@ -272,6 +283,7 @@ def grade(
         idle_timeout=_idle_timeout(idle_timeout, live=follow or bool(watch_dirs)),
         state_dir=state_dir,
         checkpoint_interval=checkpoint_interval,
+        decisions=decisions_path,
     )
     options.metrics_port, options.metrics_host = current_metrics_options()
     sink = wire(

@@ -33,7 +33,7 @@ from trajgrade.formats import (
     sniff_trace_id,
 )
 from trajgrade.formats._lines import RecordIndex, nonblank_lines, one_by_one
-from trajgrade.verdicts import Verdict
+from trajgrade.verdicts import GuardDecision, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -424,6 +424,8 @@ class GradeResult(msgspec.Struct, kw_only=True):
     verdicts: list[Verdict]
     errors: list[InputError]
     anomalies: list[tuple[Anomaly, Location]]
+    #: The guard's decisions, in order (see :mod:`trajgrade.guarding`).
+    decisions: list[GuardDecision] = msgspec.field(default_factory=list)
 
 
 class Grading:
@@ -481,5 +483,8 @@ def grade_bytes(
     verdicts.extend(grading.feed(decoder, decoder.close()))
     verdicts.extend(engine.finish())
     return GradeResult(
-        verdicts=verdicts, errors=grading.errors, anomalies=grading.anomalies
+        verdicts=verdicts,
+        errors=grading.errors,
+        anomalies=grading.anomalies,
+        decisions=engine.decisions,
     )

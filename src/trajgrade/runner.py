@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from trajgrade.config import Suite
     from trajgrade.metrics import Metrics
     from trajgrade.sinks import Sink
+    from trajgrade.sinks.decisions import DecisionWriter
     from trajgrade.sources.live import Closed, LiveFiles, Opened
     from trajgrade.status import StatusLine
     from trajgrade.telemetry.receiver import OtlpReceiver
@@ -95,6 +96,8 @@ class RunOptions(msgspec.Struct, kw_only=True):
     #: Serve Prometheus ``/metrics`` and ``/healthz`` here (``--metrics-port``).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    #: ``--decisions``: where guard decisions go (``-``: stdout); None: dropped.
+    decisions: str | None = None
     #: Receive OTLP/HTTP here (``--otlp``), as a live input.
     otlp: OtlpOptions | None = None
 
@@ -133,10 +136,23 @@ class _Run:
         self.metrics: Metrics | None = None
         #: Cancelled to stop reading (a signal, --fail-fast).
         self.reading = anyio.CancelScope()
+        self.decisions: DecisionWriter | None = None
+        if options.decisions is not None:
+            from trajgrade.sinks.decisions import open_decisions
+
+            try:
+                self.decisions = open_decisions(options.decisions)
+            except OSError as exc:
+                msg = f"cannot write guard decisions: {exc.strerror or exc}"
+                where = Location(file=options.decisions)
+                raise SourceError(msg, location=where) from None
         self.receiver: OtlpReceiver | None = None
 
     # ------------------------------------------------------------ verdicts
     def emit(self, verdicts: Sequence[Verdict]) -> None:
+        if self.engine.decisions:
+            self._decide(verdicts)
+            return
         if not verdicts:
             return
         self._dirty = True
@@ -171,6 +187,17 @@ class _Run:
                 # (Actions logs which verdict tripped it.)
                 self.summary.stopped = True
                 self.reading.cancel()
+
+    def _decide(self, verdicts: Sequence[Verdict]) -> None:
+        """Verdicts first (a decision never precedes the verdict it came
+        with), then the guard decisions, which also reach the actions."""
+        decisions = list(self.engine.decisions)
+        self.engine.decisions.clear()
+        self.emit(verdicts)
+        if self.decisions is not None:
+            self.decisions.send(decisions)
+        if self.actions is not None:
+            self.actions.observe_decisions(decisions)
 
     def report(self) -> None:
         """Log located input errors and anomalies gathered since last time."""
@@ -453,6 +480,8 @@ class _Run:
         self.summary.anomalies += len(self.engine.anomalies)
         self.engine.anomalies.clear()
         self.sink.close()
+        if self.decisions is not None:
+            self.decisions.close()
         stats = self.engine.statistics()
         s = self.summary
         s.events, s.traces = stats.events, stats.closed_traces

@@ -53,10 +53,11 @@ from trajgrade.engine_state import (
     _Trace,
 )
 from trajgrade.errors import GradeError
-from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
 from trajgrade.guarding import Guard
+from trajgrade.routing import Routes
 from trajgrade.verdicts import (
+    SETTLED,
     Decision,
     GuardDecision,
     Outcome,
@@ -105,22 +106,15 @@ class Engine:
         self._closed: OrderedDict[str, bool] = OrderedDict()
         #: Traces a rejected record named before any of their events arrived.
         self._unopened: dict[str, str] = {}
-        # Per event type: (grader index, callable). A grader may offer
-        # ``handlers`` (event type -> function) to skip its own dispatch.
-        self._routes: dict[type[Any], tuple[tuple[int, Any], ...]] = {
-            cls: tuple(
-                (i, getattr(g, "handlers", {}).get(cls, g.step))
-                for i, g in enumerate(self._graders)
-                if cls in g.event_types
-            )
-            for cls in _EVENT_TYPES.values()
-        }
         self._clocked = tuple(i for i, g in enumerate(self._graders) if g.uses_clock)
         self._integrity = check_integrity
         #: Anomalies found since the runner last cleared this list.
         self.anomalies: list[Anomaly] = []
         self._guard = Guard(suite, self._graders)
         self._judges = self._guard.judges
+        # Per event type and tool name: the graders that can react.
+        self._routing = Routes(self._graders, self._judges)
+        self._routes = self._routing.by_type
         #: Traces kept only for guarding (every verdict final), oldest first.
         self._kept: OrderedDict[str, None] = OrderedDict()
         self._n_events = 0
@@ -158,6 +152,10 @@ class Engine:
         out: list[Verdict] = []
         traces = self._traces
         routes = self._routes
+        routing = self._routing
+        by_name = routing.by_name
+        judges_by_name = routing.judges_by_name
+        parkable = routing.parkable
         integrity = self._integrity
         for event in events:
             tid = event.trace_id or default_trace
@@ -187,23 +185,32 @@ class Engine:
             if ts is not None:
                 tr.last_ts = ts
             kind = type(event)
-            if integrity:
-                if kind is ToolCall:
+            if kind is ToolCall:
+                name: str = event.name  # type: ignore[union-attr,assignment]
+                route = by_name.get(name)
+                if route is None:
+                    route = routing.call_route(name)
+                if integrity and (cid := event.call_id) is not None:  # type: ignore[union-attr]
+                    calls = tr.calls
+                    n = len(calls)
+                    calls[cid] = None
+                    if len(calls) == n:
+                        self._anomaly(tr, "duplicate_call_id", cid, event)
+                    elif n >= OPEN_CALLS_MAX:
+                        del calls[next(iter(calls))]
+            else:
+                route = routes[kind]
+                if kind is ToolResult:
                     cid = event.call_id  # type: ignore[union-attr]
-                    if cid is not None:
-                        calls = tr.calls
-                        n = len(calls)
-                        calls[cid] = None
-                        if len(calls) == n:
-                            self._anomaly(tr, "duplicate_call_id", cid, event)
-                        elif n >= OPEN_CALLS_MAX:
-                            del calls[next(iter(calls))]
-                elif kind is ToolResult:
-                    cid = event.call_id  # type: ignore[union-attr]
-                    if cid is not None and tr.calls.pop(cid, _GONE) is _GONE:
+                    if (
+                        integrity
+                        and cid is not None
+                        and tr.calls.pop(cid, _GONE) is _GONE
+                    ):
                         self._anomaly(tr, "orphan_result", cid, event)
+                elif kind is TraceStart and tr.parked:
+                    tr.unpark()  # it may bring what a settled grader waits for
             abort = tr.abort
-            route = routes[kind]
             if route:
                 states = tr.states
                 for i, handler in route:
@@ -219,6 +226,10 @@ class Engine:
                     except Exception as exc:  # a grader bug: one error, not a crash
                         d = grader_failed(exc)
                     if d is not None:
+                        if d is SETTLED:
+                            if i in parkable:
+                                tr.park(i)
+                            continue
                         first = not tr.sealed[i]
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:
@@ -231,12 +242,12 @@ class Engine:
                             # Every grader is final: nothing more to learn.
                             self._forget(tr, ended=False)
                             break
-            if (
-                kind is ToolCall
-                and (self._judges or abort is not None)
-                and tr.id in traces  # not forgotten above
-            ):
-                self._guard.judge(tr, event, abort)  # type: ignore[arg-type]
+            if kind is ToolCall and tr.id in traces:  # not forgotten above
+                judges = judges_by_name.get(name)
+                if judges is None:
+                    judges = routing.call_judges(name)
+                if judges or abort is not None:
+                    self._guard.judge(tr, event, abort, judges)  # type: ignore[arg-type]
             if kind is TraceEnd:
                 out.extend(self._close(tr, ended=True))
         self._n_events += len(events)
@@ -440,6 +451,8 @@ class Engine:
         )
 
     def _close(self, tr: _Trace, *, ended: bool) -> list[Verdict]:
+        if tr.parked:
+            tr.unpark()  # settled graders give their final verdicts too
         if self._integrity and tr.calls:
             # Calls a trace ends with unanswered are kept (graders never
             # invent results) and reported once, here.

@@ -92,6 +92,7 @@ class _Trace:
         "last_ts",
         "live",
         "opened_at",
+        "parked",
         "sealed",
         "seen_at",
         "states",
@@ -112,10 +113,31 @@ class _Trace:
         self.tainted: str | None = None
         self.calls: dict[str, None] = {}
         self.abort: AbortState | None = None
+        #: States of graders that left this trace's routes (settled), by
+        #: index; their slot in ``states`` is None meanwhile.
+        self.parked: dict[int, Any] | None = None
+
+    def park(self, i: int) -> None:
+        """Grader ``i`` is settled: no routed event reaches it until
+        ``unpark`` (``states[i]`` None skips it in the engine's loop)."""
+        if self.parked is None:
+            self.parked = {}
+        self.parked[i] = self.states[i]
+        self.states[i] = None
+
+    def unpark(self) -> None:
+        """Every settled grader back on the routes."""
+        if self.parked:
+            for i, st in self.parked.items():
+                self.states[i] = st
+        self.parked = None
 
     def snapshot(self) -> TraceSnapshot:
         """This trace as plain data (grader states msgpack-encoded)."""
         enc = msgspec.msgpack.encode
+        states = list(self.states)
+        for i, st in (self.parked or {}).items():
+            states[i] = st
         return TraceSnapshot(
             trace_id=self.id,
             events=self.events,
@@ -123,7 +145,7 @@ class _Trace:
             last_ts=self.last_ts,
             tainted=self.tainted,
             sealed=list(self.sealed),
-            states=[None if st is None else enc(st) for st in self.states],
+            states=[None if st is None else enc(st) for st in states],
             open_calls=list(self.calls),
             seen_at=self.seen_at,
             abort=self.abort,

@@ -75,7 +75,7 @@ from trajgrade.graders._letta_functions import (
     sample_problem,
 )
 from trajgrade.graders._spec import ConfigBase, ErrorList
-from trajgrade.verdicts import Decision, Outcome
+from trajgrade.verdicts import SETTLED, Decision, Outcome, Settled
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -165,6 +165,10 @@ class LettaTool:
             ToolResult: self._on_content,
         }
         self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
+        #: Once a whole-trace extraction is done, only trace_start can
+        #: change the outcome (the extractor ignores new turns): its
+        #: handlers say SETTLED and the engine stops routing content here.
+        self._settles = type(extractor).turn is Extractor.turn
 
     # ------------------------------------------------------------ contract
     def start(self) -> LettaToolState:
@@ -172,7 +176,8 @@ class LettaTool:
 
     def step(self, state: LettaToolState, event: Event) -> Decision | None:
         handler = self.handlers.get(type(event))
-        return None if handler is None else handler(state, event)
+        d = None if handler is None else handler(state, event)
+        return None if d is SETTLED else d
 
     def tick(self, state: LettaToolState, *, elapsed: float) -> Decision | None:
         return None
@@ -216,12 +221,16 @@ class LettaTool:
         """The index of the turn the next message belongs to."""
         return state.turns - 1 if state.turns else 0
 
-    def _on_turn(self, state: LettaToolState, event: TurnStart) -> Decision | None:
+    def _on_turn(
+        self, state: LettaToolState, event: TurnStart
+    ) -> Decision | Settled | None:
         state.started = True
         state.turns += 1
         if state.turns == 1:
             return None  # the first turn_start opens turn 0
         if not state.per_turn:
+            if state.slot.done and self._settles:
+                return SETTLED
             self._extractor.turn(state.slot)
             return None
         closing = state.turns - 2
@@ -232,7 +241,7 @@ class LettaTool:
 
     def _on_content(
         self, state: LettaToolState, event: Message | ToolCall | ToolResult
-    ) -> Decision | None:
+    ) -> Decision | Settled | None:
         state.started = True
         slot = state.slot
         if state.per_turn:
@@ -240,7 +249,7 @@ class LettaTool:
             if turn >= state.total or turn < len(state.graded):
                 return None  # a turn past the ground truths, or one already graded
         elif slot.done:
-            return None
+            return SETTLED if self._settles else None
         slot.content = True
         x = self._extractor
         if isinstance(event, Message):
@@ -249,8 +258,11 @@ class LettaTool:
             x.call(slot, event)
         else:
             x.result(slot, event)
-        if not slot.done or state.sample is None:
+        if not slot.done:
             return None
+        if state.sample is None:
+            # Extracted; only a dataset row (trace_start) can still matter.
+            return None if state.per_turn or not self._settles else SETTLED
         if state.per_turn:
             self._grade_turn(state, state.sample)
             return self._per_turn_early(state)

@@ -240,6 +240,18 @@ class ToolCalls:
                 return self._forbids(m, call)
         return error
 
+    def call_handler(self, name: str) -> Any:
+        """The engine's route for calls named ``name`` (trajgrade.routing):
+        a name no entry can match only moves the counters."""
+        plan = self._plan(name)
+        if not plan.idle:
+            return self._on_call
+        return self._on_idle_call if self._track_results else self._count_call
+
+    def judges_call(self, name: str) -> bool:
+        """Whether ``judge`` can rule on a call named ``name`` at all."""
+        return bool(self._plan(name).dis_now)
+
     @staticmethod
     def _forbids(m: Matcher, call: ToolCall) -> Judgement:
         what = f"call {call.call_id or '?'} to {call.name!r}"
@@ -334,6 +346,18 @@ class ToolCalls:
         ):
             return self._decide(state, Outcome.PASS, self._pass_text())
         return None
+
+    @staticmethod
+    def _count_call(state: ToolCallsState, call: ToolCall) -> None:
+        # _on_call for a name no entry matches, when results are not read.
+        state.calls += 1
+
+    def _on_idle_call(self, state: ToolCallsState, call: ToolCall) -> None:
+        # _on_call for a name no entry matches, when results are read.
+        seq = state.calls
+        state.calls = seq + 1
+        state.last_ok = 0
+        self._remember(state, call, seq, 0, 0)
 
     @staticmethod
     def _remember(

@@ -78,9 +78,7 @@ class Routes:
         judging = {i for i, _ in judges}
         #: Graders that may leave a trace's routes once settled.
         self.parkable: frozenset[int] = frozenset(
-            i
-            for i, g in enumerate(graders)
-            if i not in judging and not g.uses_clock
+            i for i, g in enumerate(graders) if i not in judging and not g.uses_clock
         )
 
     def call_route(self, name: str) -> Route:

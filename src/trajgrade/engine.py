@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 The engine routes each event to its trace by ``trace_id`` (any number of
-traces may be interleaved on one stream) and hands it to every compiled grader
-that wants that event type, together with that grader's per-trace state. A
+traces may be interleaved on one stream) and hands it to the graders whose
+compiled route (:mod:`trajgrade.routing`: per event type and tool name) it
+is on, together with that grader's per-trace state. A
 grader answers ``None`` (nothing new), a sealed decision (outcome fixed) or a
 final decision (outcome and score fixed). The engine stamps decisions into
 :class:`~trajgrade.verdicts.Verdict`s and enforces the finality rules:
@@ -43,19 +44,20 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
 from trajgrade.engine_state import (
     Anomaly,
     EngineState,
     EngineStats,
     TraceSnapshot,
     _Trace,
+    call_anomaly,
+    closing_decision,
+    unanswered,
 )
 from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
 from trajgrade.guarding import Guard
-from trajgrade.routing import Routes
+from trajgrade.routing import Routes, decide
 from trajgrade.verdicts import (
     SETTLED,
     Decision,
@@ -412,12 +414,7 @@ class Engine:
             st = tr.states[i]
             if st is None:
                 continue
-            try:
-                d = handler(st, event)
-            except GradeError as exc:
-                d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
-            except Exception as exc:  # a grader bug: one error, not a crash
-                d = grader_failed(exc)
+            d = decide(handler, st, event)
             if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
                 out.append(v)
                 if v.outcome is not Outcome.PASS:
@@ -456,39 +453,14 @@ class Engine:
         if self._integrity and tr.calls:
             # Calls a trace ends with unanswered are kept (graders never
             # invent results) and reported once, here.
-            ids = list(tr.calls)
-            shown = ", ".join(repr(c) for c in ids[:5])
-            more = f" (+{len(ids) - 5} more)" if len(ids) > 5 else ""
-            msg = f"{len(ids)} tool call(s) never got a result: {shown}{more}"
-            self.anomalies.append(
-                Anomaly(trace_id=tr.id, kind="unanswered_calls", message=msg)
-            )
+            self.anomalies.append(unanswered(tr.id, list(tr.calls)))
         out: list[Verdict] = []
         for i, st in enumerate(tr.states):
             if st is None:
                 continue
-            g = self._graders[i]
-            try:
-                d = g.finish(st)
-            except GradeError as exc:
-                d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
-            except Exception as exc:  # a grader bug: one error, not a crash
-                d = grader_failed(exc)
-            if not d.final:
-                d = msgspec.structs.replace(d, final=True)
-            if tr.tainted is not None and tr.sealed[i]:
-                # A sealed outcome stands (it was fixed before anything else
-                # could change it); only the score may miss the lost events.
-                d = msgspec.structs.replace(
-                    d, metadata={**d.metadata, "lost_events": tr.tainted}
-                )
-            elif tr.tainted is not None:
-                d = Decision(
-                    outcome=Outcome.ERROR,
-                    score=0.0,
-                    evidence=f"events of this trace were lost ({tr.tainted}); without them the grader would say {d.outcome}: {d.evidence}",
-                    metadata={**d.metadata, "would_be": str(d.outcome)},
-                )
+            d = closing_decision(
+                decide(self._graders[i].finish, st), tr.tainted, sealed=tr.sealed[i]
+            )
             first = not tr.sealed[i]
             v = self._stamp(tr, i, d, early=False)
             if v is not None:
@@ -524,10 +496,4 @@ class Engine:
         return True
 
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
-        if kind == "duplicate_call_id":
-            msg = f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call"
-        else:
-            msg = f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls"
-        self.anomalies.append(
-            Anomaly(trace_id=tr.id, kind=kind, message=msg, event=event)
-        )
+        self.anomalies.append(call_anomaly(tr.id, kind, cid, event))

@@ -14,13 +14,23 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from trajgrade.verdicts import Decision, Outcome
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from trajgrade.graders import Grader
     from trajgrade.guarding import AbortState
 
-__all__ = ("Anomaly", "EngineState", "EngineStats", "TraceSnapshot")
+__all__ = (
+    "Anomaly",
+    "EngineState",
+    "EngineStats",
+    "TraceSnapshot",
+    "call_anomaly",
+    "closing_decision",
+    "unanswered",
+)
 
 
 class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,6 +41,53 @@ class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
     message: str
     #: The event it is about (its position in a batch gives its line).
     event: Any = None
+
+
+def call_anomaly(trace_id: str, kind: str, cid: str, event: Any) -> Anomaly:
+    """A reused call id (``duplicate_call_id``) or a result without its
+    call (``orphan_result``)."""
+    if kind == "duplicate_call_id":
+        msg = f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call"
+    else:
+        msg = f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls"
+    return Anomaly(trace_id=trace_id, kind=kind, message=msg, event=event)
+
+
+def unanswered(trace_id: str, ids: list[str]) -> Anomaly:
+    """The calls a trace ended with, still without a result."""
+    shown = ", ".join(repr(c) for c in ids[:5])
+    more = f" (+{len(ids) - 5} more)" if len(ids) > 5 else ""
+    msg = f"{len(ids)} tool call(s) never got a result: {shown}{more}"
+    return Anomaly(trace_id=trace_id, kind="unanswered_calls", message=msg)
+
+
+def closing_decision(
+    d: Decision | None, tainted: str | None, *, sealed: bool
+) -> Decision:
+    """A grader's ``finish`` as the final decision of a trace that may have
+    lost events (``tainted``: why)."""
+    if d is None:  # a grader bug: finish must decide
+        d = Decision(
+            outcome=Outcome.ERROR,
+            score=0.0,
+            evidence="the grader gave no final decision; please report it",
+        )
+    if not d.final:
+        d = msgspec.structs.replace(d, final=True)
+    if tainted is not None and sealed:
+        # A sealed outcome stands (it was fixed before anything else could
+        # change it); only the score may miss the lost events.
+        return msgspec.structs.replace(
+            d, metadata={**d.metadata, "lost_events": tainted}
+        )
+    if tainted is not None:
+        return Decision(
+            outcome=Outcome.ERROR,
+            score=0.0,
+            evidence=f"events of this trace were lost ({tainted}); without them the grader would say {d.outcome}: {d.evidence}",
+            metadata={**d.metadata, "would_be": str(d.outcome)},
+        )
+    return d
 
 
 class EngineStats(msgspec.Struct, frozen=True, kw_only=True):

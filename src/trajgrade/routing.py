@@ -23,14 +23,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from trajgrade.errors import GradeError
 from trajgrade.events import EVENT_TYPES, ToolCall
+from trajgrade.verdicts import SETTLED, Decision, Outcome, grader_failed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from trajgrade.graders import Grader
 
-__all__ = ("Route", "Routes")
+__all__ = ("Route", "Routes", "decide")
 
 #: (grader index, handler) pairs, in suite order.
 Route = tuple[tuple[int, Any], ...]
@@ -107,3 +109,17 @@ class Routes:
 def _narrowed(grader: Any, name: str, default: Any) -> Any:
     narrow = getattr(grader, "call_handler", None)
     return default if narrow is None else narrow(name)
+
+
+def decide(fn: Any, *args: Any) -> Decision | None:
+    """A grader's answer outside the engine's hot loop (which has the same
+    rules written out): a GradeError is an ``error`` decision, any other
+    exception a grader bug (one error verdict, not a crash); SETTLED, which
+    only the routed loop acts on, is nothing new."""
+    try:
+        d = fn(*args)
+    except GradeError as exc:
+        return Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+    except Exception as exc:  # a grader bug: one error, not a crash
+        return grader_failed(exc)
+    return None if d is SETTLED else d

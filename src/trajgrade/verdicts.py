@@ -29,13 +29,13 @@ import msgspec
 from trajgrade._digest import blake2b
 
 __all__ = (
+    "SETTLED",
     "Action",
     "Decision",
     "GuardDecision",
     "Judgement",
-    "SETTLED",
-    "Settled",
     "Outcome",
+    "Settled",
     "Verdict",
     "grader_failed",
     "verdict_id",

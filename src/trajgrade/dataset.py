@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from trajgrade import _yaml
 from trajgrade.errors import InputError, Location
 
 __all__ = ("load_dataset",)
@@ -53,7 +54,7 @@ def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, 
             doc = (
                 msgspec.json.decode(data)
                 if name.endswith(".json")
-                else yaml.safe_load(data)
+                else _yaml.safe_load(data)  # datasets are letta/AI GO! (YAML 1.1)
             )
         except (msgspec.DecodeError, UnicodeDecodeError, yaml.YAMLError) as exc:
             msg = f"cannot parse dataset: {' '.join(str(exc).split())}"

@@ -26,6 +26,7 @@ Options are checked and compiled in ``_letta_compile``.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ import msgspec
 
 from trajgrade.errors import GradeError
 from trajgrade.graders._letta_functions import run_timed
+from trajgrade.graders._letta_regex import findall
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -149,7 +151,11 @@ class PatternFind(Extractor):
             slot.text, slot.error = found, None
 
     def _find(self, text: str) -> str | None:
-        method = self.compiled.findall if self.search_all else self.compiled.search
+        method = (
+            functools.partial(findall, self.compiled)
+            if self.search_all
+            else self.compiled.search
+        )
         out = run_timed(
             method,
             text,

@@ -34,7 +34,6 @@ import msgspec
 
 from trajgrade.errors import GradeError
 from trajgrade.graders._letta_functions import run_timed
-from trajgrade.graders._letta_regex import findall
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -151,6 +150,8 @@ class PatternFind(Extractor):
             slot.text, slot.error = found, None
 
     def _find(self, text: str) -> str | None:
+        from trajgrade.graders._letta_regex import findall  # loads regex
+
         method = (
             functools.partial(findall, self.compiled)
             if self.search_all

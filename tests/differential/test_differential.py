@@ -134,7 +134,7 @@ def test_an_impossible_install_skips_loudly(
     monkeypatch.setenv("TRAJGRADE_DIFF_CACHE", str(tmp_path))
     monkeypatch.setattr(_upstream.shutil, "which", lambda _name: None)
     with pytest.raises(
-        pytest.skip.Exception, match="UPSTREAM NOT AVAILABLE.*@agentv/core@4.42.4"
+        pytest.skip.Exception, match=r"UPSTREAM NOT AVAILABLE.*@agentv/core@4\.42\.4"
     ):
         _upstream.agentv_home()
     assert "differential test NOT RUN" in capsys.readouterr().err

@@ -15,6 +15,7 @@ import sys
 import click
 
 from trajgrade.cli_options import allow_code_option, config_option, load_policy
+from trajgrade.http_options import edge_limits, http_limit_options
 
 __all__ = ("hook", "serve")
 
@@ -124,6 +125,8 @@ def install_cmd(
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    if config_path is not None:
+        _agent_warnings(config_path, agent)
     if dry_run:
         click.echo(f"# would write {path}")
         click.echo(text, nl=False)
@@ -134,6 +137,26 @@ def install_cmd(
                 "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
                 err=True,
             )
+
+
+def _agent_warnings(config_path: str, agent: str) -> None:
+    """``trajgrade check --agent``'s warnings, for the policy being installed."""
+    from trajgrade.config import load_suite
+    from trajgrade.errors import ConfigError
+    from trajgrade.graders import BuildContext
+    from trajgrade.graders.agent_check import agent_warnings
+
+    try:  # no code is imported at install time; `check` reports errors
+        suite = load_suite(config_path, context=BuildContext(allow_code=False))
+    except ConfigError as exc:
+        click.echo(
+            f"warning: {config_path} not checked against {agent} ({exc}); "
+            f"run `trajgrade check -c {config_path} --agent {agent}`",
+            err=True,
+        )
+        return
+    for warning in agent_warnings(suite, agent):
+        click.echo(f"warning: {agent}: {warning}", err=True)
 
 
 @click.command()
@@ -172,6 +195,7 @@ def install_cmd(
     help="Seconds between checkpoints of changed sessions.",
 )
 @allow_code_option
+@http_limit_options()
 def serve(
     config_path: str,
     host: str,
@@ -180,6 +204,9 @@ def serve(
     verdicts_path: str | None,
     checkpoint_interval: float,
     allow_code: bool,
+    max_body: int,
+    read_timeout: float,
+    token_env: str | None,
 ) -> None:
     """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
     from trajgrade.graders import BuildContext
@@ -196,6 +223,7 @@ def serve(
             state_dir=state_dir or default_state_dir(),
             verdicts=verdicts_path,
             checkpoint_interval=checkpoint_interval,
+            limits=edge_limits(max_body, read_timeout, token_env),
         )
     except (ValueError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)

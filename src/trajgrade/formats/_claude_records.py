@@ -62,6 +62,7 @@ class _Message(msgspec.Struct, frozen=True, gc=False):
     id: str | None = None
     content: str | list[Block] | None = None
     usage: TokenCounts | None = None
+    model: str | None = None
 
 
 class Record(msgspec.Struct, frozen=True, gc=False):
@@ -176,7 +177,11 @@ def call_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def usage_event(
-    u: TokenCounts, tid: str, ts: float | None, cost: float | None = None
+    u: TokenCounts,
+    tid: str,
+    ts: float | None,
+    cost: float | None = None,
+    model: str | None = None,
 ) -> Usage:
     """Anthropic usage as canonical usage: ``input_tokens`` counts every prompt
     token, cached ones included (the OpenAI convention the other formats use),
@@ -191,6 +196,7 @@ def usage_event(
         cache_read_tokens=read,
         cache_write_tokens=write,
         cost_usd=cost,
+        model=model,
     )
 
 

@@ -293,7 +293,7 @@ class ClaudeCodeReader:
                 )
         if msg.usage is None:
             return
-        usage = usage_event(msg.usage, tid, ts)
+        usage = usage_event(msg.usage, tid, ts, model=msg.model)
         if msg.id is None:
             self._emit(s, usage, None, events)  # nothing to de-duplicate on
         elif msg.id not in self._seen:

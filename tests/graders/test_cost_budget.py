@@ -9,6 +9,8 @@ import sys
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.graders._guard import drive, grader, recorded
 
 from trajgrade import compile_suite, decode_config
@@ -248,3 +250,40 @@ def test_real_codex_session_is_stopped_when_it_passes_one_dollar() -> None:
     assert (
         j.rule == "max_usd" and stopped.call_id == "call_gF6hESsx2lbez18BrxnorNWt"
     )  # shell, 71 of 123
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    model=st.sampled_from(
+        [SONNET, "claude-opus-4-1", "gpt-4o", "o3", "gemini-2.5-pro", "gpt-5-codex"]
+    ),
+    when=st.sampled_from(
+        [datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 9, 1, tzinfo=UTC), None]
+    ),
+    fresh=st.integers(0, 400_000),
+    read=st.integers(0, 300_000),
+    write=st.integers(0, 50_000),
+    out=st.integers(0, 100_000),
+)
+def test_per_tier_rates_equal_genai_prices_own_calculation(
+    model: str, when: datetime | None, fresh: int, read: int, write: int, out: int
+) -> None:
+    """The rates taken once per price and tier give genai-prices' own figure
+    for any usage (tiers switch on the request's input tokens)."""
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    from trajgrade.graders._prices import LATEST, PriceBook
+
+    tokens = {
+        "input_tokens": fresh + read + write,
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "output_tokens": out,
+    }
+    ts = None if when is None else when.timestamp()
+    got = PriceBook(None).cost(u(model, ts=ts, **tokens))
+    expected = calc_price(
+        GUsage(**tokens), model, genai_request_timestamp=when or LATEST
+    )
+    assert got == pytest.approx(float(expected.total_price), rel=1e-9, abs=1e-12)

@@ -43,7 +43,7 @@ class ModelPrice(ConfigBase):
 class PriceBook:
     """Prices usage events; None for a model neither table knows."""
 
-    __slots__ = ("_found", "_genai", "_snapshot", "_user")
+    __slots__ = ("_found", "_genai", "_rates", "_snapshot", "_user")
 
     def __init__(self, user: dict[str, ModelPrice] | None) -> None:
         self._user = user or {}
@@ -51,6 +51,8 @@ class PriceBook:
         self._found: dict[str, Any] = {}
         self._genai: Any = None
         self._snapshot: Any = None
+        #: id(genai-prices ModelPrice) -> (tier starts, per-token rates per tier).
+        self._rates: dict[int, Any] = {}
 
     def cost(self, u: Usage) -> float | None:
         """USD of ``u``'s tokens (input includes cache tokens; output
@@ -74,21 +76,69 @@ class PriceBook:
         if found is None:
             return None
         provider, info = found
-        genai = self._genai
         when = LATEST if u.ts is None else datetime.fromtimestamp(u.ts, UTC)
-        usage = genai.Usage(
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            cache_read_tokens=min(u.cache_read_tokens, u.input_tokens),
-            cache_write_tokens=min(
-                u.cache_write_tokens, max(0, u.input_tokens - u.cache_read_tokens)
-            ),
-        )
         try:
-            priced = info.calc_price(usage, provider, genai_request_timestamp=when)
-        except (ValueError, ArithmeticError):
+            price = info.get_prices(when)
+            rates = self._rates.get(id(price))
+            if rates is None:
+                rates = self._linear(info, provider, when, price)
+                if len(self._rates) < _LOOKUPS_MAX:
+                    # Keyed by identity: the snapshot's price objects live
+                    # as long as the process (it is never updated).
+                    self._rates[id(price)] = rates
+        except (ValueError, ArithmeticError, LookupError):
             return None
-        return float(priced.total_price)
+        starts, bands = rates
+        inp = u.input_tokens
+        band = sum(inp > s for s in starts)
+        fresh, out, read_rate, write_rate = bands[band]
+        read = min(u.cache_read_tokens, inp)
+        write = min(u.cache_write_tokens, inp - read)
+        return (
+            (inp - read - write) * fresh
+            + read * read_rate
+            + write * write_rate
+            + u.output_tokens * out
+        )
+
+    def _linear(
+        self, info: Any, provider: Any, when: datetime, price: Any
+    ) -> tuple[tuple[int, ...], list[tuple[float, float, float, float]]]:
+        """Per-token rates of ``price`` in each of its input-size tiers.
+
+        genai-prices' own calculation takes about 0.1 ms per call; within a
+        tier (a tier applies when a request's input tokens exceed its start)
+        the price is linear in each token count, so the rates are taken once
+        from genai-prices itself at one input size inside each tier.
+        """
+        starts = sorted(
+            {
+                t.start
+                for v in vars(price).values()
+                for t in getattr(v, "tiers", None) or ()
+            }
+        )
+        usage = self._genai.Usage
+
+        def cost(**tokens: int) -> float:
+            calc = info.calc_price(
+                usage(**tokens), provider, genai_request_timestamp=when
+            )
+            return float(calc.total_price)
+
+        bands = []
+        for n in [starts[0] if starts else 1_000_000, *(s + 1 for s in starts)]:
+            n = max(n, 1)
+            base = cost(input_tokens=n)
+            bands.append(
+                (
+                    base / n,
+                    (cost(input_tokens=n, output_tokens=n) - base) / n,
+                    cost(input_tokens=n, cache_read_tokens=n) / n,
+                    cost(input_tokens=n, cache_write_tokens=n) / n,
+                )
+            )
+        return tuple(starts), bands
 
     def _lookup(self, model: str) -> Any:
         if self._genai is None:

@@ -18,9 +18,11 @@ from trajgrade.verdicts import Decision, Judgement
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-def grader(kind: str, config: str) -> Any:
+def grader(kind: str, config: str, *, on_fail: str | None = None) -> Any:
     """One compiled grader of ``kind`` from an inline YAML config mapping."""
     text = f"graders:\n  - type: {kind}\n    config: {config}\n"
+    if on_fail is not None:
+        text += f"    on_fail: {on_fail}\n"
     return compile_suite(decode_config(text)).graders[0]
 
 

@@ -36,7 +36,8 @@ def u(
 
 
 def test_crossing_max_usd_seals_a_fail_and_every_later_call_is_judged() -> None:
-    g = grader("cost-budget", "{max_usd: 0.10}")
+    """With on_fail: deny the rule refuses each later call itself."""
+    g = grader("cost-budget", "{max_usd: 0.10}", on_fail="deny")
     run = drive(g, [c("1"), u(cost=0.06), c("2"), u(cost=0.05), c("3"), c("4")])
     ((i, d),) = run.decisions
     assert i == 3 and d.outcome is Outcome.FAIL and not d.final
@@ -46,6 +47,18 @@ def test_crossing_max_usd_seals_a_fail_and_every_later_call_is_judged() -> None:
     ]
     assert run.final.outcome is Outcome.FAIL and run.final.score == pytest.approx(0.9)
     assert run.final.metadata["value"] == pytest.approx(0.11)
+
+
+def test_with_the_default_abort_the_engine_refuses_later_calls_not_the_rule() -> None:
+    """The sealed fail at the usage event aborts the run; the engine then
+    refuses every later call, so the rule judges none (no duplicates)."""
+    g = grader("cost-budget", "{max_usd: 0.10}")
+    assert g.on_fail == "abort"
+    run = drive(g, [c("1"), u(cost=0.06), c("2"), u(cost=0.05), c("3"), c("4")])
+    assert [(i, d.outcome, d.final) for i, d in run.decisions] == [
+        (3, Outcome.FAIL, False)
+    ]
+    assert run.judged == []
 
 
 def test_exactly_max_is_within_budget() -> None:
@@ -118,7 +131,7 @@ def test_a_reported_cost_wins_and_the_user_table_beats_genai_prices() -> None:
 
 
 def test_warn_at_gives_the_next_call_one_warn_decision() -> None:
-    g = grader("cost-budget", "{max_usd: 1.0, warn_at: 0.5}")
+    g = grader("cost-budget", "{max_usd: 1.0, warn_at: 0.5}", on_fail="deny")
     run = drive(
         g,
         [
@@ -155,7 +168,7 @@ def test_warn_at_gives_the_next_call_one_warn_decision() -> None:
 def test_unknown_models(
     mode: str, judged: list[tuple[str, str, Action | None]], outcome: Outcome
 ) -> None:
-    g = grader("cost-budget", f"{{max_usd: 1, unknown_model: {mode}}}")
+    g = grader("cost-budget", f"{{max_usd: 1, unknown_model: {mode}}}", on_fail="deny")
     events = [
         c("1"),
         u("in-house-llm-7", input_tokens=50),
@@ -230,7 +243,9 @@ def test_real_claude_code_session_is_stopped_when_it_passes_one_dollar() -> None
     """claude-code/spotter_v2.1.39_long_session.jsonl.gz: Claude Sonnet 4.5
     tokens priced by genai-prices cross $0.50 (warn) and then $1."""
     events = recorded("claude-code/spotter_v2.1.39_long_session.jsonl.gz")
-    run = drive(grader("cost-budget", "{max_usd: 1.0, warn_at: 0.5}"), events)
+    run = drive(
+        grader("cost-budget", "{max_usd: 1.0, warn_at: 0.5}", on_fail="deny"), events
+    )
     (_, warned, w), (_, stopped, j), *_ = run.judged
     assert (w.rule, w.action) == ("warn_at", Action.WARN)
     assert warned.call_id == "toolu_01XK4qdtUEnYETQtLrNKXJBr"  # Write, call 13 of 150
@@ -245,7 +260,7 @@ def test_real_codex_session_is_stopped_when_it_passes_one_dollar() -> None:
     """codex/agentcmd_v0.40.0_turn_aborted_123_calls.jsonl.gz: token_count
     totals (gpt-5-codex) priced by genai-prices."""
     events = recorded("codex/agentcmd_v0.40.0_turn_aborted_123_calls.jsonl.gz")
-    run = drive(grader("cost-budget", "{max_usd: 1.0}"), events)
+    run = drive(grader("cost-budget", "{max_usd: 1.0}", on_fail="deny"), events)
     (_, stopped, j), *_ = run.judged
     assert (
         j.rule == "max_usd" and stopped.call_id == "call_gF6hESsx2lbez18BrxnorNWt"

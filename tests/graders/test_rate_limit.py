@@ -119,3 +119,11 @@ def test_real_codex_session_is_stopped_at_its_eleventh_command_in_a_minute() -> 
     assert first.ts is not None and calls[k - 10].ts is not None
     assert first.ts - calls[k - 10].ts < 60  # ten earlier ones within the minute
     assert run.final.outcome is Outcome.FAIL
+
+
+def test_with_on_fail_abort_only_the_call_that_failed_the_trace_is_judged() -> None:
+    """The engine aborts the run at that call and refuses every later one."""
+    g = grader("rate-limit", "{match: Bash, max: 1}", on_fail="abort")
+    run = drive(g, [bash(None, "a"), bash(None, "b"), bash(None, "c")])
+    assert [c.call_id for _, c, _ in run.judged] == ["b"]
+    assert run.final.metadata["violations"] == 2

@@ -83,11 +83,14 @@ class Case:
 @st.composite
 def rule_suites(draw: st.DrawFn, kinds: tuple[str, ...] = KINDS) -> Case:
     rules = draw(st.lists(_rule(kinds), min_size=1, max_size=4))
-    doc = {
-        "graders": [
-            {"type": k, "name": f"g{i}", "config": c} for i, (k, c) in enumerate(rules)
-        ]
-    }
+    entries = []
+    for i, (k, c) in enumerate(rules):
+        entry = {"type": k, "name": f"g{i}", "config": c}
+        on_fail = draw(st.sampled_from([None, "deny", "abort", "warn"]))
+        if on_fail is not None:
+            entry["on_fail"] = on_fail
+        entries.append(entry)
+    doc = {"graders": entries}
     return Case(compile_suite(decode_config(yaml.safe_dump(doc))), rules)
 
 
@@ -263,7 +266,12 @@ def test_state_is_bounded_and_every_violating_call_is_judged(
             run = drive(g, events)
             _bounded(kind, cfg, run.state)
             judged = [i for i, _, j in run.judged if j.action is None]
-            if kind == "cost-budget":
+            aborting = case.suite.on_fail[g.name] == "abort"
+            if kind == "cost-budget" and aborting:
+                # The run was aborted at the usage event that failed it: the
+                # engine refuses every later call, the rule judges none.
+                assert judged == []
+            elif kind == "cost-budget":
                 # From the usage that failed the budget on, every call.
                 if run.decisions:
                     first = run.decisions[0][0]
@@ -276,7 +284,9 @@ def test_state_is_bounded_and_every_violating_call_is_judged(
                 else:
                     assert judged == []
             elif kind != "flow" or "forbid" in cfg:
-                assert judged == _reference(kind, cfg, events)
+                expected = _reference(kind, cfg, events)
+                # Aborted at its first violation, the rule judges no later call.
+                assert judged == (expected[:1] if aborting else expected)
             # Judged calls and the verdict agree: a judged call fails the trace.
             if judged:
                 assert run.final.outcome is Outcome.FAIL

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "MatcherSpec",
+    "aborts",
     "call_label",
     "compile_matcher",
     "fingerprint",
@@ -122,6 +123,13 @@ def fingerprint(call: ToolCall) -> int:
     h.update(b"\x00")
     h.update(body)
     return int.from_bytes(h.digest(), "big")
+
+
+def aborts(grader: object) -> bool:
+    """The grader's ``on_fail`` is ``abort`` (``compile_suite`` marks it on
+    the grader). After such a grader failed, the engine refuses every later
+    call itself, so the rule judges only the call that failed the trace."""
+    return str(getattr(grader, "on_fail", "")) == "abort"
 
 
 def call_label(call: ToolCall) -> str:

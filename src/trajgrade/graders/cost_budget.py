@@ -28,6 +28,7 @@ import msgspec
 
 from trajgrade.events import Event, ToolCall, Usage
 from trajgrade.graders._prices import ModelPrice, PriceBook
+from trajgrade.graders._rules import aborts
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.verdicts import Action, Decision, Judgement, Outcome
 
@@ -103,6 +104,10 @@ class CostBudget:
         return None
 
     def judge(self, state: CostState | None, call: ToolCall) -> Judgement | None:
+        if aborts(self) and (state is None or state.failed is not None):
+            # The budget failed at a usage event and aborted the run there:
+            # the engine refuses every later call itself.
+            return None
         if state is None:
             # Only a failed budget could be final before its trace ended.
             return Judgement(

@@ -37,6 +37,7 @@ from trajgrade.events import Event, ToolCall, ToolResult
 from trajgrade.graders._match import js_stringify
 from trajgrade.graders._rules import (
     MatcherSpec,
+    aborts,
     call_label,
     compile_matcher,
     matches,
@@ -205,6 +206,8 @@ class Flow:
     def judge(self, state: FlowState | None, call: ToolCall) -> Judgement | None:
         if state is None or state.hit is None:
             return None
+        if state.violations > 1 and aborts(self):
+            return None  # the run was aborted at the first violation
         rule, reason = state.hit
         return Judgement(rule=rule, reason=reason)
 

@@ -29,6 +29,7 @@ import msgspec
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._rules import (
     MatcherSpec,
+    aborts,
     call_label,
     compile_matcher,
     fingerprint,
@@ -119,6 +120,8 @@ class Loop:
     def judge(self, state: LoopState | None, call: ToolCall) -> Judgement | None:
         if state is None or state.hit is None:
             return None
+        if state.violations > 1 and aborts(self):
+            return None  # the run was aborted at the first violation
         rule, reason = state.hit
         return Judgement(rule=rule, reason=reason)
 

@@ -27,6 +27,7 @@ import msgspec
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._rules import (
     MatcherSpec,
+    aborts,
     call_label,
     compile_matcher,
     matches,
@@ -103,6 +104,8 @@ class RateLimit:
     def judge(self, state: RateLimitState | None, call: ToolCall) -> Judgement | None:
         if state is None or not state.hit:
             return None
+        if state.violations > 1 and aborts(self):
+            return None  # the run was aborted at the first violation
         return Judgement(rule="max", reason=state.hit)
 
     def finish(self, state: RateLimitState) -> Decision:

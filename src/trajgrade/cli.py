@@ -37,6 +37,7 @@ from trajgrade.cli_options import (
     regex_timeout_option,
     tick_option,
 )
+from trajgrade.graders._agents import AGENT_NAMES
 from trajgrade.kafka.options import (  # kafka
     current_kafka_options,
     current_metrics_options,
@@ -350,11 +351,22 @@ def _idle_timeout(given: float | None, *, live: bool) -> float | None:
     is_flag=True,
     help="Also import graders/extractors named as path.py:function, to validate them.",
 )
-def check(config_path: str, allow_code: bool) -> None:
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    type=click.Choice(AGENT_NAMES),
+    help="Warn about tool matchers that can never work on this agent's tools (repeatable).",
+)
+def check(config_path: str, allow_code: bool, agents: tuple[str, ...]) -> None:
     """Validate a config; print every error with file, line and field."""
     from trajgrade.graders import BuildContext
+    from trajgrade.graders.agent_check import agent_warnings
 
     suite = load_policy(config_path, BuildContext(allow_code=allow_code))
+    for agent in agents:
+        for warning in agent_warnings(suite, agent):
+            click.echo(f"warning: {agent}: {warning}", err=True)
     click.echo(
         f"{config_path}: ok, {len(suite.graders)} grader(s): {', '.join(g.name for g in suite.graders)}"
     )

@@ -16,7 +16,10 @@ decision is recorded here and in the README ("vally tool-calls decisions"):
   entry and completed; any later call, finished or not, breaks it.
 * ``command``/``path`` absent (or not a string) on a call whose name matches
   is the documented "configuration error": the grader gives an ``error``
-  verdict at that call. ``args`` absent is a plain non-match.
+  verdict at that call. ``args`` absent is a plain non-match. trajgrade
+  reads ``command``/``path``/``url`` as argument views and adds ``kind`` and
+  ``program`` (``_tool_match``, docs/guard-matching.md); the rule holds for
+  every view.
 * Score is 1.0 on pass, 0.0 otherwise (vally documents only pass/fail).
 
 Streaming: a disallowed match, a configuration error, or a step window that
@@ -179,10 +182,19 @@ class ToolCalls:
             if len(errors.errors) > before:
                 continue
             try:
-                out.append(Matcher(spec, at, timeout))
+                # An unreadable shell command is a match where a match is
+                # a violation (fail closed), never where it is credit.
+                out.append(
+                    Matcher(spec, at, timeout, unreadable_matches=where == "disallowed")
+                )
             except JSRegexError as exc:
                 errors.add(regex_field(at, spec, exc), str(exc))
         return tuple(out)
+
+    def matchers(self) -> tuple[Matcher, ...]:
+        """Every entry, for ``trajgrade check --agent``."""
+        dis = tuple(self._dis_by_bit[b] for b in sorted(self._dis_by_bit))
+        return (*self._required, *dis, *self._sequence)
 
     # ------------------------------------------------------------ contract
     def start(self) -> ToolCallsState:

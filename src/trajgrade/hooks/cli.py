@@ -124,6 +124,8 @@ def install_cmd(
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    if config_path is not None:
+        _agent_warnings(config_path, agent)
     if dry_run:
         click.echo(f"# would write {path}")
         click.echo(text, nl=False)
@@ -134,6 +136,26 @@ def install_cmd(
                 "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
                 err=True,
             )
+
+
+def _agent_warnings(config_path: str, agent: str) -> None:
+    """``trajgrade check --agent``'s warnings, for the policy being installed."""
+    from trajgrade.config import load_suite
+    from trajgrade.errors import ConfigError
+    from trajgrade.graders import BuildContext
+    from trajgrade.graders.agent_check import agent_warnings
+
+    try:  # no code is imported at install time; `check` reports errors
+        suite = load_suite(config_path, context=BuildContext(allow_code=False))
+    except ConfigError as exc:
+        click.echo(
+            f"warning: {config_path} not checked against {agent} ({exc}); "
+            f"run `trajgrade check -c {config_path} --agent {agent}`",
+            err=True,
+        )
+        return
+    for warning in agent_warnings(suite, agent):
+        click.echo(f"warning: {agent}: {warning}", err=True)
 
 
 @click.command()

@@ -246,3 +246,23 @@ def test_real_session_edits_a_file_it_never_read() -> None:
         events.index(e) > before or (e.args or {}).get("file_path") != path
         for e in reads
     )
+
+
+def test_binding_reads_argument_views_across_spellings() -> None:
+    """``path`` is the call's path view: Claude Code's ``file_path``, every
+    file of a Codex ``apply_patch``."""
+    g = grader(
+        "flow",
+        "{after: 'Read|read_file', bind: path, forbid: 'Edit|apply_patch', unless_bound: path}",
+    )
+    patch = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n*** Add File: src/b.py\n+z\n*** End Patch\n"
+    events = [
+        c("Read", "1", file_path="src/a.py"),
+        c("Edit", "2", file_path="src/a.py"),
+        ToolCall(trace_id="t", name="apply_patch", call_id="3", args_raw=patch),
+        c("read_file", "4", path="src/b.py"),
+        ToolCall(trace_id="t", name="apply_patch", call_id="5", args_raw=patch),
+    ]
+    run = drive(g, events)
+    assert [(e.call_id, j.rule) for _, e, j in run.judged] == [("3", "unless_bound")]
+    assert "src/b.py" in run.judged[0][2].reason

@@ -107,7 +107,7 @@ def test_real_codex_session_is_stopped_at_its_eleventh_command_in_a_minute() -> 
     """codex/localpush_v0.104_redacted_118_calls.jsonl: real rollout with
     timestamps; at most 10 exec_command calls per 60 s."""
     events = recorded("codex/localpush_v0.104_redacted_118_calls.jsonl")
-    g = grader("rate-limit", "{match: exec_command, max: 10, window: 60s}")
+    g = grader("rate-limit", "{match: {kind: shell}, max: 10, window: 60s}")
     run = drive(g, events)
     first = run.judged[0][1]
     assert (

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from trajgrade.graders._spec import ErrorList
 
 __all__ = (
+    "VIEWS",
     "MatcherSpec",
     "aborts",
+    "arg_values",
     "call_label",
     "compile_matcher",
     "fingerprint",
@@ -67,8 +69,12 @@ def compile_matcher(
     errors: ErrorList,
     *,
     allow_result: bool = False,
+    credit: bool = False,
 ) -> Matcher | None:
-    """Compile one tool matcher; errors are recorded under ``field``."""
+    """Compile one tool matcher; errors are recorded under ``field``.
+    ``credit``: a match satisfies an obligation (flow's ``require``), so a
+    shell command whose programs cannot be read does not match ``program``;
+    everywhere else (limits, triggers, forbids) it does (fail closed)."""
     tm = ToolMatch(name=spec) if isinstance(spec, str) else spec
     bad = False
     for key in _REQUIRED_ONLY:
@@ -88,7 +94,7 @@ def compile_matcher(
     if bad:
         return None
     try:
-        return Matcher(tm, field, timeout)
+        return Matcher(tm, field, timeout, unreadable_matches=not credit)
     except JSRegexError as exc:
         errors.add(field, str(exc))
         return None
@@ -130,6 +136,22 @@ def aborts(grader: object) -> bool:
     the grader). After such a grader failed, the engine refuses every later
     call itself, so the rule judges only the call that failed the trace."""
     return str(getattr(grader, "on_fail", "")) == "abort"
+
+
+#: Argument names read as the agent-independent views of ``_views``.
+VIEWS: Final = frozenset({"command", "path", "url"})
+
+
+def arg_values(call: ToolCall, key: str) -> list[str]:
+    """The string values of argument ``key`` on ``call``: for ``command``,
+    ``path`` and ``url`` the call's view (Claude Code's ``file_path``,
+    every path of an ``apply_patch``, ...), else the argument itself."""
+    if key in VIEWS:
+        from trajgrade.graders._views import view_of
+
+        return view_of(call, key) or []
+    value = (call.args or {}).get(key)
+    return [value] if isinstance(value, str) and value else []
 
 
 def call_label(call: ToolCall) -> str:

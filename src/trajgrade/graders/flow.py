@@ -38,6 +38,7 @@ from trajgrade.graders._match import js_stringify
 from trajgrade.graders._rules import (
     MatcherSpec,
     aborts,
+    arg_values,
     call_label,
     compile_matcher,
     matches,
@@ -123,7 +124,9 @@ class Flow:
         self._require = (
             None
             if config.require is None
-            else compile_matcher(config.require, "require", timeout, errors)
+            else compile_matcher(
+                config.require, "require", timeout, errors, credit=True
+            )
         )
         self._within_calls: int | None = None
         self._within_s: float | None = None
@@ -256,8 +259,7 @@ class Flow:
             if after.result is None:
                 self._fire(state, f"{call_label(call)} matched after {after.label}", t)
                 if self._bind is not None and self._bind != "result":
-                    value = (call.args or {}).get(self._bind)
-                    if isinstance(value, str) and value:
+                    for value in arg_values(call, self._bind):
                         self._keep(state, value)
             if self._on_results:
                 pending = state.pending
@@ -337,16 +339,17 @@ class Flow:
         if forbid is None or not matches(forbid, call):
             return None
         if self._unless is not None:
-            value = (call.args or {}).get(self._unless)
-            if isinstance(value, str) and value[:VALUE_CHARS] in state.values:
+            values = arg_values(call, self._unless)
+            unbound = [v for v in values if v[:VALUE_CHARS] not in state.values]
+            if values and not unbound:
                 return None
+            shown = _short(unbound[0]) if unbound else "nothing"
             return (
                 "unless_bound",
-                f"{call_label(call)} has {self._unless}={_short(value)}, which no earlier call matching after bound ({self._bind})",
+                f"{call_label(call)} has {self._unless}={shown}, which no earlier call matching after bound ({self._bind})",
             )
         if self._if is not None:
-            value = (call.args or {}).get(self._if)
-            if isinstance(value, str):
+            for value in arg_values(call, self._if):
                 for bound in state.values:
                     if bound in value:
                         return (

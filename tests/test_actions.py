@@ -113,8 +113,8 @@ def test_a_bad_on_fail_is_a_located_config_error() -> None:
     with pytest.raises(ConfigError) as caught:
         compile_suite(decode_config(text, name="p.yaml"))
     assert str(caught.value) == (
-        "p.yaml:3: graders[0].on_fail: `on_fail` must be one of abort, deny, report "
-        "(got 'kill'); see README 'Stop a running agent'"
+        "p.yaml:3: graders[0].on_fail: `on_fail` must be one of abort, deny, report, warn, ask "
+        "(got 'kill'); see docs/hooks.md"
     )
 
 

@@ -25,11 +25,10 @@ from trajgrade import (
 pytestmark = pytest.mark.anyio
 
 STREAM = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "corpus"
-    / "claude-code-live"
-    / "stream.jsonl"
+    Path(__file__).resolve().parent
+    / "fixtures"
+    / "claude-code"
+    / "live_v2.1.197_stream.jsonl"
 )
 POLICY = """\
 graders:

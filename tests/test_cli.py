@@ -8,8 +8,8 @@ structlog JSON lines.
 
 from __future__ import annotations
 
+import gzip
 import json
-import os
 import queue
 import re
 import signal
@@ -24,8 +24,9 @@ from typing import IO, Any
 import pytest
 
 # ------------------------------------------------------------------ helpers
-SHARED = Path(
-    os.environ.get("TRAJGRADE_SHARED", Path(__file__).resolve().parents[2] / "shared")
+#: gen_traces.py's small canonical corpus (provenance beside it).
+BENCH_SAMPLE = (
+    Path(__file__).resolve().parent / "fixtures" / "bench" / "small_events.jsonl.gz"
 )
 
 #: A tool-calls grader that can pass early, next to one that decides at the end.
@@ -773,25 +774,11 @@ graders:
 
 
 def test_benchmark_corpus_is_read_unchanged(run_cli, tmp_path: Path) -> None:
-    """gen_traces.py's events.jsonl gets one final verdict per trace and grader, matching a json scan."""
-    gen = SHARED / "bench" / "gen_traces.py"
-    if not gen.is_file():
-        pytest.skip(f"benchmark generator not found at {gen}; set TRAJGRADE_SHARED")
-    subprocess.run(
-        [
-            sys.executable,
-            str(gen),
-            "--size",
-            "small",
-            "--out",
-            str(tmp_path / "corpus"),
-            "--no-peer-formats",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    events = tmp_path / "corpus" / "small" / "events.jsonl"
+    """The benchmark generator's events.jsonl (a bundled sample, see
+    tests/fixtures/bench/SOURCES.md) gets one final verdict per trace and
+    grader, matching a json scan."""
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(gzip.decompress(BENCH_SAMPLE.read_bytes()))
     traces: set[str] = set()
     fetchers: set[str] = set()
     calls: Counter[str] = Counter()

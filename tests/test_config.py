@@ -67,6 +67,14 @@ def test_yaml_syntax_errors_name_the_line() -> None:
     """A YAML syntax error reports its line and asks for a fix."""
     (err,) = _errors("graders:\n  - type: tool-calls\n    config: {required: [a}\n")
     assert err.startswith("policy.yaml:3:") and "not valid YAML" in err
+    assert "<unicode string>" not in err  # the file is named, not PyYAML's stream
+    assert "(line 3, column " in err
+
+
+def test_a_misspelt_layout_key_gets_a_did_you_mean() -> None:
+    """`grader:` for `graders:` names the key, its line and the right spelling."""
+    (err,) = _errors("# policy\ngrader:\n  - type: turn-count\n    config: {max: 1}\n")
+    assert err == "policy.yaml:2: grader: no graders found: did you mean `graders`?"
 
 
 def test_json_config_is_accepted(tmp_path: Path) -> None:

@@ -167,6 +167,31 @@ def test_a_real_session_ending_with_unanswered_calls_reports_them(
     assert unanswered["reason"].startswith("3 tool call(s) never got a result")
 
 
+def test_unanswered_calls_of_many_traces_are_one_log_line(tmp_path: Path) -> None:
+    """Traces closed with open calls (end of input, Ctrl-C) are summarised in one line."""
+    log = tmp_path / "open.jsonl"
+    log.write_text(
+        "".join(
+            f'{{"trace_id":"t{i}","type":"tool_call","name":"bash","call_id":"c{i}"}}\n'
+            for i in range(12)
+        )
+    )
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text("graders:\n  - {type: tool-call-count, config: {max: 1000}}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "grade", "-c", str(cfg), str(log)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    logs = [json.loads(line) for line in proc.stderr.splitlines()]
+    (unanswered,) = [e for e in logs if e["event"] == "calls_unanswered"]
+    assert unanswered["traces"] == 12
+    assert unanswered["trace_ids"] == [f"t{i}" for i in range(10)]
+    assert unanswered["reason"].startswith("12 traces ended with tool calls")
+
+
 def test_trace_id_template_names_traces_of_logs_without_ids(tmp_path: Path) -> None:
     """--trace-id '{stem}' names each id-less file's trace after the file."""
     cfg = tmp_path / "policy.yaml"

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.slow
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SID = "sess-1"
 
 #: A fake agent driven by a JSON list of steps (file argv[1]); it writes its pid
@@ -265,7 +265,7 @@ def test_a_budget_marked_abort_stops_a_replayed_claude_code_run(
 ) -> None:
     """A token budget (abort by default) stops a real Claude Code stream mid-run."""
     marker = tmp_path / "marker"
-    stream = CORPUS / "claude-code-live" / "stream.jsonl"
+    stream = FIXTURES / "claude-code" / "live_v2.1.197_stream.jsonl"
     steps = [["replay", str(stream)], ["touch", str(marker)], ["sleep", 5]]
     policy = "graders:\n  - type: token-budget\n    config: {max: 150}\n"
     code, out, err = Run(tmp_path, steps, "--grace", "1", policy=policy).complete()
@@ -278,7 +278,7 @@ def test_a_budget_marked_abort_stops_a_replayed_claude_code_run(
 
 def test_a_disallowed_command_stops_a_replayed_codex_run(tmp_path: Path) -> None:
     """`codex exec --json` output is detected and graded live like Claude Code's."""
-    stream = CORPUS / "codex-live" / "events.jsonl"
+    stream = FIXTURES / "codex" / "live_v0.169.0_events.jsonl"
     marker = tmp_path / "marker"
     steps = [["replay", str(stream)], ["touch", str(marker)], ["sleep", 5]]
     code, out, err = Run(tmp_path, steps, "--grace", "1").complete()
@@ -291,7 +291,7 @@ def test_a_disallowed_command_stops_a_replayed_codex_run(tmp_path: Path) -> None
 
 def test_a_disallowed_command_stops_a_replayed_gemini_run(tmp_path: Path) -> None:
     """`gemini -p --output-format stream-json` output is detected and graded live too."""
-    stream = CORPUS / "gemini-cli-live" / "stream.jsonl"
+    stream = FIXTURES / "gemini-cli-live" / "base.stream.jsonl"
     marker = tmp_path / "marker"
     steps = [["replay", str(stream)], ["touch", str(marker)], ["sleep", 5]]
     policy = POLICY.replace("command_execution", "run_shell_command")

@@ -217,7 +217,22 @@ def yaml_line(exc: Exception) -> int | None:
 
 
 def one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
+    """A parser error on one line. PyYAML's marks name the stream it read
+    (``in "<unicode string>"``), not the file: the caller's location names the
+    file, so marks are given as line and column only."""
+    context, problem = getattr(exc, "context", None), getattr(exc, "problem", None)
+    if not (context or problem):
+        return " ".join(str(exc).split())
+
+    def at(text: str, mark: Any) -> str:
+        return (
+            f"{text} (line {mark.line + 1}, column {mark.column + 1})" if mark else text
+        )
+
+    parts = [at(context, getattr(exc, "context_mark", None))] if context else []
+    if problem:
+        parts.append(at(problem, getattr(exc, "problem_mark", None)))
+    return " ".join(": ".join(parts).split())
 
 
 def duplicate_keys(text: str) -> list[tuple[Path, int, int]]:

@@ -262,7 +262,7 @@ def _read_layout(
     shell = SuiteConfig(graders=(), source=name, lines=lines, base_dir=base_dir)
     if not isinstance(doc, Mapping):
         got = "an empty file" if doc is None else f"a {type(doc).__name__}"
-        msg = f"expected a mapping in one of the layouts: {'; '.join(_LAYOUTS)}, got {got}; see README 'Config'"
+        msg = f"expected a mapping in one of the layouts: {'; '.join(_LAYOUTS)}, got {got}; see docs/graders.md"
         raise ConfigError(msg, location=shell.locate(()))
     errors: list[ConfigError] = []
     threshold: float | None = None
@@ -319,8 +319,7 @@ def _read_layout(
             _aigo_entry,
         )
     else:
-        msg = f"no graders found; expected one of the layouts: {'; '.join(_LAYOUTS)}"
-        raise ConfigError(msg, location=shell.locate(()))
+        raise _no_graders(doc, shell)
     if not specs and not errors:
         msg = "no graders configured; add at least one (see `trajgrade graders`)"
         raise ConfigError(msg, location=shell.locate(()))
@@ -329,6 +328,21 @@ def _read_layout(
     return msgspec.structs.replace(
         shell, graders=tuple(specs), threshold=threshold, problems=tuple(errors)
     )
+
+
+def _no_graders(doc: Mapping[Any, Any], shell: SuiteConfig) -> ConfigError:
+    """No layout's top-level key: name the nearest one (`grader:` for `graders:`)."""
+    import difflib
+
+    for key in doc:
+        close = difflib.get_close_matches(
+            str(key), ("graders", "execution", "scorers"), 1
+        )
+        if close:
+            msg = f"no graders found: did you mean `{close[0]}`?"
+            return ConfigError(msg, location=shell.locate((str(key),)))
+    msg = f"no graders found; expected one of the layouts: {'; '.join(_LAYOUTS)}"
+    return ConfigError(msg, location=shell.locate(()))
 
 
 def _entries(
@@ -372,7 +386,7 @@ def _on_fail(value: Any) -> OnFail | None:
         return OnFail(value)
     except ValueError:
         known = ", ".join(m.value for m in OnFail)
-        msg = f"`on_fail` must be one of {known} (got {value!r}); see README 'Stop a running agent'"
+        msg = f"`on_fail` must be one of {known} (got {value!r}); see docs/hooks.md"
         raise ConfigError(msg, location=Location(field="on_fail")) from None
 
 

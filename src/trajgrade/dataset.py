@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from trajgrade._locate import one_line, yaml_line
 from trajgrade.errors import InputError, Location
 
 __all__ = ("load_dataset",)
@@ -56,8 +57,10 @@ def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, 
                 else yaml.safe_load(data)
             )
         except (msgspec.DecodeError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            msg = f"cannot parse dataset: {' '.join(str(exc).split())}"
-            raise InputError(msg, location=Location(file=name)) from None
+            msg = f"cannot parse dataset: {one_line(exc)}"
+            raise InputError(
+                msg, location=Location(file=name, line=yaml_line(exc))
+            ) from None
         if isinstance(doc, Mapping) and isinstance(doc.get("samples"), list):
             doc = doc["samples"]
         if not isinstance(doc, list):

@@ -11,11 +11,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from trajgrade.engine import Anomaly
     from trajgrade.errors import Location
     from trajgrade.pipeline import Grading
 
-__all__ = ("log_anomaly", "report_problems")
+__all__ = ("log_anomalies", "log_anomaly", "report_problems")
+
+#: Trace ids named in one summarised ``calls_unanswered`` line.
+_SHOWN = 10
 
 
 def log_anomaly(log: Any, anomaly: Anomaly, loc: Location) -> None:
@@ -34,6 +39,28 @@ def log_anomaly(log: Any, anomaly: Anomaly, loc: Location) -> None:
     )
 
 
+def log_anomalies(log: Any, pairs: Iterable[tuple[Anomaly, Location]]) -> None:
+    """Log each anomaly, but traces ending with unanswered calls as one line
+    when there are several (Ctrl-C on a live run closes every open trace)."""
+    unanswered = []
+    for anomaly, loc in pairs:
+        if anomaly.kind == "unanswered_calls":
+            unanswered.append((anomaly, loc))
+        else:
+            log_anomaly(log, anomaly, loc)
+    if len(unanswered) == 1:
+        log_anomaly(log, *unanswered[0])
+    elif unanswered:
+        first = unanswered[0][0]
+        log.info(
+            "calls_unanswered",
+            traces=len(unanswered),
+            trace_ids=[a.trace_id for a, _ in unanswered[:_SHOWN]],
+            reason=f"{len(unanswered)} traces ended with tool calls that never got "
+            f"a result (e.g. {first.trace_id}: {first.message})",
+        )
+
+
 def report_problems(grading: Grading, log: Any) -> tuple[int, int]:
     """Log and clear the input errors and anomalies gathered since last time;
     return how many of each there were."""
@@ -47,8 +74,7 @@ def report_problems(grading: Grading, log: Any) -> tuple[int, int]:
             trace=err.trace_id,
             reason=err.message,
         )
-    for anomaly, loc in grading.anomalies:
-        log_anomaly(log, anomaly, loc)
+    log_anomalies(log, grading.anomalies)
     counts = (len(grading.errors), len(grading.anomalies))
     grading.errors.clear()
     grading.anomalies.clear()

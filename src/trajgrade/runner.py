@@ -43,10 +43,11 @@ from trajgrade._signals import graceful_signals
 from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
-from trajgrade.reporting import log_anomaly, report_problems
+from trajgrade.reporting import log_anomalies, report_problems
 from trajgrade.sources import StreamSource, open_source
 from trajgrade.sources.stream import trace_name
 from trajgrade.state import STATE_VERSION, Checkpoint, Position, StateStore
+from trajgrade.telemetry import OtlpOptions
 from trajgrade.tracking import TrackedInput, identity_matches
 from trajgrade.verdicts import Outcome, Verdict
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from trajgrade.sinks import Sink
     from trajgrade.sources.live import Closed, LiveFiles, Opened
     from trajgrade.status import StatusLine
+    from trajgrade.telemetry.receiver import OtlpReceiver
 
 __all__ = ("RunOptions", "RunSummary", "run")
 
@@ -92,11 +94,13 @@ class RunOptions(msgspec.Struct, kw_only=True):
     #: Serve Prometheus ``/metrics`` and ``/healthz`` here (``--metrics-port``).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    #: Receive OTLP/HTTP here (``--otlp``), as a live input.
+    otlp: OtlpOptions | None = None
 
     @property
     def live(self) -> bool:
-        """Inputs are followed rather than read once."""
-        return self.follow or bool(self.watch)
+        """Inputs are followed (or received) rather than read once."""
+        return self.follow or bool(self.watch) or self.otlp is not None
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -152,6 +156,7 @@ class _Run:
         self.metrics: Metrics | None = None
         #: Cancelled to stop reading (a signal, --fail-fast).
         self.reading = anyio.CancelScope()
+        self.receiver: OtlpReceiver | None = None
 
     # ------------------------------------------------------------ verdicts
     def emit(self, verdicts: Sequence[Verdict]) -> None:
@@ -476,8 +481,7 @@ class _Run:
     def finish(self, *, close_traces: bool) -> RunSummary:
         if close_traces:
             self.emit(self.engine.finish())
-        for anomaly in self.engine.anomalies:
-            log_anomaly(self.log, anomaly, Location())
+        log_anomalies(self.log, ((a, Location()) for a in self.engine.anomalies))
         self.summary.anomalies += len(self.engine.anomalies)
         self.engine.anomalies.clear()
         self.sink.close()
@@ -517,6 +521,8 @@ async def run(
         from trajgrade.metrics import Metrics
 
         state.metrics = Metrics()
+        for collector in getattr(sink, "collectors", ()):
+            state.metrics.registry.register(collector)  # e.g. --export-otlp's drops
         server = state.metrics.serve(options.metrics_port, host=options.metrics_host)
         state.metrics.set_ready(True)
         log.info("metrics_serving", host=options.metrics_host, port=server.port)
@@ -540,7 +546,11 @@ async def _run(
 ) -> RunSummary:
     live: LiveFiles | None = None
     sources: list[StreamSource] = []
-    if options.live:
+    if options.otlp is not None:
+        from trajgrade.telemetry.receiver import bind
+
+        state.receiver = bind(options.otlp, log)
+    if options.follow or options.watch:
         from trajgrade.sources.live import LiveFiles
 
         live = LiveFiles(
@@ -591,16 +601,21 @@ async def _serve(
 
         async def read_all() -> None:
             with reading:
-                if live is not None:
-                    await state.read_live(live)
-                for src in sources:
-                    try:
-                        await state.read(src)
-                    except SourceError as exc:
-                        log.error("source_failed", source=src.name, reason=exc.message)
-                        state.summary.input_errors += 1
-                        state.summary.failed_sources.append(src.name)
-            conclude(state, live=live is not None)
+                async with anyio.create_task_group() as received:
+                    if state.receiver is not None:
+                        received.start_soon(state.receiver.receive, state)
+                    if live is not None:
+                        await state.read_live(live)
+                    for src in sources:
+                        try:
+                            await state.read(src)
+                        except SourceError as exc:
+                            log.error(
+                                "source_failed", source=src.name, reason=exc.message
+                            )
+                            state.summary.input_errors += 1
+                            state.summary.failed_sources.append(src.name)
+            conclude(state, live=live is not None or state.receiver is not None)
             if actions is not None:
                 # The final verdicts may have started --on-fail commands.
                 await actions.drain(actions.options.on_fail_timeout + 1.0)

@@ -56,7 +56,13 @@ class ConsoleWriter:
 class StatusLine:
     """Progress (batch, known size) or a live status line."""
 
-    def __init__(self, *, total_bytes: int | None, out: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        total_bytes: int | None,
+        out: IO[str] | None = None,
+        label: str | None = None,
+    ) -> None:
         from rich.console import Console
         from rich.live import Live
         from rich.progress import (
@@ -77,7 +83,7 @@ class StatusLine:
         columns.append(TextColumn("{task.fields[stats]}"))
         self._progress: Progress = Progress(*columns, console=self.console)
         self._task: TaskID = self._progress.add_task(
-            "grading" if total_bytes else "following",
+            label or ("grading" if total_bytes else "following"),
             total=total_bytes or None,
             stats="",
         )

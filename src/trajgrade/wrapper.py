@@ -76,7 +76,7 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_STOPPED: Final = 3
 EXIT_AGENT_FAILED: Final = 4
-#: Exit statuses of ``trajgrade run`` and what they mean (README and ``--help``).
+#: Exit statuses of ``trajgrade run`` and what they mean (docs/hooks.md and ``--help``).
 EXIT_CODES: Final = {
     EXIT_OK: "the agent exited 0 and every verdict passed",
     EXIT_FAILED: "the agent ran to its end and at least one verdict is fail or error",

@@ -4,15 +4,18 @@ config text (in the upstream's own layout) -> ``decode_config`` ->
 ``compile_suite`` -> the trace serialised in its upstream format ->
 ``grade_bytes`` (format auto-detected; dataset rows as samples) -> verdict.
 
-Cases come from ``../shared/conformance/`` (found relative to the repository,
-or via ``TRAJGRADE_SHARED``) and from every ``*.jsonl`` in the directories
-listed in ``TRAJGRADE_EXTRA_CASES`` (``os.pathsep``-separated). Test ids are
+Cases come from ``cases/`` beside this file (a checked copy of the shared
+conformance files, provenance in ``cases/SOURCES.md``), plus the cases of
+``$TRAJGRADE_SHARED/conformance/*.jsonl`` that are not bundled, plus every
+``*.jsonl`` in the directories listed in ``TRAJGRADE_EXTRA_CASES``
+(``os.pathsep``-separated). Test ids are
 the cases' ``source`` strings. Each upstream family (``family_*.py``) knows
 how its users write configs and traces and what its expectations mean.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -26,7 +29,7 @@ from trajgrade.errors import ConfigError
 from trajgrade.pipeline import grade_bytes
 
 HERE = Path(__file__).resolve()
-SHARED = Path(os.environ.get("TRAJGRADE_SHARED", HERE.parents[3] / "shared"))
+CASES_DIR = HERE.parent / "cases"
 #: Upstream case files this release implements.
 SUITES = (
     "vally.jsonl",
@@ -55,7 +58,10 @@ FAMILIES = {
 
 
 def _case_files() -> list[Path]:
-    files = [SHARED / "conformance" / name for name in SUITES]
+    files = [CASES_DIR / name for name in SUITES]
+    shared = os.environ.get("TRAJGRADE_SHARED")
+    if shared:
+        files.extend(sorted((Path(shared) / "conformance").glob("*.jsonl")))
     extra = os.environ.get("TRAJGRADE_EXTRA_CASES", "")
     for d in filter(None, extra.split(os.pathsep)):
         files.extend(sorted(Path(d).glob("*.jsonl")))
@@ -63,26 +69,26 @@ def _case_files() -> list[Path]:
 
 
 def _cases() -> list[Any]:
-    params = []
+    params, seen = [], set()
     for path in _case_files():
-        if not path.exists():
-            continue
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 case = json.loads(line)
-                params.append(pytest.param(case, id=case["source"]))
+                if case["source"] not in seen:  # a shared copy of a bundled case
+                    seen.add(case["source"])
+                    params.append(pytest.param(case, id=case["source"]))
     return params
 
 
 CASES = _cases()
 
 
-def test_shared_cases_are_present() -> None:
-    """The shared conformance files are found, so the parametrised run is not empty."""
+def test_bundled_cases_are_the_recorded_copies() -> None:
+    """Every bundled file is present with the sha256 its SOURCES.md records."""
+    sources = (CASES_DIR / "SOURCES.md").read_text(encoding="utf-8")
     for name in SUITES:
-        assert (SHARED / "conformance" / name).exists(), (
-            f"set TRAJGRADE_SHARED (looked in {SHARED})"
-        )
+        digest = hashlib.sha256((CASES_DIR / name).read_bytes()).hexdigest()
+        assert f"`{name}`" in sources and digest in sources, name
     assert len(CASES) >= 238
 
 

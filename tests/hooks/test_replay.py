@@ -145,6 +145,8 @@ def test_broken_config_fails_open_and_says_so(tmp_path: Path) -> None:
     proc = run_hook("claude-code", pre, "-c", policy, "--state-dir", tmp_path / "s")
     assert (proc.returncode, proc.stdout) == (0, "")
     assert "invalid config" in proc.stderr
+    # once on stderr, readable; the JSON record goes to the log file only
+    assert proc.stderr.count("no-such-grader") == 1, proc.stderr
     assert "no-such-grader" in (tmp_path / "s" / "hooks.log").read_text()
 
 

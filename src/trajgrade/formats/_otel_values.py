@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import msgspec
 
-__all__ = ("BadValue", "attributes", "json_object", "nanos")
+__all__ = ("BadValue", "any_value", "attributes", "json_object", "nanos")
 
 _JSON: Final = msgspec.json.Decoder()
 _SPECIAL_DOUBLES: Final = frozenset({"NaN", "Infinity", "-Infinity"})
@@ -78,6 +78,11 @@ def _value(raw: Any, field: str) -> Any:
         return attributes(value.get("values"), f"{where}.values")
     msg = f"not a valid AnyValue {kind}: {value!r}"
     raise BadValue(msg, field=where)
+
+
+def any_value(raw: Any, field: str) -> Any:
+    """A log record's ``body`` (or any single ``AnyValue``); None when absent."""
+    return None if raw is None else _value(raw, field)
 
 
 def attributes(raw: Any, field: str = "attributes") -> dict[str, Any]:

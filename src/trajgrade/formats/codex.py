@@ -15,7 +15,7 @@ Three line layouts, told apart line by line (one reader reads them all):
   ``turn.started``, ``item.started|updated|completed``, ``turn.completed``,
   ``turn.failed``, ``error``; no timestamps.
 
-Mapping and decisions (the README's "Codex logs" gives the reasons):
+Mapping and decisions (docs/formats.md, "codex", gives the reasons):
 
 1. Trace id: ``session_meta.id`` (rollout), the header's ``id`` (bare),
    ``thread.started.thread_id`` (exec); before one is seen, the source's

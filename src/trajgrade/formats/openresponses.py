@@ -14,7 +14,7 @@ A line holds one of:
 Whole traces end with ``trace_end``; unnamed ones are the source's default
 trace, then ``<default>#2``, ``#3``, … (as for vally trajectories).
 
-Mapping (decisions in the README, "openresponses"):
+Mapping (decisions in docs/formats.md, "openresponses"):
 
 * ``message`` (``role``; ``content`` a string or parts, whose ``input_text``/
   ``output_text``/``text`` texts and ``refusal`` texts are concatenated with

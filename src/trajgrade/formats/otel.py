@@ -1,5 +1,8 @@
 """OpenTelemetry GenAI spans in OTLP/JSON export form (issue #5).
 
+Lines holding log records (``resourceLogs``: agents' events) are read by
+:mod:`trajgrade.formats.otel_logs`; metrics lines are accepted and skipped.
+
 Each line is one ``ExportTraceServiceRequest`` as the collector's file
 exporter writes it: ``{"resourceSpans": [{"resource", "scopeSpans": [{"scope",
 "spans": [...]}]}]}``. Spans are read by the GenAI semantic conventions
@@ -65,6 +68,7 @@ from typing import TYPE_CHECKING, Any, Final
 from trajgrade.events import AgentError, Event, ToolCall, ToolResult, TurnStart, Usage
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats._otel_values import BadValue, attributes, json_object, nanos
+from trajgrade.formats.otel_logs import read_logs
 
 if TYPE_CHECKING:
     from trajgrade.errors import InputError
@@ -208,11 +212,16 @@ class OtelReader(RecordReader):
     """Translates OTLP/JSON export lines of GenAI spans to canonical events."""
 
     format = "otel"
-    expected = 'an OTLP/JSON ExportTraceServiceRequest ({"resourceSpans": [...]})'
+    expected = 'an OTLP/JSON ExportTraceServiceRequest ({"resourceSpans": [...]}) or ExportLogsServiceRequest ({"resourceLogs": [...]})'
 
     def record(
         self, record: Any, n: int, events: list[Event], errors: list[InputError]
     ) -> None:
+        if isinstance(record, dict) and isinstance(record.get("resourceLogs"), list):
+            read_logs(self, record, n, events, errors)
+            return
+        if isinstance(record, dict) and isinstance(record.get("resourceMetrics"), list):
+            return  # metrics carry no trajectory (accepted, not read)
         if not isinstance(record, dict) or not isinstance(
             record.get("resourceSpans"), list
         ):
@@ -246,11 +255,12 @@ class OtelReader(RecordReader):
 
 class _OtelFormat:
     name = "otel"
-    summary = "OpenTelemetry GenAI spans, OTLP/JSON: one ExportTraceServiceRequest ({resourceSpans: [...]}) per line, as the collector's file exporter writes"
+    summary = "OpenTelemetry, OTLP/JSON: GenAI spans ({resourceSpans: [...]}) and agents' log events ({resourceLogs: [...]}: Claude Code, Codex, Gemini CLI, gen_ai.*), one export request per line, as the collector's file exporter writes"
 
     def sniff(self, record: object) -> bool:
-        return isinstance(record, dict) and isinstance(
-            record.get("resourceSpans"), list
+        return isinstance(record, dict) and any(
+            isinstance(record.get(k), list)
+            for k in ("resourceSpans", "resourceLogs", "resourceMetrics")
         )
 
     def reader(self, *, source: str, default_trace: str) -> OtelReader:

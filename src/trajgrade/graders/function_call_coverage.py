@@ -2,7 +2,7 @@
 
 LatticeFlow AI GO! documents this scorer only by its outputs and a four-row
 table (``shared/notes/upstream-semantics.md`` §5). Where it is silent the
-decision is recorded here and in the README ("AI GO! function_call_coverage
+decision is recorded here and in docs/semantics.md ("AI GO! function_call_coverage
 decisions", §8.20):
 
 * ``function_calls`` is a Jinja template over ``sample`` (the trace's dataset

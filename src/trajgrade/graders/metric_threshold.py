@@ -6,7 +6,7 @@ score is 1; over it the score falls linearly,
 ``max(0, 1 - (value - max) / max(max, 1))``, and the trace fails.
 
 What is counted (vally reads precomputed metrics whose definitions are not
-public; these are trajgrade's decisions, also in the README):
+public; these are trajgrade's decisions, also in docs/semantics.md):
 
 * token-budget: ``input_tokens + output_tokens`` over all ``usage`` events
   (cached and reasoning tokens are not added: vally says "input + output").

@@ -1,7 +1,7 @@
 """vally ``tool-calls``: required / disallowed / sequence tool matchers, streaming.
 
 Semantics follow the vally documentation (seed 000); where it is silent the
-decision is recorded here and in the README ("vally tool-calls decisions"):
+decision is recorded here and in docs/semantics.md ("vally tool-calls"):
 
 * A *completed* call is a ``tool_call`` paired with its ``tool_result`` by
   ``call_id`` (a result without an id pairs with the oldest open call).

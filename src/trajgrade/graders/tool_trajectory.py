@@ -13,7 +13,7 @@ agentv's, texts included; pass iff ``score >= threshold`` (the entry's
 A trace with neither a tool call nor an output message (any role but
 ``user``/``system``) scores 0: ``No trace available for evaluation``.
 
-Decisions (README "agentv tool_trajectory"): default ``args_match`` is
+Decisions (docs/semantics.md, "agentv tool_trajectory"): default ``args_match`` is
 superset, as documented (``agentv_compat`` selects a release's behaviour);
 ``exact`` ignores extra trailing calls in the score, as agentv does; an
 ``in_order`` args mismatch consumes the call and the item is not retried.

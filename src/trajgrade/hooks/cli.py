@@ -15,6 +15,7 @@ import sys
 import click
 
 from trajgrade.cli_options import allow_code_option, config_option, load_policy
+from trajgrade.http_options import edge_limits, http_limit_options
 
 __all__ = ("hook", "serve")
 
@@ -194,6 +195,7 @@ def _agent_warnings(config_path: str, agent: str) -> None:
     help="Seconds between checkpoints of changed sessions.",
 )
 @allow_code_option
+@http_limit_options()
 def serve(
     config_path: str,
     host: str,
@@ -202,6 +204,9 @@ def serve(
     verdicts_path: str | None,
     checkpoint_interval: float,
     allow_code: bool,
+    max_body: int,
+    read_timeout: float,
+    token_env: str | None,
 ) -> None:
     """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
     from trajgrade.graders import BuildContext
@@ -218,6 +223,7 @@ def serve(
             state_dir=state_dir or default_state_dir(),
             verdicts=verdicts_path,
             checkpoint_interval=checkpoint_interval,
+            limits=edge_limits(max_body, read_timeout, token_env),
         )
     except (ValueError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)

@@ -154,12 +154,12 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         suite = _suite(opts, state_dir)
     except _BadConfig as exc:
         text = str(exc)
-        log.write("error", "config_error", agent=agent, error=text)
+        log.write("error", "config_error", agent=agent, error=text, echo=False)
         return _fail(
             agent, event, opts.fail_closed, f"invalid config: {text}", notice=True
         )
     except Exception as exc:
-        log.write("error", "bad_payload", agent=agent, error=str(exc))
+        log.write("error", "bad_payload", agent=agent, error=str(exc), echo=False)
         return _fail(agent, event, opts.fail_closed, str(exc))
     try:
         store = SessionStore(
@@ -168,7 +168,11 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         result = _step_locked(store, suite, agent, session, payload, now, log)
     except Exception as exc:
         log.write(
-            "error", "internal_error", agent=agent, error=f"{type(exc).__name__}: {exc}"
+            "error",
+            "internal_error",
+            agent=agent,
+            error=f"{type(exc).__name__}: {exc}",
+            echo=False,
         )
         return _fail(agent, event, opts.fail_closed, f"internal error: {exc}")
     if opts.verdicts and result.verdicts:
@@ -282,18 +286,21 @@ def _append_verdicts(path: str, verdicts: list[Any]) -> None:
 
 
 class _Log:
-    """JSON lines to the hook log file; problems also to stderr."""
+    """JSON lines to the hook log file; problems also to stderr, unless the
+    caller answers with :func:`_fail`, which prints the one readable line."""
 
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def write(self, level: str, event: str, **fields: Any) -> None:
+    def write(
+        self, level: str, event: str, *, echo: bool = True, **fields: Any
+    ) -> None:
         import msgspec
 
         line = msgspec.json.encode(
             {"ts": time.time(), "level": level, "event": event, **fields}
         )
-        if level in ("warning", "error"):
+        if echo and level in ("warning", "error"):
             sys.stderr.write(f"trajgrade hook: {line.decode()}\n")
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)

@@ -15,16 +15,17 @@ there. A session that ends is dropped from memory and disk.
 
 Why the standard library's ``ThreadingHTTPServer``: hook bodies are small
 and the daemon serves one machine's agents on 127.0.0.1; it needs no new
-dependency, and with Nagle off it answers in well under a millisecond.
-Only loopback addresses are accepted for ``host``.
+dependency, and with Nagle off it answers in well under a millisecond. Its
+request handling is the shared hardened edge (:mod:`trajgrade.http_edge`):
+400 on bad framing, 413 over ``Limits.max_body``, read timeouts, chunked and
+gzip bodies, no tracebacks. Only loopback addresses are accepted for ``host``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -33,13 +34,13 @@ from trajgrade.hooks.invoke import _Log
 from trajgrade.hooks.payloads import AGENTS
 from trajgrade.hooks.session import SessionState, new_state, step
 from trajgrade.hooks.store import SessionStore
+from trajgrade.http_edge import LOOPBACK, EdgeHandler, EdgeServer, Limits
 
 if TYPE_CHECKING:
     from trajgrade.config import Suite
 
-__all__ = ("HookServer", "serve")
+__all__ = ("LOOPBACK", "HookServer", "Limits", "serve")
 
-LOOPBACK: Final = ("127.0.0.1", "::1", "localhost")
 _DEC: Final = msgspec.json.Decoder()
 
 
@@ -53,10 +54,8 @@ class _Live:
         self.dirty = False
 
 
-class HookServer(ThreadingHTTPServer):
+class HookServer(EdgeServer):
     """The daemon: sessions in memory, checkpointed to ``state_dir``."""
-
-    daemon_threads = True
 
     def __init__(
         self,
@@ -67,16 +66,17 @@ class HookServer(ThreadingHTTPServer):
         state_dir: str,
         verdicts: str | None = None,
         checkpoint_interval: float = 1.0,
+        limits: Limits | None = None,
     ) -> None:
-        if host not in LOOPBACK:
-            msg = f"trajgrade serve listens on loopback only (got host {host!r}); use 127.0.0.1"
-            raise ValueError(msg)
-        super().__init__((host, port), _Handler)
+        super().__init__(
+            (host, port), _Handler, limits=limits or Limits(), what="trajgrade serve"
+        )
         self.suite = suite
         self.state_dir = state_dir
         self.verdicts_path = verdicts
         self.interval = checkpoint_interval
         self.log = _Log(f"{state_dir}/hooks.log")
+        self.report = lambda event, fields: self.log.write("warning", event, **fields)
         self._stores = {a: SessionStore(state_dir, a) for a in AGENTS}
         self._live: dict[tuple[str, str], _Live] = {}
         self._lock = threading.Lock()
@@ -178,15 +178,8 @@ class HookServer(ThreadingHTTPServer):
         super().server_close()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Header and body are separate writes; with Nagle on, a keep-alive
-    # client's delayed ACK would hold every answer back ~40 ms.
-    disable_nagle_algorithm = True
+class _Handler(EdgeHandler):
     server: HookServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass  # one line per call would swamp the log; decisions are logged
 
     def do_GET(self) -> None:
         if self.path == "/health":
@@ -195,8 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"not found; POST /hook/<agent>\n", 0)
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        self.authorize()
+        body = self.read_body()
         agent = self.path.split("?", 1)[0].removeprefix("/hook/")
         if agent not in AGENTS:
             msg = f"unknown hook path {self.path!r}; POST /hook/<{'|'.join(AGENTS)}>\n"
@@ -218,14 +211,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, out, code)
 
     def _send(self, status: int, body: bytes, code: int) -> None:
-        self.send_response(status)
-        self.send_header(
-            "Content-Type", "application/json" if status == 200 else "text/plain"
+        self.reply(
+            status,
+            body,
+            content_type="application/json" if status == 200 else "text/plain",
+            headers={"X-Trajgrade-Exit": str(code)},
         )
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("X-Trajgrade-Exit", str(code))
-        self.end_headers()
-        self.wfile.write(body)
 
 
 def serve(server: HookServer) -> None:

@@ -9,7 +9,7 @@ for the same events streamed in one process (the checkpoint is the engine's
 own).
 
 What a failed verdict does is the grader's ``on_fail`` (``suite.on_fail``,
-see the README "Stop a running agent"): ``deny`` refuses the pending call
+see docs/hooks.md): ``deny`` refuses the pending call
 when a final fail was decided by that call (a fail decided elsewhere, e.g. a
 ``required`` call missing at the end, can only be reported); ``abort`` stops
 the run, whatever decided it, and also refuses the call that decided a

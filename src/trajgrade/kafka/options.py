@@ -53,6 +53,11 @@ class KafkaOptions(msgspec.Struct, kw_only=True, frozen=True):
     group: str = "trajgrade"
     verdicts_topic: str | None = None
     repartition: bool = False
+    #: ``lines`` (one event line per record), or the Collector's Kafka
+    #: exporter encodings ``otlp_proto`` / ``otlp_json``.
+    encoding: str = "lines"
+    #: The OTLP signal of ``otlp_*`` records: ``logs`` or ``traces``.
+    otlp_signal: str = "logs"
     max_open_traces: int = 100_000
     metrics_port: int | None = None
     metrics_host: str = DEFAULT_METRICS_HOST
@@ -65,6 +70,19 @@ class KafkaOptions(msgspec.Struct, kw_only=True, frozen=True):
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+
+    @property
+    def otlp(self) -> tuple[str, str] | None:
+        """The records' OTLP message (as its HTTP path) and content type;
+        None for lines."""
+        if self.encoding == "lines":
+            return None
+        ctype = (
+            "application/json"
+            if self.encoding == "otlp_json"
+            else "application/x-protobuf"
+        )
+        return f"/v1/{self.otlp_signal}", ctype
 
     @property
     def changelog_topic(self) -> str:
@@ -135,6 +153,20 @@ _OPTIONS: Final[list[Callable[[Any], Any]]] = [
         help="Re-key records by trace id through an internal topic first (topics not keyed by trace).",
     ),
     click.option(
+        "--kafka-encoding",
+        type=click.Choice(["lines", "otlp_proto", "otlp_json"]),
+        default="lines",
+        show_default=True,
+        help="Record values: event lines, or OTLP payloads as the OpenTelemetry Collector's Kafka exporter writes them.",
+    ),
+    click.option(
+        "--kafka-otlp-signal",
+        type=click.Choice(["logs", "traces"]),
+        default="logs",
+        show_default=True,
+        help="With otlp_* encodings: the records hold logs (agents' events) or traces (GenAI spans).",
+    ),
+    click.option(
         "--max-open-traces",
         type=click.IntRange(min=1),
         default=100_000,
@@ -191,6 +223,8 @@ _FIELDS: Final = {
     "group": "group",
     "verdicts_topic": "verdicts_topic",
     "repartition": "repartition",
+    "kafka_encoding": "encoding",
+    "kafka_otlp_signal": "otlp_signal",
     "max_open_traces": "max_open_traces",
     "metrics_port": "metrics_port",
     "metrics_host": "metrics_host",
@@ -234,6 +268,9 @@ def _build(values: dict[str, Any]) -> KafkaOptions | None:
         return None
     if topic is None:
         msg = "--kafka-bootstrap needs --topic (the topic of agent events to grade)"
+        raise click.UsageError(msg)
+    if values["repartition"] and values["encoding"] != "lines":
+        msg = "--repartition re-keys event lines by trace id; OTLP payloads (--kafka-encoding otlp_*) must be keyed by session upstream (see deploy/otel/collector-kafka.yaml)"
         raise click.UsageError(msg)
     if values["security_protocol"].startswith("SASL_") and not values["sasl_username"]:
         msg = f"--kafka-security-protocol {values['security_protocol']} needs --kafka-sasl-username (and the password in ${PASSWORD_ENV} or --kafka-sasl-password-file)"

@@ -98,6 +98,7 @@ class PartitionWorker:
         max_line_bytes: int,
         samples: dict[str, Any] | None,
         restored: PartitionState | None,
+        otlp: tuple[str, str] | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -108,6 +109,8 @@ class PartitionWorker:
             f"{topic}[{partition}]", fmt=fmt, max_line_bytes=max_line_bytes
         )
         self._line = 1
+        #: Records are OTLP payloads of this signal (``--kafka-encoding``).
+        self.otlp = otlp
         self.covered: dict[str, int] = {}
         self.replay_until = -1
         self.closed_order: OrderedDict[str, None] = OrderedDict()
@@ -131,6 +134,8 @@ class PartitionWorker:
     def decode(self, records: list[Any]) -> tuple[Decoded, list[Problem]]:
         """Decode records into events; empty records are reported here."""
         problems: list[Problem] = []
+        if self.otlp is not None:
+            records = otlp_lines(records, self.otlp, problems)
         chunk = _lines(list(map(_VALUE, records)))
         if chunk is not None:
             fed = records
@@ -308,6 +313,35 @@ class PartitionWorker:
             old, _ = self.closed_order.popitem(last=False)
             out.append((old.encode(), None))
         return out
+
+
+def otlp_lines(
+    records: list[Any], otlp: tuple[str, str], problems: list[Problem]
+) -> list[Any]:
+    """Collector-exported OTLP payloads (``otlp_proto`` or ``otlp_json``) as
+    records whose value is one OTLP/JSON line; a bad payload is rejected."""
+    import dataclasses
+
+    from trajgrade.telemetry.codec import BadPayload, decode
+
+    path, ctype = otlp
+    out = []
+    for rec in records:
+        value = rec.value or b""
+        try:
+            line = decode(path, value, ctype).line
+        except BadPayload as exc:
+            problems.append(
+                Problem(
+                    kind="input_rejected",
+                    offset=rec.offset,
+                    trace=_key(rec),
+                    reason=f"not an OTLP payload: {exc}",
+                )
+            )
+            continue
+        out.append(dataclasses.replace(rec, value=line))
+    return out
 
 
 def _lines(values: list[Any]) -> bytes | None:

@@ -203,6 +203,7 @@ class _Grader:
                 max_line_bytes=self.options.max_line_bytes,
                 samples=self.options.samples,
                 restored=state,
+                otlp=self.kafka.otlp,
             )
             worker.position = committed[p]
             self.workers[p] = worker

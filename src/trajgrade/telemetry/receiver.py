@@ -1,0 +1,209 @@
+"""``trajgrade grade --otlp HOST:PORT``: an OTLP/HTTP receiver feeding the run.
+
+``POST /v1/logs`` and ``/v1/traces`` (``/v1/metrics`` is accepted and not
+graded), with ``application/x-protobuf`` or ``application/json`` bodies,
+gzip or not, sized or chunked, on the hardened edge of
+:mod:`trajgrade.http_edge`. Each body is decoded in the handler's thread by
+:mod:`trajgrade.telemetry.codec` into one OTLP/JSON line and handed to the
+event loop, which grades it like a line of a followed file (the ``otel``
+format; one input, ``otlp:HOST:PORT``, whose "line" numbers count requests):
+live verdicts, ``--state``, ``--on-fail`` and metrics work as for files.
+
+Answers follow the OTLP/HTTP specification:
+
+* 200 with an ``Export*ServiceResponse`` in the request's encoding, whose
+  ``partial_success`` counts the records rejected as input errors (they are
+  also logged, located, as for files): the client must not retry them;
+* 400 (a ``google.rpc.Status``) for a body that is not the message: not
+  retryable;
+* 503 with ``Retry-After`` when the queue between the HTTP threads and the
+  grader is full (back-pressure) or the run is stopping: retryable;
+* the edge's own 400/401/408/413/415 for framing, auth and size.
+
+The handler answers once the body is graded (or after ``read_timeout``
+seconds at most), so a 200 means the events reached the engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+
+from trajgrade.errors import SourceError
+from trajgrade.http_edge import EdgeHandler, EdgeServer, HttpError, Limits
+from trajgrade.telemetry.codec import (
+    SIGNALS,
+    BadPayload,
+    Decoded,
+    decode,
+    response,
+    status,
+)
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+
+    from trajgrade.telemetry import OtlpOptions
+
+__all__ = ("OtlpReceiver", "bind")
+
+_TYPES: Final = ("application/x-protobuf", "application/json")
+#: A reply to an item the loop will not grade (the run is stopping).
+_STOPPING: Final = (-1, "trajgrade is shutting down; retry")
+_Item = tuple[Decoded, "Future[tuple[int, str]]"]
+
+
+class OtlpReceiver(EdgeServer):
+    """The listening receiver; :meth:`receive` runs it inside a run."""
+
+    def __init__(self, options: OtlpOptions, log: Any) -> None:
+        limits = Limits(
+            max_body=options.max_body,
+            timeout=options.read_timeout,
+            body_timeout=options.read_timeout,
+            token=options.token,
+        )
+        super().__init__(
+            (options.host, options.port),
+            _Handler,
+            limits=limits,
+            allow_remote=options.allow_remote,
+            what="trajgrade grade --otlp",
+        )
+        self.options = options
+        self.log = log
+        self.report = lambda event, fields: log.warning(event, **fields)
+        self._send: MemoryObjectSendStream[_Item] | None = None
+        self._token: Any = None
+
+    @property
+    def name(self) -> str:
+        return f"otlp:{self.options.host}:{self.server_address[1]}"
+
+    # ------------------------------------------------------------ HTTP threads
+    def submit(self, decoded: Decoded) -> tuple[int, str]:
+        """Hand one decoded body to the loop; (rejected, message) once graded."""
+        send = self._send
+        if send is None:
+            return _STOPPING
+        done: Future[tuple[int, str]] = Future()
+        try:
+            anyio.from_thread.run_sync(
+                send.send_nowait, (decoded, done), token=self._token
+            )
+        except anyio.WouldBlock:
+            return (-2, "trajgrade's queue is full; retry later")
+        except (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return _STOPPING
+        try:
+            return done.result(timeout=self.options.read_timeout)
+        except FutureTimeout:
+            return (0, "")  # queued, graded soon: accepted
+
+    # ------------------------------------------------------------ event loop
+    async def receive(self, run: Any) -> None:
+        """Serve and grade until cancelled (``run`` is the runner's state)."""
+        send, recv = anyio.create_memory_object_stream[_Item](self.options.queue_size)
+        self._send, self._token = send, anyio.lowlevel.current_token()
+        thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
+        )
+        thread.start()
+        url = f"http://{self.options.host}:{self.server_address[1]}"
+        self.log.info("otlp_listening", url=url, signals=sorted(SIGNALS))
+        name = self.name
+        tracked = run.tracked(name, name, name)
+        run.inputs[name] = tracked
+        try:
+            async for decoded, done in recv:
+                before = run.summary.input_errors
+                run.take(tracked, decoded.line + b"\n")
+                rejected = run.summary.input_errors - before
+                done.set_result(
+                    (
+                        rejected,
+                        f"{rejected} records could not be read; see trajgrade's log"
+                        if rejected
+                        else "",
+                    )
+                )
+                await run.maybe_checkpoint()
+        finally:
+            self._send = None
+            with anyio.CancelScope(shield=True):
+                send.close()
+                while True:
+                    try:
+                        _, done = recv.receive_nowait()
+                    except (
+                        anyio.WouldBlock,
+                        anyio.EndOfStream,
+                        anyio.ClosedResourceError,
+                    ):
+                        break
+                    done.set_result(_STOPPING)
+                recv.close()
+                await anyio.to_thread.run_sync(self.shutdown)
+                self.server_close()
+
+
+def bind(options: OtlpOptions, log: Any) -> OtlpReceiver:
+    """Listen now, so a taken port or a refused host is a clear error at start."""
+    try:
+        return OtlpReceiver(options, log)
+    except (OSError, ValueError) as exc:
+        msg = f"--otlp {options.host}:{options.port}: {exc}"
+        raise SourceError(msg) from None
+
+
+class _Handler(EdgeHandler):
+    server: OtlpReceiver
+
+    def do_GET(self) -> None:
+        self.reply(405, b"OTLP/HTTP: POST /v1/logs, /v1/traces or /v1/metrics\n")
+
+    def do_POST(self) -> None:
+        self.authorize()
+        path = self.path.split("?", 1)[0]
+        if path not in SIGNALS:
+            self.close_connection = True
+            raise HttpError(
+                404,
+                f"unknown path {path!r}; POST /v1/logs, /v1/traces or /v1/metrics",
+                close=True,
+            )
+        ctype = (
+            (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        )
+        if ctype not in _TYPES:
+            msg = f"Content-Type {ctype!r} is not OTLP; use application/x-protobuf or application/json"
+            raise HttpError(415, msg, close=True)
+        body = self.read_body()
+        try:
+            decoded = decode(path, body, ctype)
+        except BadPayload as exc:
+            self.server.report("otlp_bad_request", {"path": path, "reason": str(exc)})
+            self.reply(400, status(3, str(exc), ctype), content_type=ctype)
+            return
+        rejected, message = (
+            (0, "")
+            if path == "/v1/metrics" or not decoded.records
+            else self.server.submit(decoded)
+        )
+        if rejected < 0:
+            # Retryable: the client's exporter backs off and sends again.
+            self.reply(
+                503,
+                status(14, message, ctype),
+                content_type=ctype,
+                headers={"Retry-After": "1"},
+            )
+            return
+        self.reply(200, response(path, ctype, rejected, message), content_type=ctype)

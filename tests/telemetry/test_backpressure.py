@@ -1,0 +1,82 @@
+"""Back-pressure: when the queue between the HTTP threads and the grader is
+full, the receiver answers 503 with Retry-After (retryable per OTLP), and
+a stopping run answers 503 too, never a hang."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import Future
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+import structlog
+from tests._http import post, raw_request
+
+from trajgrade.telemetry import OtlpOptions
+from trajgrade.telemetry.codec import Decoded
+from trajgrade.telemetry.receiver import OtlpReceiver
+
+BODY = json.dumps(
+    {
+        "resourceLogs": [
+            {
+                "scopeLogs": [
+                    {
+                        "logRecords": [
+                            {
+                                "timeUnixNano": "1",
+                                "body": {"stringValue": "claude_code.user_prompt"},
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+).encode()
+
+
+def _post(port: int) -> tuple[int, dict[str, str], bytes]:
+    headers = {"Content-Type": "application/json", "Content-Length": str(len(BODY))}
+    status, h, body, _ = raw_request(port, post("/v1/logs", BODY, headers))
+    return status, h, body
+
+
+def test_full_queue_is_503_with_retry_after() -> None:
+    async def main() -> None:
+        receiver = OtlpReceiver(
+            OtlpOptions(port=0, queue_size=1), structlog.get_logger()
+        )
+        send, recv = anyio.create_memory_object_stream[
+            tuple[Decoded, Future[tuple[int, str]]]
+        ](1)
+        # The grader side, held still: one request fills the queue.
+        receiver._send, receiver._token = send, anyio.lowlevel.current_token()
+        send.send_nowait((Decoded(b"{}", 1), Future()))
+        thread = threading.Thread(
+            target=receiver.serve_forever, kwargs={"poll_interval": 0.05}
+        )
+        thread.start()
+        try:
+            status, headers, body = await anyio.to_thread.run_sync(
+                _post, receiver.server_address[1]
+            )
+            assert status == 503
+            assert headers["retry-after"] == "1"
+            assert "queue is full" in json.loads(body)["message"]
+            receiver._send = None  # the run is stopping
+            status, _, body = await anyio.to_thread.run_sync(
+                _post, receiver.server_address[1]
+            )
+            assert status == 503
+            assert "shutting down" in json.loads(body)["message"]
+        finally:
+            await anyio.to_thread.run_sync(receiver.shutdown)
+            receiver.server_close()
+            thread.join()
+            send.close()
+            recv.close()
+
+    anyio.run(main)

@@ -1,0 +1,177 @@
+"""--junit's XML (read back by junitparser) and --export-otlp's delivery
+(bounded queue, retries, record shape) against a recording OTLP sink."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from junitparser import Error, Failure, JUnitXml
+from tests.telemetry._grade import OtlpSink
+
+from trajgrade.telemetry.export import EvaluationExporter, decision_record
+from trajgrade.telemetry.junit import JunitSink
+from trajgrade.verdicts import Action, GuardDecision, Outcome, Verdict, verdict_id
+
+
+def _verdict(
+    trace: str, grader: str, outcome: Outcome, evidence: str = "", *, final: bool = True
+) -> Verdict:
+    return Verdict(
+        id=verdict_id(trace, grader, final=final),
+        trace_id=trace,
+        grader=grader,
+        kind="tool-calls",
+        outcome=outcome,
+        score=1.0 if outcome is Outcome.PASS else 0.0,
+        final=final,
+        evidence=evidence,
+    )
+
+
+def test_junit_suites_cases_failures_and_errors(tmp_path: Path) -> None:
+    out = tmp_path / "j.xml"
+    sink = JunitSink(str(out))
+    sink.send(
+        [
+            _verdict("t1", "g1", Outcome.FAIL, "early", final=False),
+            _verdict(
+                "t1",
+                "g1",
+                Outcome.FAIL,
+                'Write note.txt <forbidden> & "quoted"\nline 2',
+            ),
+            _verdict("t1", "g2", Outcome.PASS),
+            _verdict("t2", "g1", Outcome.ERROR, "regex timed out"),
+        ]
+    )
+    sink.close()
+    xml = JUnitXml.fromfile(str(out))
+    suites = {s.name: s for s in xml}
+    assert set(suites) == {"t1", "t2"}
+    assert (suites["t1"].tests, suites["t1"].failures, suites["t1"].errors) == (2, 1, 0)
+    cases = {c.name: c for c in suites["t1"]}
+    [failure] = cases["g1"].result
+    assert isinstance(failure, Failure)
+    assert failure.message == 'Write note.txt <forbidden> & "quoted"'
+    assert "line 2" in (failure.text or "")
+    assert cases["g2"].is_passed
+    [error] = next(iter(suites["t2"])).result
+    assert isinstance(error, Error)
+    assert not (tmp_path / "j.xml.tmp").exists()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(), st.text())
+def test_junit_any_text_gives_parseable_xml(trace: str, evidence: str) -> None:
+    """Control characters, lone surrogates, markup: the report still parses."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "j.xml"
+        sink = JunitSink(str(out))
+        sink.send([_verdict(trace or "t", "g", Outcome.FAIL, evidence)])
+        sink.close()
+        [suite] = list(JUnitXml.fromfile(str(out)))
+        assert suite.failures == 1
+
+
+def test_export_retries_a_503_then_delivers() -> None:
+    sink = OtlpSink(fail_first=2)
+    exp = EvaluationExporter(sink.url, interval=0.05)
+    try:
+        exp.send(
+            [_verdict("5b8efff798038103d269b633813fc60c", "g", Outcome.FAIL, "why")]
+        )
+        deadline = time.monotonic() + 10
+        while not sink.records() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        exp.close()
+        sink.close()
+    assert sink.statuses == [503, 503, 200]
+    [rec] = sink.records()
+    assert rec["trace_id"] == "5b8efff798038103d269b633813fc60c"  # an OTel trace id
+    assert rec["attributes"]["gen_ai.evaluation.explanation"] == "why"
+    assert (exp.sent, exp.dropped) == (1, 0)
+
+
+def test_export_queue_is_bounded_and_never_blocks() -> None:
+    """Nothing listens: sends return at once, the overflow is counted."""
+    exp = EvaluationExporter(
+        "http://127.0.0.1:9",
+        queue_size=10,
+        batch=1000,
+        interval=60,
+        attempts=1,
+        close_timeout=0.5,
+    )
+    start = time.monotonic()
+    exp.send([_verdict(f"t{i}", "g", Outcome.PASS) for i in range(25)])
+    assert time.monotonic() - start < 0.5
+    assert exp.dropped == 15
+    exp.close()
+    assert exp.dropped == 25  # the 10 queued ones could not be delivered either
+
+
+def test_decision_record() -> None:
+    d = GuardDecision(
+        trace_id="s1",
+        grader="no-notes",
+        kind="tool-calls",
+        action=Action("deny")
+        if "deny" in {a.value for a in Action}
+        else next(iter(Action)),
+        outcome=Outcome.FAIL,
+        rule="disallowed[0]",
+        reason="Write note.txt is forbidden",
+        call_id="toolu_1",
+        tool="Write",
+    )
+    rec = decision_record(d)
+    attrs = {kv.key: kv.value for kv in rec.attributes}
+    assert rec.event_name == "gen_ai.evaluation.result"
+    assert attrs["gen_ai.evaluation.score.label"].string_value == d.action.value
+    assert attrs["gen_ai.tool.call.id"].string_value == "toolu_1"
+    assert rec.trace_id == b""  # a session id is not an OTel trace id
+    assert attrs["trajgrade.trace_id"].string_value == "s1"
+
+
+def test_tee_sink_sends_decisions_to_the_exporter() -> None:
+    """Where the run drains ``engine.decisions``, the exporter gets them too."""
+    from trajgrade.telemetry.options import TeeSink
+
+    sink = OtlpSink()
+    exp = EvaluationExporter(sink.url, interval=0.05)
+    junit_like: list[object] = []
+
+    class _Plain:
+        def send(self, verdicts: object) -> None:
+            junit_like.append(verdicts)
+
+        def flush(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    tee = TeeSink(_Plain(), [exp, _Plain()])
+    d = GuardDecision(
+        trace_id="s1",
+        grader="g",
+        kind="tool-calls",
+        action=Action.DENY,
+        outcome=Outcome.FAIL,
+        rule="disallowed[0]",
+        reason="no",
+    )
+    tee.send_decisions([d])
+    deadline = time.monotonic() + 10
+    while not sink.records() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tee.close()
+    sink.close()
+    [rec] = sink.records()
+    assert rec["attributes"]["gen_ai.evaluation.score.label"] == "deny"

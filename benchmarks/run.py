@@ -1,24 +1,28 @@
-"""Benchmark harness: trajgrade against the decode floors, as whole processes.
+"""Benchmark harness: trajgrade against the decode floors and agentv, as whole processes.
 
 For each corpus size this runs, alternating for N rounds,
 
-* ``python -m trajgrade grade -q -c benchmarks/bench.yaml --output jsonl``,
+* ``python -m trajgrade grade -q -c benchmarks/bench.yaml`` (3 checks),
+* ``python -m trajgrade grade -q --allow-code -c benchmarks/six.yaml`` (all
+  six shared checks),
 * ``../shared/bench/floor.py --mode msgspec_struct`` (typed decode, no grading),
 * ``../shared/bench/floor.py --mode stream_ref`` (decode + a naive streaming
-  grader of the same checks),
+  grader of the six checks),
+* agentv 4.42.4's ToolTrajectoryGrader (``peers/agentv.mjs``), when ``node``
+  and ``npm`` are on PATH (installed once into ``~/.cache/trajgrade-bench``),
 
-all with this interpreter, and measures each child's wall time and peak RSS
-(``os.wait4``: that child's own resource usage). trajgrade's pass counts per
-grader are checked against the ``stream_ref`` floor's in the same run.
+and measures each child's wall time, CPU time and peak RSS (``os.wait4``:
+that child's own resource usage). Every trace's verdict of both trajgrade
+configs is checked against the ``stream_ref`` floor's in the same run.
 
 Corpora come from ``../shared/bench/gen_traces.py`` and are cached in
 ``benchmarks/.corpus/<size>/`` (reused when ``manifest.json`` exists).
 
-Exit status: 0 when every child ran and the verdict counts agree (missed
-performance targets are reported, never fatal); 1 when a child crashed or the
-counts disagree; 2 when the setup is broken (no shared dir, generator failed).
+Exit status: 0 when every child ran and the verdicts agree (missed
+performance targets are reported, never fatal); 1 when a child crashed or a
+verdict disagrees; 2 when the setup is broken (no shared dir, generator failed).
 
-Usage: ``python benchmarks/run.py [--sizes medium large] [--rounds 3] [--json PATH]``
+Usage: ``python benchmarks/run.py [--sizes medium large] [--rounds 3] [--json PATH] [--no-agentv]``
 """
 
 from __future__ import annotations
@@ -39,23 +43,52 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _procs import Cost, run_child
+
 REPO = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO / "benchmarks"
 CONFIG = BENCH_DIR / "bench.yaml"
+SIX_CONFIG = BENCH_DIR / "six.yaml"
 CORPUS_CACHE = BENCH_DIR / ".corpus"
 SIZES = ("small", "medium", "large")
 DEFAULT_SIZES = ("medium", "large")
+AGENTV_VERSION = "4.42.4"
+AGENTV_CACHE = (
+    Path("~/.cache/trajgrade-bench").expanduser() / f"agentv-{AGENTV_VERSION}"
+)
+AGENTV_CORE = AGENTV_CACHE / "node_modules" / "@agentv" / "core" / "dist" / "index.js"
 
-TRAJGRADE = "trajgrade"
+TRAJGRADE = "trajgrade"  # bench.yaml
+SIX = "trajgrade_six"  # six.yaml
 MSGSPEC = "msgspec_struct"
 STREAM_REF = "stream_ref"
-PROGRAMS = (TRAJGRADE, MSGSPEC, STREAM_REF)
-# the graders in bench.yaml, named after the stream_ref floor's checks
-CHECKS = ("in_order", "forbidden", "arg_regex")
+AGENTV = "agentv"
+OURS = (TRAJGRADE, SIX)
+ALL_PROGRAMS = (TRAJGRADE, SIX, MSGSPEC, STREAM_REF, AGENTV)
+#: The checks each trajgrade config has, named after the stream_ref floor's.
+CHECKS = {
+    TRAJGRADE: ("in_order", "forbidden", "arg_regex"),
+    SIX: (
+        "in_order",
+        "any_order",
+        "forbidden",
+        "arg_regex",
+        "arg_regex_first",
+        "exact",
+    ),
+}
+#: six.yaml's exact check is two graders (agentv's exact mode ignores a
+#: trailing extra call): it passes when both pass.
+JOINED = {"exact": ("exact", "exact_length")}
 
-TARGET_RATIO = 0.5  # trajgrade events/s >= 0.5x the msgspec_struct floor, on large
-TARGET_RSS_MIB = 60.0  # trajgrade peak RSS on large
 TARGET_SIZE = "large"
+TARGETS = {  # (program, against): least ratio of events/s, on large
+    (SIX, MSGSPEC): 0.7,
+    (SIX, AGENTV): 2.5,
+    (TRAJGRADE, MSGSPEC): 0.8,
+}
+TARGET_RSS_MIB = 60.0  # trajgrade peak RSS on large, either config
 RSS_FLAT_TOLERANCE_MIB = 5.0  # medium -> large growth still called flat
 
 
@@ -75,6 +108,7 @@ class Run:
     program: str
     round: int
     wall_s: float
+    cpu_s: float
     peak_rss_mib: float
     exit_code: int
     ok: bool
@@ -89,7 +123,9 @@ class Summary:
     wall_s_median: float
     wall_s_min: float
     wall_s_max: float
+    cpu_s_median: float
     events_per_s: float
+    events_per_cpu_s: float
     peak_rss_mib_median: float
     peak_rss_mib_max: float
 
@@ -103,17 +139,22 @@ class SizeReport:
     n_events: int
     n_traces: int
     events_bytes: int
+    programs: list[str] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
     summary: dict[str, Summary] = field(default_factory=dict)
+    #: "A/B wall" and "A/B cpu": median over rounds of B's time / A's time
+    #: (A's speed relative to B's), pairs taken from the same round.
     ratios: dict[str, float | None] = field(default_factory=dict)
-    trajgrade_pass_counts: list[dict[str, int]] = field(default_factory=list)
+    pass_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     reference_pass_counts: dict[str, int] = field(default_factory=dict)
-    counts_agree: bool = False
+    #: program -> check -> traces whose verdict differs from the reference.
+    disagreements: dict[str, dict[str, int]] = field(default_factory=dict)
+    verdicts_agree: bool = False
     crashed: bool = False
 
 
 # --------------------------------------------------------------------------- #
-# Setup: shared dir, corpora
+# Setup: shared dir, corpora, agentv
 # --------------------------------------------------------------------------- #
 
 
@@ -156,6 +197,39 @@ def ensure_corpus(shared: Path, size: str) -> Path:
     return target
 
 
+def ensure_agentv() -> str | None:
+    """Install agentv once into the cache; None (with the reason printed) when
+    node or npm is missing or the install fails."""
+    if AGENTV_CORE.is_file():
+        return None
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return "node/npm not on PATH"
+    print(
+        f"installing @agentv/core@{AGENTV_VERSION} into {AGENTV_CACHE} ...", flush=True
+    )
+    AGENTV_CACHE.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [
+            *("npm", "install", "--prefix", str(AGENTV_CACHE)),
+            *("--no-audit", "--no-fund", f"@agentv/core@{AGENTV_VERSION}"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0 or not AGENTV_CORE.is_file():
+        return f"npm install failed ({done.returncode}): {done.stderr[-500:]}"
+    return None
+
+
+def write_checks_json(shared: Path, path: Path) -> None:
+    """The check parameters for the Node peer, from the shared definitions."""
+    sys.path.insert(0, str(shared / "bench"))
+    import common  # type: ignore[import-not-found]
+
+    path.write_text(json.dumps(common.checks_json()))
+
+
 def load_manifest(corpus: Path) -> dict[str, Any]:
     with (corpus / "manifest.json").open() as f:
         doc: dict[str, Any] = json.load(f)
@@ -177,13 +251,23 @@ def warm_page_cache(path: Path) -> None:
 
 def command(program: str, shared: Path, corpus: Path, out: Path) -> list[str]:
     """The argv of one program; ``out`` is where its result lands."""
-    if program == TRAJGRADE:
-        events = str(corpus / "events.jsonl")
+    events = str(corpus / "events.jsonl")
+    if program in OURS:
+        config = (
+            ("--allow-code", "-c", str(SIX_CONFIG))
+            if program == SIX
+            else ("-c", str(CONFIG))
+        )
         return [
             sys.executable,
-            *("-m", "trajgrade", "grade", "-q", "-c", str(CONFIG)),
+            *("-m", "trajgrade", "grade", "-q", *config),
             *("--output", "jsonl", events),
         ]
+    if program == AGENTV:
+        peer = str(BENCH_DIR / "peers" / "agentv.mjs")
+        checks = str(out.with_name("checks.json"))
+        node = shutil.which("node") or "node"
+        return [node, peer, str(AGENTV_CORE), checks, events, str(out)]
     floor = str(shared / "bench" / "floor.py")
     return [
         sys.executable,
@@ -191,69 +275,22 @@ def command(program: str, shared: Path, corpus: Path, out: Path) -> list[str]:
     ]
 
 
-# Forks the measured program, waits for it with os.wait4 and writes
-# "wall_seconds maxrss_kib wait_status" to the file named in argv[1].
-LAUNCHER = """\
-import os, sys, time
-t0 = time.perf_counter()
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execv(sys.argv[2], sys.argv[2:])
-    finally:
-        os._exit(127)
-_, status, usage = os.wait4(pid, 0)
-wall = time.perf_counter() - t0
-with open(sys.argv[1], "w") as f:
-    f.write(f"{wall!r} {usage.ru_maxrss} {status}")
-"""
-
-
-def run_child(argv: list[str], stdout: Path, stderr: Path) -> tuple[float, float, int]:
-    """Run one child; return (wall seconds, peak RSS MiB, exit code).
-
-    The child is forked by a bare launcher (``python -S``, a few MiB) rather
-    than by this process: Linux carries the pre-exec address space's
-    high-water RSS into the child's ``ru_maxrss``, and ``subprocess`` uses
-    vfork, so a child started from here would report at least this
-    harness's own peak (a fork: its current RSS). The launcher's wall time
-    starts at the fork, so its own start-up is not counted.
-    """
-    result = stdout.with_name(stdout.name + ".rusage")
-    result.unlink(missing_ok=True)
-    launcher = [sys.executable, "-S", "-c", LAUNCHER, str(result), *argv]
-    with stdout.open("wb") as out, stderr.open("wb") as err:
-        proc = subprocess.run(
-            launcher,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            cwd=REPO,
-            check=False,
-        )
-    if proc.returncode != 0 or not result.is_file():
-        return 0.0, 0.0, proc.returncode or -1
-    wall, maxrss_kib, status = result.read_text().split()
-    # ru_maxrss is KiB on Linux; it is the child's own (the programs fork nothing)
-    return float(wall), int(maxrss_kib) / 1024.0, os.waitstatus_to_exitcode(int(status))
-
-
 def interpreter_baseline(rounds: int) -> dict[str, float]:
     """``python -c pass`` the same way: the fixed cost in every figure."""
-    walls: list[float] = []
-    rss: list[float] = []
+    costs: list[Cost] = []
     with tempfile.TemporaryDirectory(prefix="trajgrade-bench-") as tmp:
         out, err = Path(tmp) / "out", Path(tmp) / "err"
-        for _ in range(rounds):
-            wall, peak, _code = run_child([sys.executable, "-c", "pass"], out, err)
-            walls.append(wall)
-            rss.append(peak)
-    return {"wall_s": statistics.median(walls), "peak_rss_mib": statistics.median(rss)}
+        argv = [sys.executable, "-c", "pass"]
+        costs.extend(run_child(argv, out, err, REPO) for _ in range(rounds))
+    return {
+        "wall_s": statistics.median(c.wall_s for c in costs),
+        "peak_rss_mib": statistics.median(c.peak_rss_mib for c in costs),
+    }
 
 
 def child_ok(program: str, code: int) -> bool:
-    """trajgrade exits 1 when a verdict failed (expected here); floors exit 0."""
-    return code in (0, 1) if program == TRAJGRADE else code == 0
+    """trajgrade exits 1 when a verdict failed (expected here); others exit 0."""
+    return code in (0, 1) if program in OURS else code == 0
 
 
 def tail(path: Path, limit: int = 2000) -> str:
@@ -261,7 +298,7 @@ def tail(path: Path, limit: int = 2000) -> str:
 
 
 def output_path(tmp: Path, program: str, rnd: int) -> Path:
-    suffix = "jsonl" if program == TRAJGRADE else "json"
+    suffix = "jsonl" if program in OURS else "json"
     return tmp / f"{program}-{rnd}.{suffix}"
 
 
@@ -269,18 +306,28 @@ def run_rounds(report: SizeReport, shared: Path, rounds: int, tmp: Path) -> None
     """A B C A B C ...: interleaved so drift on the machine hits all alike."""
     corpus = Path(report.corpus)
     for rnd in range(1, rounds + 1):
-        for program in PROGRAMS:
+        for program in report.programs:
             out = output_path(tmp, program, rnd)
-            stdout = out if program == TRAJGRADE else tmp / f"{program}-{rnd}.stdout"
+            stdout = out if program in OURS else tmp / f"{program}-{rnd}.stdout"
             stderr = tmp / f"{program}-{rnd}.stderr"
             argv = command(program, shared, corpus, out)
-            wall, rss, code = run_child(argv, stdout, stderr)
-            ok = child_ok(program, code)
-            run = Run(program, rnd, wall, rss, code, ok, "" if ok else tail(stderr))
+            cost = run_child(argv, stdout, stderr, REPO)
+            ok = child_ok(program, cost.exit_code)
+            run = Run(
+                program,
+                rnd,
+                cost.wall_s,
+                cost.cpu_s,
+                cost.peak_rss_mib,
+                cost.exit_code,
+                ok,
+                "" if ok else tail(stderr),
+            )
             report.runs.append(run)
             print(
-                f"  {report.size} round {rnd} {program:<15} {wall:7.2f} s "
-                f"{rss:7.1f} MiB  exit {code}{'' if ok else '  CRASHED'}",
+                f"  {report.size} round {rnd} {program:<15} {cost.wall_s:7.2f} s wall "
+                f"{cost.cpu_s:7.2f} s cpu {cost.peak_rss_mib:7.1f} MiB  "
+                f"exit {cost.exit_code}{'' if ok else '  CRASHED'}",
                 flush=True,
             )
             if not ok:
@@ -292,43 +339,80 @@ def run_rounds(report: SizeReport, shared: Path, rounds: int, tmp: Path) -> None
 # --------------------------------------------------------------------------- #
 
 
-def trajgrade_pass_counts(path: Path) -> dict[str, int]:
-    """Final verdicts with outcome "pass", per grader."""
-    counts: Counter[str] = Counter()
+def trajgrade_verdicts(
+    path: Path, checks: tuple[str, ...]
+) -> dict[str, dict[str, bool]]:
+    """trace id -> check -> passed, from trajgrade's final verdicts."""
+    graders: dict[str, dict[str, bool]] = {}
     with path.open("rb") as f:
         for line in f:
             if not line.strip():
                 continue
-            verdict = json.loads(line)
-            if verdict.get("final") and verdict.get("outcome") == "pass":
-                counts[verdict["grader"]] += 1
-    return {check: counts.get(check, 0) for check in CHECKS}
+            v = json.loads(line)
+            if v.get("final"):
+                graders.setdefault(v["trace_id"], {})[v["grader"]] = (
+                    v["outcome"] == "pass"
+                )
+    out: dict[str, dict[str, bool]] = {}
+    for tid, by_grader in graders.items():
+        out[tid] = {
+            c: all(by_grader.get(g, False) for g in JOINED.get(c, (c,))) for c in checks
+        }
+    return out
 
 
-def reference_pass_counts(path: Path) -> dict[str, int]:
+def reference_verdicts(path: Path) -> dict[str, dict[str, bool]]:
+    """trace id -> check -> passed, from the stream_ref floor's result."""
     with path.open() as f:
         doc = json.load(f)
-    return {check: int(doc["pass_counts"][check]) for check in CHECKS}
+    checks = list(doc["verdicts"])
+    return {
+        tid: {c: bool(doc["verdicts"][c][i]) for c in checks}
+        for i, tid in enumerate(doc["trace_ids"])
+    }
 
 
 def check_verdicts(report: SizeReport, tmp: Path) -> None:
-    """Compare every trajgrade round with the stream_ref floor's pass counts."""
+    """Every trace's verdict of every trajgrade round against the reference."""
     refs = [
-        reference_pass_counts(p)
+        reference_verdicts(p)
         for r in range(1, _rounds(report) + 1)
         if (p := output_path(tmp, STREAM_REF, r)).is_file()
     ]
-    ours = [
-        trajgrade_pass_counts(output_path(tmp, TRAJGRADE, run.round))
-        for run in report.runs
-        if run.program == TRAJGRADE and run.ok
-    ]
-    report.trajgrade_pass_counts = ours
-    report.reference_pass_counts = refs[0] if refs else {}
-    same_refs = all(r == refs[0] for r in refs)
-    report.counts_agree = (
-        bool(refs and ours) and same_refs and all(o == refs[0] for o in ours)
+    if not refs:
+        return
+    ref = refs[0]
+    report.reference_pass_counts = dict(
+        sum(
+            (Counter({c: int(ok) for c, ok in v.items()}) for v in ref.values()),
+            Counter(),
+        )
     )
+    agree = all(r == ref for r in refs)
+    for program in OURS:
+        checks = CHECKS[program]
+        bad: Counter[str] = Counter()
+        seen = False
+        for run in report.runs:
+            if run.program != program or not run.ok:
+                continue
+            seen = True
+            ours = trajgrade_verdicts(output_path(tmp, program, run.round), checks)
+            report.pass_counts[program] = {
+                c: sum(v[c] for v in ours.values()) for c in checks
+            }
+            for tid, expected in ref.items():
+                got = ours.get(tid, {})
+                for c in checks:
+                    if got.get(c) != expected[c]:
+                        bad[c] += 1
+        report.disagreements[program] = {c: bad[c] for c in checks}
+        agree = agree and seen and not bad
+    agentv = [run for run in report.runs if run.program == AGENTV and run.ok]
+    if agentv:
+        doc = json.loads(output_path(tmp, AGENTV, agentv[0].round).read_text())
+        report.pass_counts[AGENTV] = doc["pass_counts"]
+    report.verdicts_agree = agree
 
 
 def _rounds(report: SizeReport) -> int:
@@ -341,54 +425,81 @@ def _rounds(report: SizeReport) -> int:
 
 
 def summarise(report: SizeReport) -> None:
-    for program in PROGRAMS:
+    for program in report.programs:
         runs = [r for r in report.runs if r.program == program and r.ok]
         if not runs:
             continue
         walls = [r.wall_s for r in runs]
+        cpus = [r.cpu_s for r in runs]
         rss = [r.peak_rss_mib for r in runs]
-        median_wall = statistics.median(walls)
         report.summary[program] = Summary(
             rounds=len(runs),
-            wall_s_median=median_wall,
+            wall_s_median=statistics.median(walls),
             wall_s_min=min(walls),
             wall_s_max=max(walls),
-            events_per_s=report.n_events / median_wall,
+            cpu_s_median=statistics.median(cpus),
+            events_per_s=report.n_events / statistics.median(walls),
+            events_per_cpu_s=report.n_events / statistics.median(cpus),
             peak_rss_mib_median=statistics.median(rss),
             peak_rss_mib_max=max(rss),
         )
-    for floor in (MSGSPEC, STREAM_REF):
-        report.ratios[f"vs_{floor}"] = ratio(report, floor)
+    for ours in OURS:
+        for base in (MSGSPEC, STREAM_REF, AGENTV):
+            for what in ("wall", "cpu"):
+                report.ratios[f"{ours}/{base} {what}"] = paired_ratio(
+                    report, ours, base, what
+                )
 
 
-def ratio(report: SizeReport, floor: str) -> float | None:
-    ours, base = report.summary.get(TRAJGRADE), report.summary.get(floor)
-    if ours is None or base is None:
-        return None
-    return ours.events_per_s / base.events_per_s
+def paired_ratio(report: SizeReport, ours: str, base: str, what: str) -> float | None:
+    """Median over rounds of base's seconds / ours (how fast ours is, relative),
+    each pair from the same round so drift on the machine cancels."""
+    by_round: dict[int, dict[str, Run]] = {}
+    for run in report.runs:
+        if run.ok:
+            by_round.setdefault(run.round, {})[run.program] = run
+    pairs = [
+        getattr(r[base], f"{what}_s") / getattr(r[ours], f"{what}_s")
+        for r in by_round.values()
+        if ours in r and base in r and getattr(r[ours], f"{what}_s") > 0
+    ]
+    return statistics.median(pairs) if pairs else None
 
 
 def targets(reports: dict[str, SizeReport]) -> dict[str, Any]:
-    """The two targets on large, and whether trajgrade's RSS is flat."""
+    """The speed and memory targets on large, and whether RSS is flat."""
     large = reports.get(TARGET_SIZE)
-    speed = large.ratios.get(f"vs_{MSGSPEC}") if large else None
-    ours = large.summary.get(TRAJGRADE) if large else None
-    rss = ours.peak_rss_mib_median if ours else None
-    return {
-        "ratio_vs_msgspec_large": speed,
-        "ratio_target": TARGET_RATIO,
-        "ratio_met": None if speed is None else speed >= TARGET_RATIO,
-        "peak_rss_mib_large": rss,
-        "rss_target_mib": TARGET_RSS_MIB,
-        "rss_met": None if rss is None else rss <= TARGET_RSS_MIB,
-        "rss_growth_mib_medium_to_large": rss_growth(reports),
-    }
+    out: dict[str, Any] = {}
+    for (ours, base), least in TARGETS.items():
+        value = large.ratios.get(f"{ours}/{base} wall") if large else None
+        cpu = large.ratios.get(f"{ours}/{base} cpu") if large else None
+        out[f"{ours}/{base}"] = {
+            "wall": value,
+            "cpu": cpu,
+            "target": least,
+            "met": None if value is None else value >= least,
+        }
+    for ours in OURS:
+        s = large.summary.get(ours) if large else None
+        rss = s.peak_rss_mib_median if s else None
+        out[f"{ours} peak RSS MiB"] = {
+            "value": rss,
+            "target": TARGET_RSS_MIB,
+            "met": None if rss is None else rss <= TARGET_RSS_MIB,
+        }
+        growth = rss_growth(reports, ours)
+        out[f"{ours} RSS growth medium->large MiB"] = {
+            "value": growth,
+            "target": RSS_FLAT_TOLERANCE_MIB,
+            "met": None if growth is None else abs(growth) <= RSS_FLAT_TOLERANCE_MIB,
+        }
+    return out
 
 
-def rss_growth(reports: dict[str, SizeReport]) -> float | None:
-    """trajgrade's median peak RSS on large minus medium (flat: close to 0)."""
+def rss_growth(reports: dict[str, SizeReport], program: str) -> float | None:
+    """The median peak RSS on large minus medium (flat: close to 0)."""
     sums = [
-        reports[s].summary.get(TRAJGRADE) if s in reports else None
+        reports[s].summary.get(program) if s in reports else None
         for s in ("medium", "large")
     ]
     if sums[0] is None or sums[1] is None:
@@ -414,6 +525,7 @@ def machine_facts() -> dict[str, Any]:
         "platform": platform.platform(),
         "trajgrade": _version("trajgrade"),
         "msgspec": _version("msgspec"),
+        "node": _node_version(),
         "executable": sys.executable,
     }
 
@@ -425,13 +537,32 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _node_version() -> str | None:
+    node = shutil.which("node")
+    if node is None:
+        return None
+    done = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() or None
+
+
 def print_facts(facts: dict[str, Any]) -> None:
     print(
         f"machine: python {facts['python']} ({facts['implementation']}), "
         f"{facts['cpu_count']} cpus ({facts['cpus_usable']} usable), {facts['platform']}; "
-        f"trajgrade {facts['trajgrade']}, msgspec {facts['msgspec']}",
+        f"trajgrade {facts['trajgrade']}, msgspec {facts['msgspec']}, node {facts['node']}",
         flush=True,
     )
+
+
+LABELS = {
+    TRAJGRADE: "trajgrade bench.yaml",
+    SIX: "trajgrade six.yaml",
+    MSGSPEC: "floor msgspec_struct",
+    STREAM_REF: "floor stream_ref",
+    AGENTV: f"agentv {AGENTV_VERSION}",
+}
 
 
 def print_table(report: SizeReport) -> None:
@@ -441,38 +572,58 @@ def print_table(report: SizeReport) -> None:
         f"{report.events_bytes / 1e6:.1f} MB (medians of {_rounds(report)} round(s); "
         "whole process incl. interpreter start)"
     )
-    header = f"{'program':<24} {'wall s (min-max)':>22} {'events/s':>11} {'peak RSS MiB':>13}"
+    header = (
+        f"{'program':<22} {'wall s (min-max)':>20} {'cpu s':>7} {'events/s':>10} "
+        f"{'ev/cpu-s':>10} {'peak RSS MiB':>13}"
+    )
     print(header)
     print("-" * len(header))
-    for program in PROGRAMS:
+    for program in report.programs:
         s = report.summary.get(program)
-        label = program if program == TRAJGRADE else f"floor {program}"
+        label = LABELS[program]
         if s is None:
-            print(f"{label:<24} {'(no successful run)':>22}")
+            print(f"{label:<22} {'(no successful run)':>20}")
             continue
         wall = f"{s.wall_s_median:.2f} ({s.wall_s_min:.2f}-{s.wall_s_max:.2f})"
         print(
-            f"{label:<24} {wall:>22} {s.events_per_s / 1e3:>9.0f} k "
-            f"{s.peak_rss_mib_median:>13.1f}"
+            f"{label:<22} {wall:>20} {s.cpu_s_median:>7.2f} {s.events_per_s / 1e3:>8.0f} k "
+            f"{s.events_per_cpu_s / 1e3:>8.0f} k {s.peak_rss_mib_median:>13.1f}"
         )
-    for floor in (MSGSPEC, STREAM_REF):
-        value = report.ratios.get(f"vs_{floor}")
-        shown = "n/a" if value is None else f"{value:.2f}x"
-        print(f"trajgrade events/s / {floor} floor events/s: {shown}")
+    print("speed ratios (median over rounds of same-round pairs; >1 means faster):")
+    for ours in OURS:
+        for base in (MSGSPEC, STREAM_REF, AGENTV):
+            wall = report.ratios.get(f"{ours}/{base} wall")
+            cpu = report.ratios.get(f"{ours}/{base} cpu")
+            if wall is None:
+                continue
+            print(
+                f"  {LABELS[ours]} vs {LABELS[base]}: wall {wall:.2f}x, cpu {cpu:.2f}x"
+            )
     print_agreement(report)
 
 
 def print_agreement(report: SizeReport) -> None:
     ref = report.reference_pass_counts
-    ours = report.trajgrade_pass_counts[0] if report.trajgrade_pass_counts else {}
-    mark = "\u2713" if report.counts_agree else "\u2717"
-    parts = [
-        f"{c} {ours.get(c, '?')}/{ref.get(c, '?')}{'' if ours.get(c) == ref.get(c) else ' (differs)'}"
-        for c in CHECKS
-    ]
-    print(f"verdicts {mark} trajgrade/stream_ref pass counts: {', '.join(parts)}")
-    if len({tuple(sorted(c.items())) for c in report.trajgrade_pass_counts}) > 1:
-        print(f"  trajgrade rounds differ: {report.trajgrade_pass_counts}")
+    mark = "\u2713" if report.verdicts_agree else "\u2717"
+    print(
+        f"verdicts {mark} every trace against stream_ref (pass counts ours/reference):"
+    )
+    for program in (*OURS, AGENTV):
+        counts = report.pass_counts.get(program)
+        if not counts:
+            continue
+        bad = report.disagreements.get(program, {})
+        parts = [
+            f"{c} {n}/{ref.get(c, '?')}"
+            + (f" ({bad[c]} traces differ)" if bad.get(c) else "")
+            for c, n in counts.items()
+        ]
+        note = (
+            "  (informational; agentv's exact ignores a trailing extra call)"
+            if program == AGENTV
+            else ""
+        )
+        print(f"  {LABELS[program]}: {', '.join(parts)}{note}")
     for run in report.runs:
         if not run.ok:
             print(f"  {run.program} round {run.round} exited {run.exit_code}:")
@@ -485,22 +636,31 @@ def met(flag: bool | None) -> str:
 
 def print_targets(t: dict[str, Any]) -> None:
     print()
-    print("== targets")
-    speed, rss = t["ratio_vs_msgspec_large"], t["peak_rss_mib_large"]
-    speed_s = "" if speed is None else f" ({speed:.2f}x)"
-    rss_s = "" if rss is None else f" ({rss:.1f} MiB)"
-    print(
-        f"trajgrade >= {TARGET_RATIO}x msgspec floor on large: {met(t['ratio_met'])}{speed_s}"
-    )
-    print(
-        f"trajgrade peak RSS <= {TARGET_RSS_MIB:.0f} MiB on large: {met(t['rss_met'])}{rss_s}"
-    )
-    growth = t["rss_growth_mib_medium_to_large"]
-    if growth is None:
-        print("RSS flat medium -> large: not measured (needs both sizes)")
-    else:
-        verdict = "flat" if abs(growth) <= RSS_FLAT_TOLERANCE_MIB else "GROWS"
-        print(f"RSS flat medium -> large: {verdict} ({growth:+.1f} MiB)")
+    print(f"== targets ({TARGET_SIZE})")
+    for (ours, base), least in TARGETS.items():
+        item = t[f"{ours}/{base}"]
+        shown = (
+            ""
+            if item["wall"] is None
+            else f" (wall {item['wall']:.2f}x, cpu {item['cpu']:.2f}x)"
+        )
+        print(f"{LABELS[ours]} >= {least}x {LABELS[base]}: {met(item['met'])}{shown}")
+    for ours in OURS:
+        item = t[f"{ours} peak RSS MiB"]
+        shown = "" if item["value"] is None else f" ({item['value']:.1f} MiB)"
+        print(
+            f"{LABELS[ours]} peak RSS <= {TARGET_RSS_MIB:.0f} MiB: {met(item['met'])}{shown}"
+        )
+        item = t[f"{ours} RSS growth medium->large MiB"]
+        if item["value"] is None:
+            print(
+                f"{LABELS[ours]} RSS flat medium -> large: not measured (needs both sizes)"
+            )
+        else:
+            verdict = "flat" if item["met"] else "GROWS"
+            print(
+                f"{LABELS[ours]} RSS flat medium -> large: {verdict} ({item['value']:+.1f} MiB)"
+            )
 
 
 # --------------------------------------------------------------------------- #
@@ -532,6 +692,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="also write all figures to this JSON file",
     )
+    p.add_argument(
+        "--no-agentv", action="store_true", help="do not run the agentv peer"
+    )
     args = p.parse_args(argv)
     sizes = [s for item in args.sizes for s in item.split(",") if s]
     unknown = sorted(set(sizes) - set(SIZES))
@@ -560,7 +723,7 @@ def preflight() -> None:
     )
 
 
-def bench_size(size: str, shared: Path, rounds: int) -> SizeReport:
+def bench_size(size: str, shared: Path, rounds: int, programs: list[str]) -> SizeReport:
     corpus = ensure_corpus(shared, size)
     manifest = load_manifest(corpus)
     report = SizeReport(
@@ -569,9 +732,12 @@ def bench_size(size: str, shared: Path, rounds: int) -> SizeReport:
         n_events=int(manifest["n_events"]),
         n_traces=int(manifest["n_traces"]),
         events_bytes=int(manifest.get("events_bytes", 0)),
+        programs=programs,
     )
     warm_page_cache(corpus / "events.jsonl")
     with tempfile.TemporaryDirectory(prefix=f"trajgrade-bench-{size}-") as tmp:
+        if AGENTV in programs:
+            write_checks_json(shared, Path(tmp) / "checks.json")
         run_rounds(report, shared, rounds, Path(tmp))
         check_verdicts(report, Path(tmp))
     summarise(report)
@@ -583,7 +749,7 @@ def write_json(
 ) -> None:
     doc = {
         "machine": facts,
-        "config": str(CONFIG),
+        "configs": {TRAJGRADE: str(CONFIG), SIX: str(SIX_CONFIG)},
         "sizes": {size: asdict(r) for size, r in reports.items()},
         "targets": t,
     }
@@ -601,12 +767,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{base['wall_s']:.3f} s, {base['peak_rss_mib']:.1f} MiB",
         flush=True,
     )
+    programs = [p for p in ALL_PROGRAMS if p != AGENTV]
+    if not args.no_agentv:
+        why = ensure_agentv()
+        if why is None:
+            programs.append(AGENTV)
+        else:
+            print(f"agentv peer not run: {why}", flush=True)
     try:
         preflight()
         shared = find_shared(args.shared)
         reports: dict[str, SizeReport] = {}
         for size in args.sizes:
-            reports[size] = bench_size(size, shared, args.rounds)
+            reports[size] = bench_size(size, shared, args.rounds, programs)
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -616,11 +789,9 @@ def main(argv: list[str] | None = None) -> int:
     print_targets(t)
     if args.json_path:
         write_json(args.json_path, facts, reports, t)
-    bad = [r.size for r in reports.values() if r.crashed or not r.counts_agree]
+    bad = [r.size for r in reports.values() if r.crashed or not r.verdicts_agree]
     if bad:
-        print(
-            f"\nFAILED on {', '.join(bad)}: a child crashed or the verdict counts disagree"
-        )
+        print(f"\nFAILED on {', '.join(bad)}: a child crashed or a verdict disagrees")
         return 1
     return 0
 

@@ -353,10 +353,21 @@ def _all_options() -> set[str]:
     return names
 
 
+def _benchmark_options() -> set[str]:
+    """The options the scripts in benchmarks/ define (their own argparse flags)."""
+    return {
+        flag
+        for script in (ROOT / "benchmarks").glob("*.py")
+        for flag in re.findall(
+            r"add_argument\(\s*\"(--[\w-]+)\"", script.read_text(encoding="utf-8")
+        )
+    }
+
+
 def test_inline_flags_exist() -> None:
     """A long flag written on its own in prose (`--follow`, `--state DIR`) is a
     real one (short flags in prose are as often another program's: `grep -i`)."""
-    known = _all_options() | set(FOREIGN_FLAGS)
+    known = _all_options() | set(FOREIGN_FLAGS) | _benchmark_options()
     bad = []
     for where, span in _code_texts():
         m = re.match(r"(--[a-zA-Z][\w-]*)(?:[ =]|$)", span)

@@ -123,19 +123,23 @@ def test_version_is_served_from_metadata() -> None:
     assert trajgrade.__version__
 
 
+def _documentation() -> str:
+    """The README and every docs page, as one text."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return "\n".join(p.read_text(encoding="utf-8") for p in pages)
+
+
 @pytest.mark.parametrize("kind", sorted(GRADERS))
 def test_every_grader_is_documented_and_tested(kind: str) -> None:
-    """Each built-in grader type has a README section with its config and a test module."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"type: {kind}" in readme, f"README shows no config for {kind}"
+    """Each built-in grader type has a docs section with its config and a test module."""
+    assert f"type: {kind}" in _documentation(), f"docs/ show no config for {kind}"
     module = GRADERS[kind].build.__module__.rsplit(".", 1)[-1]
     assert (ROOT / "tests" / "graders" / f"test_{module}.py").exists()
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_every_format_is_documented_and_tested(name: str) -> None:
-    """Each input format has a README entry and a test module."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"`{name}`" in readme
+    """Each input format has a docs entry and a test module."""
+    assert f"`{name}`" in _documentation()
     module = type(FORMATS[name]).__module__.rsplit(".", 1)[-1]
     assert (ROOT / "tests" / "formats" / f"test_{module}.py").exists()

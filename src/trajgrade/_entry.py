@@ -21,6 +21,8 @@ def main() -> None:
         from trajgrade.hooks.invoke import main as hook
 
         sys.exit(hook(argv[1], argv[2:]))
+    from trajgrade._gc import own_process
     from trajgrade.cli import main as cli
 
+    own_process()
     cli(prog_name="trajgrade")

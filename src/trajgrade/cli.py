@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import click
 
+from trajgrade._gc import settle as settle_gc
 from trajgrade.actions import ActionOptions, action_options
 from trajgrade.cli_options import (
     EXIT_USAGE,
@@ -283,6 +284,7 @@ def grade(
         live_idle=LIVE_IDLE_TIMEOUT,
     )
     extra: dict[str, Any] = {"status": status, "actions": actions}
+    settle_gc()
     try:
         if status is not None:
             with status:
@@ -630,6 +632,7 @@ def run(
             max_line_bytes=max_line_bytes,
             trace_id=trace_id,
         )
+        settle_gc()
         try:
             summary = anyio.run(
                 functools.partial(

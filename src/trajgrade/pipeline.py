@@ -31,6 +31,7 @@ from trajgrade.formats import (
     open_reader,
     sniff_trace_id,
 )
+from trajgrade.formats._lines import RecordIndex, nonblank_lines
 from trajgrade.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ class Segment(msgspec.Struct, array_like=True):
     #: The bytes (a view into the chunk: no copy), or the explicit lines.
     body: Any = None
     lines: list[int] | None = None
+    #: Per event, its record's index among the non-blank lines of ``body``
+    #: (a reader's :class:`RecordIndex`): lines are counted only on demand.
+    records: list[int] | None = None
 
 
 class Batch(msgspec.Struct, kw_only=True):
@@ -83,16 +87,22 @@ class Batch(msgspec.Struct, kw_only=True):
         for seg in self.segments:
             if index < seg.count:
                 if seg.lines is None:
-                    seg.lines = [
-                        n
-                        for n, line in enumerate(
-                            bytes(seg.body).split(b"\n"), start=seg.first_line
-                        )
-                        if line.strip()
-                    ]
+                    nonblank = nonblank_lines(seg.body, seg.first_line)
+                    records = seg.records
+                    seg.lines = (
+                        nonblank if records is None else [nonblank[k] for k in records]
+                    )
                 return seg.lines[index] if index < len(seg.lines) else None
             index -= seg.count
         return None
+
+
+def _segment(
+    count: int, first: int, body: bytes | memoryview, lines: list[int] | None
+) -> Segment:
+    if isinstance(lines, RecordIndex):
+        return Segment(count, first, body, records=lines)
+    return Segment(count, first, body, lines)
 
 
 class SourceDecoder:
@@ -224,7 +234,7 @@ class SourceDecoder:
                 events, errs, lines = self._reader.feed(data, line)
                 batch.errors.extend(errs)
                 if events:
-                    batch.segments.append(Segment(len(events), line, data, lines))
+                    batch.segments.append(_segment(len(events), line, data, lines))
                     batch.events.extend(events)
         if self._reader is not None:
             more, errs = self._reader.close()
@@ -265,7 +275,7 @@ class SourceDecoder:
         events, errs, lines = self._reader.feed(body, first)
         errors.extend(errs)
         if events:
-            batch.segments.append(Segment(len(events), first, body, lines))
+            batch.segments.append(_segment(len(events), first, body, lines))
             if batch.events:
                 batch.events.extend(events)
             else:

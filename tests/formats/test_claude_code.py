@@ -27,6 +27,7 @@ from trajgrade.events import (
     Usage,
 )
 from trajgrade.formats import detect
+from trajgrade.formats._lines import RecordIndex, nonblank_lines
 from trajgrade.formats.claude_code import FORMAT, ClaudeCodeReader
 from trajgrade.pipeline import SourceDecoder, grade_bytes
 
@@ -305,6 +306,9 @@ def _feed(*records: dict[str, Any]) -> tuple[list[Event], list[int], list[Event]
     buf = b"".join(json.dumps(r).encode() + b"\n" for r in records)
     events, errors, lines = reader.feed(buf, 1)
     assert not errors and lines is not None
+    if isinstance(lines, RecordIndex):  # record indexes: lines counted on demand
+        nonblank = nonblank_lines(buf, 1)
+        lines = [nonblank[k] for k in lines]
     return events, lines, reader.close()[0]
 
 
@@ -500,3 +504,21 @@ def test_a_result_without_earlier_usage_keeps_the_reported_cost() -> None:
     usage = [e for e in _read(b"".join(lines)) if isinstance(e, Usage)]
     assert [u.cost_usd for u in usage] == [0.005]
     assert usage[0].output_tokens > 0
+
+
+def test_lines_are_counted_only_for_a_location_and_stay_right_around_blank_lines() -> (
+    None
+):
+    """The fast path numbers records among non-blank lines; blank lines before a
+    bad record and before an event still give the right line numbers."""
+    text = {"type": "text", "text": "hi"}
+    good = json.dumps(_assistant("m1", text)).encode()
+    bad = json.dumps(_line("user")).encode()  # no `message` object
+    data = b"\n" + good + b"\n\n   \n" + bad + b"\n" + good + b"\n"
+    dec = SourceDecoder("f.jsonl")
+    batch = dec.feed(data)
+    (err,) = batch.errors
+    assert (err.location.line, err.location.field) == (5, "message")
+    assert err.trace_id == SID
+    assert [batch.line_of(i) for i in range(len(batch.events))][:1] == [2]
+    assert batch.line_of(len(batch.events) - 1) == 6

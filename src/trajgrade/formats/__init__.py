@@ -72,7 +72,9 @@ class Reader(Protocol):
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
         """Decode complete lines; return their events, the errors of bad lines,
         and each event's line number (None when events are exactly the
-        non-blank lines in order, so the caller can derive them if needed)."""
+        non-blank lines in order, so the caller can derive them if needed; a
+        :class:`RecordIndex` when each event's place among the non-blank
+        lines is known but its line number was not counted)."""
         ...
 
     def close(self) -> tuple[list[Event], list[InputError]]:

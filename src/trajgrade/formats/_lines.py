@@ -18,9 +18,28 @@ from trajgrade.formats._sniff import sniff_trace_id
 if TYPE_CHECKING:
     from trajgrade.events import Event
 
-__all__ = ("RecordReader",)
+__all__ = ("RecordIndex", "RecordReader", "nonblank_lines")
 
 _JSON: Final = msgspec.json.Decoder()
+
+
+class RecordIndex(list[int]):
+    """Per event, the index of its record among the non-blank lines of the
+    buffer it came from (0 = the first non-blank line).
+
+    A reader that decodes a whole buffer in one ``decode_lines`` call (which
+    skips blank lines) knows this without counting lines; the line numbers
+    are derived from it only when a message needs one (``nonblank_lines``).
+    """
+
+
+def nonblank_lines(buf: bytes | memoryview, first_line: int) -> list[int]:
+    """The numbers of the non-blank lines of ``buf``, which starts at ``first_line``."""
+    return [
+        n
+        for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line)
+        if line.strip()
+    ]
 
 
 class RecordReader:

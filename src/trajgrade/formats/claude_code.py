@@ -113,6 +113,7 @@ from trajgrade.formats._claude_records import (
     session_in,
     usage_event,
 )
+from trajgrade.formats._lines import RecordIndex, nonblank_lines
 from trajgrade.formats.vally import parse_timestamp
 
 __all__ = ("FORMAT", "FORMATS", "ClaudeCodeReader")
@@ -175,21 +176,24 @@ class ClaudeCodeReader:
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
         events: list[Event] = []
         errors: list[InputError] = []
-        lines: list[int] = []
         try:
-            # The common case in one C call; any bad line (or a blank one,
-            # which would shift the line numbers) takes the line loop below.
+            # The common case in one C call; any bad line takes the line loop
+            # below. decode_lines skips blank lines, so a record's index is
+            # its place among the non-blank lines: events and errors carry
+            # that, and lines are counted only if an error needs its number.
             recs = DECODER.decode_lines(buf)
         except (msgspec.DecodeError, UnicodeDecodeError):
             recs = None
-        if recs is not None and len(recs) == bytes(buf).count(b"\n"):
-            n = first_line
-            for rec in recs:
+        if recs is not None:
+            index = RecordIndex()
+            for k, rec in enumerate(recs):
                 if rec.type in _READ:
-                    self._record(rec, n, events, errors)
-                    lines.extend([n] * (len(events) - len(lines)))
-                n += 1
-            return events, errors, lines
+                    self._record(rec, k, events, errors)
+                    index.extend([k] * (len(events) - len(index)))
+            if errors:
+                errors = self._locate(errors, nonblank_lines(buf, first_line))
+            return events, errors, index
+        lines: list[int] = []
         for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
             if not line.strip():
                 continue
@@ -404,6 +408,18 @@ class ClaudeCodeReader:
         text, field = field_of(exc)
         msg = f"{text}; each line must be {_EXPECTED}"
         errors.append(self._error(msg, n, field, self._trace_of(line)))
+
+    @staticmethod
+    def _locate(errors: list[InputError], lines: list[int]) -> list[InputError]:
+        """The fast path's errors, their record indexes turned into lines."""
+        out = []
+        for e in errors:
+            k = e.location.line
+            where = msgspec.structs.replace(
+                e.location, line=None if k is None else lines[k]
+            )
+            out.append(InputError(e.message, location=where, trace_id=e.trace_id))
+        return out
 
     def _error(
         self, msg: str, n: int, field: str | None, trace: str | None

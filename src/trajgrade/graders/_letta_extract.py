@@ -59,7 +59,7 @@ __all__ = (
 )
 
 
-class Slot(msgspec.Struct, array_like=True):
+class Slot(msgspec.Struct, array_like=True, gc=False):
     """Extraction progress over one scope: the trace, or one turn (per-turn)."""
 
     #: Any Letta message (text, tool call, tool return) seen in the scope.
@@ -67,12 +67,13 @@ class Slot(msgspec.Struct, array_like=True):
     #: The value can no longer change.
     done: bool = False
     text: str | None = None
-    parts: list[str] = msgspec.field(default_factory=list)
+    #: Lists are made on first use (most slots never need one).
+    parts: list[str] | None = None
     call_id: str | None = None
     #: A regex timeout that decides the value unless a later match replaces it.
     error: str | None = None
     #: Custom extractors only: the trajectory as Letta message dicts.
-    turns: list[list[dict[str, Any]]] = msgspec.field(default_factory=list)
+    turns: list[list[dict[str, Any]]] | None = None
 
 
 class Extractor:
@@ -116,14 +117,17 @@ class Joined(Extractor):
         self.last_turn_only = last_turn_only
 
     def assistant(self, slot: Slot, text: str) -> None:
-        slot.parts.append(text)
+        if slot.parts is None:
+            slot.parts = [text]
+        else:
+            slot.parts.append(text)
 
     def turn(self, slot: Slot) -> None:
         if self.last_turn_only:
-            slot.parts.clear()
+            slot.parts = None
 
     def value(self, slot: Slot, agent_state: Any) -> str:
-        return self.separator.join(slot.parts)
+        return self.separator.join(slot.parts or ())
 
 
 class PatternFind(Extractor):
@@ -241,7 +245,7 @@ class Custom(Extractor):
 
     def _append(self, slot: Slot, record: dict[str, Any]) -> None:
         if not slot.turns:
-            slot.turns.append([])
+            slot.turns = [[]]
         slot.turns[-1].append(record)
 
     def message(self, slot: Slot, msg: Message) -> None:
@@ -274,11 +278,11 @@ class Custom(Extractor):
 
     def turn(self, slot: Slot) -> None:
         if not slot.turns:
-            slot.turns.append([])
+            slot.turns = [[]]
         slot.turns.append([])
 
     def value(self, slot: Slot, agent_state: Any) -> str:
-        trajectory = [[_view(m) for m in turn] for turn in slot.turns]
+        trajectory = [[_view(m) for m in turn] for turn in slot.turns or ()]
         config = dict(self.config or {})
         try:
             if self.with_state:

@@ -105,7 +105,7 @@ class LettaToolConfig(ConfigBase):
     pass_threshold: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 1.0
 
 
-class TurnGrade(msgspec.Struct, array_like=True):
+class TurnGrade(msgspec.Struct, array_like=True, gc=False):
     """One graded turn (per-turn mode)."""
 
     score: float
@@ -113,7 +113,7 @@ class TurnGrade(msgspec.Struct, array_like=True):
     submission: str
 
 
-class LettaToolState(msgspec.Struct, array_like=True):
+class LettaToolState(msgspec.Struct, array_like=True, gc=False):
     """Per-trace state: the sample, extraction progress, graded turns."""
 
     slot: Slot = msgspec.field(default_factory=Slot)

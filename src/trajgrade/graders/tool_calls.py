@@ -89,7 +89,9 @@ class ToolCallsState(msgspec.Struct, array_like=True, gc=False):
     last_ok: int = 0
     #: Open calls, oldest first; None for a call no entry is waiting on (kept
     #: only so that a result without call_id pairs with the right call).
-    pending: dict[str, Pending | None] = msgspec.field(default_factory=dict)
+    #: None until the first call is remembered: most open traces of a suite
+    #: that never reads results need no dict (per-trace memory).
+    pending: dict[str, Pending | None] | None = None
 
 
 _PLAN_CACHE_MAX: Final = 4096
@@ -302,7 +304,9 @@ class ToolCalls:
         # call_id pair with the oldest open call, whatever its name.
         key = call.call_id or f"#{seq}"
         pending = state.pending
-        if key in pending:
+        if pending is None:
+            pending = state.pending = {}
+        elif key in pending:
             # A reused id: the later call takes it, and its place in the
             # oldest-first order is its own, not the earlier one's.
             del pending[key]
@@ -356,7 +360,9 @@ class ToolCalls:
             if step != end or state.counts[i] >= m.min_count:
                 continue
             bit = 1 << i
-            if any(p is not None and p.req & bit for p in state.pending.values()):
+            if any(
+                p is not None and p.req & bit for p in (state.pending or {}).values()
+            ):
                 continue  # a call inside the window may still complete
             where = (
                 f"in step {m.at_step}"

@@ -1,0 +1,62 @@
+"""The benchmark harness and its six-check config work (a correctness smoke
+test: no timing is asserted; performance targets are printed by the harness).
+
+Runs the command docs/performance.md shows, on the small corpus: every
+trace's verdict of ``benchmarks/six.yaml`` and ``benchmarks/bench.yaml`` must
+equal the plain-Python reference of the shared checks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TRAJGRADE_SHARED", ROOT.parent / "shared"))
+DOC = ROOT / "docs" / "performance.md"
+
+
+def _shown_commands() -> list[str]:
+    """The shell commands of docs/performance.md not marked illustrative."""
+    text = DOC.read_text(encoding="utf-8")
+    out = []
+    for m in re.finditer(r"(<!-- illustrative -->\n)?```sh\n(.*?)```", text, re.DOTALL):
+        if m.group(1) is None:
+            out += [line for line in m.group(2).splitlines() if line.strip()]
+    return out
+
+
+def test_the_documented_smoke_run_checks_every_verdict() -> None:
+    """`python benchmarks/run.py --sizes small ...` exits 0 with all verdicts equal."""
+    if not (SHARED / "bench" / "gen_traces.py").is_file():
+        pytest.skip(f"shared bench scripts not found at {SHARED}; set TRAJGRADE_SHARED")
+    (command,) = _shown_commands()
+    argv = shlex.split(command)
+    assert argv[:2] == ["python", "benchmarks/run.py"]
+    done = subprocess.run(
+        [sys.executable, *argv[1:], "--shared", str(SHARED)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "verdicts \u2713 every trace against stream_ref" in done.stdout
+    six = re.search(r"trajgrade six\.yaml: (.*)", done.stdout)
+    assert six is not None
+    for check in (
+        "in_order",
+        "any_order",
+        "forbidden",
+        "arg_regex",
+        "arg_regex_first",
+        "exact",
+    ):
+        assert re.search(rf"\b{check} (\d+)/\1\b", six.group(1)), six.group(1)

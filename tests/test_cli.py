@@ -726,10 +726,12 @@ def test_live_disallowed_call_fails_before_stdin_closes(tmp_path: Path) -> None:
 def test_catastrophic_regex_on_a_10mb_result_becomes_an_error_verdict(
     run_cli, tmp_path: Path
 ) -> None:
-    """``(a+)+$`` on a 10 MB result is abandoned after --regex-timeout; the next trace is graded."""
+    """``^(a+)+(?=$)`` on a 10 MB result is abandoned after --regex-timeout; the
+    next trace is graded. (The lookahead keeps it on the backtracking engine:
+    without it RE2 runs the pattern in linear time, see docs/reliability.md.)"""
     cfg = write(
         tmp_path / "redos.yaml",
-        'graders:\n  - type: tool-calls\n    name: rx\n    config:\n      required:\n        - name: bash\n          result: "(a+)+$"\n',
+        'graders:\n  - type: tool-calls\n    name: rx\n    config:\n      required:\n        - name: bash\n          result: "^(a+)+(?=$)"\n',
     )
     log = write(
         tmp_path / "redos.jsonl",

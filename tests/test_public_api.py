@@ -24,6 +24,8 @@ CORE = [
     "errors.py",
     "config.py",
     "engine.py",
+    "engine_state.py",
+    "guarding.py",
     "pipeline.py",
     *(f"graders/{p.name}" for p in (SRC / "graders").glob("*.py")),
     *(f"formats/{p.name}" for p in (SRC / "formats").glob("*.py")),

@@ -219,6 +219,52 @@ def test_sigkill_at_random_points_loses_nothing(
         assert all(c == ref_ids[vid] for c in copies)
 
 
+def test_kill_before_the_first_checkpoint_re_emits_nothing(
+    crash_setup: tuple[Path, Path, Ref], tmp_path: Path
+) -> None:
+    """The journal covers the time before any checkpoint: a run killed then
+    starts over from the beginning but does not write its verdicts again."""
+    policy, log, ref = crash_setup
+    state = tmp_path / "s"
+    args = ("-c", policy, "--state", state, "--checkpoint-interval", "3600", log)
+    p = trajgrade(*args)
+    assert p.stdout is not None
+    first = [p.stdout.readline() for _ in range(2000)]
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    assert not (state / "checkpoint.msgpack").exists()
+    before = verdicts(b"".join(first))
+    p = trajgrade(*args)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == ref["status"], err.decode()
+    after = verdicts(out)
+    # Only the batch in flight (written to the pipe, not yet journalled when
+    # the kill landed) may come again: never the verdicts well before it.
+    again = {v["id"] for v in after}
+    assert not again & {v["id"] for v in before[:1000]}
+    assert len(again) < len(ref["verdicts"]) - 1000
+    assert finals(before + after) == ref["finals"]
+
+
+def test_journal_of_another_config_suppresses_nothing(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    try:
+        assert store.open_journal("one") == set()
+        store.journal(["aaaa"])
+    finally:
+        store.close()
+    store = StateStore(tmp_path)
+    try:
+        assert store.open_journal("one") == {"aaaa"}
+    finally:
+        store.close()
+    store = StateStore(tmp_path)
+    try:
+        assert store.open_journal("two") == set()
+    finally:
+        store.close()
+
+
 # ---------------------------------------------------------------- resume
 def test_rerun_after_a_complete_run_repeats_nothing(
     crash_setup: tuple[Path, Path, Ref], tmp_path: Path
@@ -327,7 +373,7 @@ def test_checkpoint_write_is_atomic_and_drops_old_journals(tmp_path: Path) -> No
 
     store = StateStore(tmp_path)
     try:
-        store.open_journal()
+        assert store.open_journal("f") == set()
         store.journal(["aaaa", "bbbb"])
         seq = store.begin()
         store.journal(["cccc"])

@@ -469,3 +469,36 @@ def test_on_fail_command_runs_per_failed_trace_in_run_mode(tmp_path: Path) -> No
     sent = json.loads((tmp_path / f"failed-{SID}.json").read_text())
     assert sent["grader"] == "no-hostname"
     assert sorted(p.name for p in tmp_path.glob("failed-*")) == [f"failed-{SID}.json"]
+
+
+def test_a_warn_marked_fail_is_shadow_mode(tmp_path: Path) -> None:
+    """on_fail: warn: the agent runs on, the decision is logged, exit 1."""
+    marker = tmp_path / "marker"
+    steps = [
+        ["line", _init()],
+        ["line", _tool_use("t1", "cat /etc/hostname")],
+        ["touch", str(marker)],
+        ["line", _result()],
+    ]
+    policy = POLICY.replace("name: no-hostname", "name: no-hostname\n    on_fail: warn")
+    code, _, err = Run(tmp_path, steps, policy=policy).complete()
+    assert code == 1, err
+    assert marker.exists()
+    assert "guard_warning" in _events(err)
+    assert "agent_stopped" not in _events(err)
+
+
+def test_an_ask_marked_fail_stops_the_agent(tmp_path: Path) -> None:
+    """The wrapper cannot ask anyone: ask stops the agent like deny (exit 3)."""
+    marker = tmp_path / "marker"
+    steps = [
+        ["line", _init()],
+        ["line", _tool_use("t1", "cat /etc/hostname")],
+        ["sleep", 5],
+        ["touch", str(marker)],
+    ]
+    policy = POLICY.replace("name: no-hostname", "name: no-hostname\n    on_fail: ask")
+    code, _, err = Run(tmp_path, steps, policy=policy).complete()
+    assert code == 3, err
+    assert not marker.exists()
+    assert "agent_stopped" in _events(err)

@@ -63,9 +63,17 @@ if TYPE_CHECKING:
     )
     from trajgrade.graders import BuildContext, Grader, GraderType
     from trajgrade.pipeline import GradeResult, SourceDecoder, grade_bytes
-    from trajgrade.verdicts import Decision, Outcome, Verdict
+    from trajgrade.verdicts import (
+        Action,
+        Decision,
+        GuardDecision,
+        Judgement,
+        Outcome,
+        Verdict,
+    )
 
 __all__ = (
+    "Action",
     "AgentError",
     "Anomaly",
     "BuildContext",
@@ -80,7 +88,9 @@ __all__ = (
     "GradeResult",
     "Grader",
     "GraderType",
+    "GuardDecision",
     "InputError",
+    "Judgement",
     "Location",
     "Message",
     "OnFail",
@@ -111,6 +121,7 @@ __all__ = (
 #: Public name -> the module that defines it. Imported on first use, so
 #: ``import trajgrade.<part>`` (the hook path, say) loads only that part.
 _EXPORTS: dict[str, str] = {
+    "Action": "trajgrade.verdicts",
     "AgentError": "trajgrade.events",
     "Anomaly": "trajgrade.engine",
     "BuildContext": "trajgrade.graders",
@@ -125,6 +136,8 @@ _EXPORTS: dict[str, str] = {
     "GradeResult": "trajgrade.pipeline",
     "Grader": "trajgrade.graders",
     "GraderType": "trajgrade.graders",
+    "GuardDecision": "trajgrade.verdicts",
+    "Judgement": "trajgrade.verdicts",
     "InputError": "trajgrade.errors",
     "Location": "trajgrade.errors",
     "Message": "trajgrade.events",

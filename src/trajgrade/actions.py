@@ -21,7 +21,11 @@ What counts as a fail (decided once, here):
 * ``--fail-fast`` and ``--signal`` interfere with a run, so they follow the
   fail-open rule of the hooks: only outcome ``fail`` triggers them (an
   ``error`` is not evidence against the agent), and only from graders not
-  marked ``on_fail: report`` (see :class:`trajgrade.config.OnFail`).
+  marked ``on_fail: report`` or ``warn`` (shadow mode: reported, never
+  acted on; see :class:`trajgrade.config.OnFail`). Guard decisions
+  (:meth:`Actions.observe_decisions`) trigger them too: a ``deny``,
+  ``ask`` or ``abort`` of a call or of the run; a ``warn`` decision is
+  logged as a warning.
 * Sealed verdicts (``final: false``) count: their outcome can no longer
   change, and budgets emit one the moment they are exceeded.
 
@@ -41,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 import click
 import msgspec
 
-from trajgrade.verdicts import Outcome, Verdict
+from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -62,11 +66,13 @@ F = TypeVar("F", bound="Callable[..., Any]")
 #: Failed traces waiting for a free ``--on-fail`` slot; more are dropped and
 #: counted (a flood of failing traces must not grow memory without bound).
 MAX_QUEUED: Final = 10_000
-#: Longest ``TRAJGRADE_EVIDENCE`` value; the full evidence is in the stdin JSON.
+#: Longest ``TRAJGRADE_*`` value; the full verdict is the stdin JSON.
 ENV_EVIDENCE_MAX: Final = 4096
 #: Seconds to wait for killed commands to be reaped at the end of a drain.
 _REAP: Final = 5.0
 _ENC: Final = msgspec.json.Encoder()
+#: Markings / decision actions that are reported, never acted on.
+_PASSIVE: Final = frozenset(("report", "warn"))
 
 
 class ActionOptions(msgspec.Struct, kw_only=True):
@@ -109,7 +115,7 @@ class Actions:
         self._notified: set[str] = set()
         self._queue: deque[Verdict] = deque()
         self._running: dict[int, Any] = {}
-        self._stop: Verdict | None = None
+        self._stop: Verdict | GuardDecision | None = None
         self._signalled = False
         self._closing = False
         self._abandon = False
@@ -128,8 +134,9 @@ class Actions:
         return self._stop is not None
 
     @property
-    def stop_reason(self) -> Verdict | None:
-        """The verdict that tripped ``--fail-fast`` (None while it has not)."""
+    def stop_reason(self) -> Verdict | GuardDecision | None:
+        """The verdict or guard decision that tripped ``--fail-fast`` (None
+        while nothing has)."""
         return self._stop
 
     def observe(self, verdicts: Sequence[Verdict]) -> None:
@@ -141,19 +148,40 @@ class Actions:
             if opts.on_fail is not None and v.trace_id not in self._notified:
                 self._notified.add(v.trace_id)
                 self._enqueue(v)
-            if v.outcome is not Outcome.FAIL or self._marks.get(v.grader) == "report":
+            if v.outcome is not Outcome.FAIL or self._marks.get(v.grader) in _PASSIVE:
                 continue
-            if opts.signal_targets and not self._signalled:
-                self._signalled = True
-                self._send_signals(v)
-            if opts.fail_fast and self._stop is None:
-                self._stop = v
-                self.log.warning(
-                    "fail_fast",
-                    trace=v.trace_id,
-                    grader=v.grader,
-                    evidence=v.evidence,
-                )
+            self._interfere(v, v.grader, v.evidence)
+
+    def observe_decisions(self, decisions: Sequence[GuardDecision]) -> None:
+        """Act on guard decisions (written to the decision stream first):
+        a refusal or abort trips ``--signal``/``--fail-fast``; a ``warn``
+        (shadow mode) is logged."""
+        for d in decisions:
+            if d.action in _PASSIVE or d.outcome is not Outcome.FAIL:
+                if d.action == "warn" or d.outcome is Outcome.ERROR:
+                    self.log.warning(
+                        "guard_warning",
+                        trace=d.trace_id,
+                        grader=d.grader,
+                        rule=d.rule,
+                        call=d.call_id,
+                        action=str(d.action),
+                        outcome=str(d.outcome),
+                        reason=d.reason,
+                    )
+                continue
+            self._interfere(d, d.grader, d.reason)
+
+    def _interfere(self, why: Verdict | GuardDecision, grader: str, text: str) -> None:
+        opts = self.options
+        if opts.signal_targets and not self._signalled:
+            self._signalled = True
+            self._send_signals(why)
+        if opts.fail_fast and self._stop is None:
+            self._stop = why
+            self.log.warning(
+                "fail_fast", trace=why.trace_id, grader=grader, evidence=text
+            )
 
     def _enqueue(self, v: Verdict) -> None:
         if self._closing and self._abandon:
@@ -171,7 +199,7 @@ class Actions:
         if self._wake is not None:
             self._wake.set()
 
-    def _send_signals(self, v: Verdict) -> None:
+    def _send_signals(self, v: Verdict | GuardDecision) -> None:
         for pid, signum in self.options.signal_targets:
             name = signal.Signals(signum).name
             try:
@@ -341,22 +369,35 @@ def _kill_group(pid: int, sig: int) -> None:
 
 
 def verdict_env(v: Verdict, mark: str | None = None) -> dict[str, str]:
-    """The ``TRAJGRADE_*`` variables an ``--on-fail`` command gets."""
-    evidence = v.evidence.replace("\0", "")
-    if len(evidence) > ENV_EVIDENCE_MAX:
-        evidence = evidence[: ENV_EVIDENCE_MAX - 1] + "…"
+    """The ``TRAJGRADE_*`` variables an ``--on-fail`` command gets.
+
+    Every value is bounded (:data:`ENV_EVIDENCE_MAX` characters): the kernel
+    refuses to start a command with one environment string over 128 KiB
+    (E2BIG), and a trace id is input. The whole verdict, unabridged, is the
+    JSON on the command's stdin; ``TRAJGRADE_TRUNCATED`` names the variables
+    that were cut.
+    """
     env = {
-        "TRAJGRADE_TRACE_ID": v.trace_id.replace("\0", ""),
+        "TRAJGRADE_TRACE_ID": v.trace_id,
         "TRAJGRADE_GRADER": v.grader,
         "TRAJGRADE_KIND": v.kind,
         "TRAJGRADE_OUTCOME": str(v.outcome),
         "TRAJGRADE_SCORE": repr(v.score),
         "TRAJGRADE_FINAL": "1" if v.final else "0",
-        "TRAJGRADE_EVIDENCE": evidence,
+        "TRAJGRADE_EVIDENCE": v.evidence,
         "TRAJGRADE_VERDICT_ID": v.id,
     }
     if mark is not None:
         env["TRAJGRADE_ON_FAIL"] = str(mark)
+    cut = []
+    for name, value in env.items():
+        value = value.replace("\0", "")  # an environment string cannot hold NUL
+        if len(value) > ENV_EVIDENCE_MAX:
+            value = value[: ENV_EVIDENCE_MAX - 1] + "…"
+            cut.append(name)
+        env[name] = value
+    if cut:
+        env["TRAJGRADE_TRUNCATED"] = ",".join(cut)
     return env
 
 

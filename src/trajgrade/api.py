@@ -13,6 +13,9 @@ the command line would print::
         for v in grader.feed(line):
             if grader.should_stop(v):
                 stop_the_agent(v.evidence)
+        for d in grader.take_decisions():   # per call, retries included
+            if d.action in ("deny", "abort") and d.call_id is not None:
+                refuse(d.call_id, d.reason)
     final = grader.finish()
 
 What ``feed`` takes: a canonical :class:`~trajgrade.events.Event`, a mapping
@@ -43,7 +46,7 @@ from trajgrade.errors import ConfigError, InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
 from trajgrade.graders import BuildContext
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
-from trajgrade.verdicts import Outcome, Verdict
+from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
     import os
@@ -147,7 +150,10 @@ class StreamGrader:
             self._collect()
             return out
         if isinstance(item, Mapping):
-            line = _ENC.encode(item)
+            try:
+                line = _ENC.encode(item)
+            except (RecursionError, TypeError, msgspec.EncodeError) as exc:
+                return self._refuse(item, source, exc)
         elif isinstance(item, str):
             line = item.encode()
         elif isinstance(item, bytes | bytearray | memoryview):
@@ -201,12 +207,42 @@ class StreamGrader:
             return None
         return self.suite.on_fail.get(verdict.grader, OnFail.DENY)
 
-    def should_stop(self, verdict: Verdict, *, deny_stops: bool = True) -> bool:
-        """Whether ``verdict`` should stop a running agent, as ``trajgrade run``
-        decides: a fail marked ``abort``, or ``deny`` unless ``deny_stops`` is
-        false (when you can refuse the single call instead)."""
-        mark = self.on_fail(verdict)
-        return mark is OnFail.ABORT or (deny_stops and mark is OnFail.DENY)
+    def should_stop(
+        self, verdict: Verdict | GuardDecision, *, deny_stops: bool = True
+    ) -> bool:
+        """Whether a verdict or guard decision should stop a running agent, as
+        ``trajgrade run`` decides: a fail marked ``abort``, or ``deny``/``ask``
+        unless ``deny_stops`` is false (when you can refuse the single call
+        instead: see :meth:`take_decisions`). ``warn`` and ``report`` never stop."""
+        if isinstance(verdict, GuardDecision):
+            if verdict.outcome is not Outcome.FAIL:
+                return False
+            mark: OnFail | None = OnFail(str(verdict.action))
+        else:
+            mark = self.on_fail(verdict)
+        return mark is OnFail.ABORT or (
+            deny_stops and mark in (OnFail.DENY, OnFail.ASK)
+        )
+
+    # ------------------------------------------------------------ guard
+    @property
+    def decisions(self) -> list[GuardDecision]:
+        """Guard decisions not yet taken (see :meth:`take_decisions`)."""
+        return self.engine.decisions
+
+    def take_decisions(self) -> list[GuardDecision]:
+        """The guard decisions made since the last call, oldest first; drain
+        them after each :meth:`feed` (they accumulate until taken).
+
+        One per (call, grader) a rule forbids, every time the call is made,
+        retries included; ``call_id`` None is a run-level decision (a
+        grader marked ``abort`` failed: stop the run). Refuse the call when
+        ``action`` is ``deny``/``abort`` (``ask``: ask your user), let it run
+        and report it when ``warn``. See docs/guard.md.
+        """
+        out = list(self.engine.decisions)
+        self.engine.decisions.clear()
+        return out
 
     # ------------------------------------------------------------ state
     def checkpoint(self) -> bytes:
@@ -313,6 +349,23 @@ class StreamGrader:
             )
             self._decoders[source] = decoder
         return decoder
+
+    def _refuse(
+        self, item: Mapping[str, Any], source: str | None, exc: Exception
+    ) -> list[Verdict]:
+        """A mapping that is not JSON (or too deep to write) is a bad record:
+        kept in ``errors``, its trace tainted, never raised."""
+        trace = item.get("trace_id")
+        trace = trace if isinstance(trace, str) else source or self._source
+        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        err = InputError(
+            f"the record cannot be read as JSON ({reason})",
+            location=Location(file=source or self._source),
+            trace_id=trace,
+        )
+        self.errors.append(err)
+        self.engine.reject(trace, str(err))
+        return []
 
     def _collect(self) -> None:
         g = self._grading

@@ -9,9 +9,8 @@ Commands::
     trajgrade convert [INPUT ...]           write the canonical events of any log
     trajgrade stats [INPUT ...]             per-trace counts the graders see
 
-Exit status of ``grade``: 0 every final verdict passed; 1 at least one fail or
-error verdict; 2 usage or config error (also ``check`` on an invalid config).
-130 when a second SIGINT/SIGTERM forced an immediate exit.
+Exit status of ``grade``: see :data:`trajgrade.exit_status.EXIT_CODES` (0 all
+passed, 1 a fail or error, 2 usage/config error, 5 nothing graded, 130 forced).
 """
 
 from __future__ import annotations
@@ -166,6 +165,13 @@ def main() -> None:
     show_default=True,
     help="Seconds between checkpoints (also written on shutdown).",
 )
+@click.option(
+    "--decisions",
+    "decisions_path",
+    metavar="PATH",
+    default=None,
+    help='Also write every guard decision (a call a rule denies, asks about or warns of; a run abort) as a JSON line with "type": "decision" to PATH (appended; \'-\': stdout, between the verdicts). See docs/guard.md.',
+)
 @quiet_option("No summary or status line; only warnings and errors are logged.")
 @action_options
 @kafka_options  # kafka
@@ -191,6 +197,7 @@ def grade(
     idle_timeout: float | None,
     state_dir: str | None,
     checkpoint_interval: float,
+    decisions_path: str | None,
     quiet: bool,
     actions: ActionOptions,
 ) -> None:
@@ -203,6 +210,9 @@ def grade(
     from trajgrade.runner import RunOptions, run
 
     if (kafka := current_kafka_options()) is not None:  # kafka
+        if decisions_path is not None:
+            msg = "--decisions is not supported with Kafka input yet; grade the topic without it"
+            raise click.UsageError(msg)
         from trajgrade.kafka.runner import runner_for  # kafka
 
         run = runner_for(kafka, inputs=inputs)  # kafka
@@ -273,6 +283,7 @@ def grade(
         idle_timeout=_idle_timeout(idle_timeout, live=follow or bool(watch_dirs)),
         state_dir=state_dir,
         checkpoint_interval=checkpoint_interval,
+        decisions=decisions_path,
     )
     options.metrics_port, options.metrics_host = current_metrics_options()
     sink = wire(
@@ -302,38 +313,20 @@ def grade(
         if not isinstance(broken, BrokenPipeError):
             click.echo(f"error: cannot write verdicts to stdout: {broken}", err=True)
         sys.exit(EXIT_FAILED)
-    if pretty and not quiet:
-        counts = (
-            ", ".join(f"{n} {o}" for o, n in sorted(summary.verdicts.items()))
-            or "no verdicts"
-        )
-        click.echo(
-            f"\n{summary.traces} traces, {summary.events} events: {counts}; {summary.input_errors} input errors"
-        )
-        if summary.failed_traces:
-            shown = ", ".join(summary.failed_traces[:10])
-            more = (
-                f" (+{len(summary.failed_traces) - 10} more)"
-                if len(summary.failed_traces) > 10
-                else ""
-            )
-            click.echo(f"not passed: {shown}{more}")
-    if not quiet:
-        # After the readable summary, on the same terminal, the log line says
-        # nothing new; it stays for log pipelines (stderr not a terminal).
-        summarised = pretty and sys.stdout.isatty() and sys.stderr.isatty()
-        (logger.debug if summarised else logger.info)(
-            "run_finished",
-            traces=summary.traces,
-            events=summary.events,
-            verdicts={str(k): v for k, v in summary.verdicts.items()},
-            input_errors=summary.input_errors,
-            anomalies=summary.anomalies,
-            interrupted=summary.interrupted,
-        )
-    if summary.failed_sources:
-        sys.exit(EXIT_USAGE)  # an input could not be read to its end
-    sys.exit(EXIT_OK if summary.all_passed else EXIT_FAILED)
+    from trajgrade.exit_status import exit_code, report
+
+    # After the readable summary, on the same terminal, the log line says
+    # nothing new; it stays for log pipelines (stderr not a terminal).
+    summarised = pretty and sys.stdout.isatty() and sys.stderr.isatty()
+    report(
+        summary,
+        logger,
+        pretty=pretty,
+        quiet=quiet,
+        echo=click.echo,
+        summarised=summarised,
+    )
+    sys.exit(exit_code(summary))
 
 
 #: Shown when `grade` was given no input and stdin is a terminal.

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from trajgrade._depth import decode_bounded
 from trajgrade._locate import one_line, yaml_line
 from trajgrade.errors import InputError, Location
 
@@ -45,14 +46,14 @@ def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, 
             if not line.strip():
                 continue
             try:
-                rows.append((n, msgspec.json.decode(line)))
+                rows.append((n, decode_bounded(msgspec.json, line)))
             except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 msg = f"not valid JSON ({exc}); a .jsonl dataset has one sample object per line"
                 raise InputError(msg, location=Location(file=name, line=n)) from None
     else:
         try:
             doc = (
-                msgspec.json.decode(data)
+                decode_bounded(msgspec.json, data)
                 if name.endswith(".json")
                 else yaml.safe_load(data)
             )

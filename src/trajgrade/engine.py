@@ -20,6 +20,14 @@ Time is data. ``feed(event, now=...)`` records when a trace was first seen on
 the runner's clock; ``tick(now)`` lets clock-driven graders (wall-time) fire
 while no event arrives.
 
+Guard decisions (:mod:`trajgrade.guarding`): besides verdicts, every
+``tool_call`` a grader forbids gives a
+:class:`~trajgrade.verdicts.GuardDecision` in ``decisions`` (the caller
+drains it, like ``anomalies``), every time, also after that grader's verdict
+is final. So a trace whose graders are all final is kept (without grader
+state) while a grader can still judge its calls or it was aborted, until
+its end, ``finish`` or idle expiry; at most ``GUARD_MEMORY`` such traces.
+
 Integrity: the engine tracks open call ids per trace to report results that
 match no call, reused call ids, and calls still unanswered when the trace
 ends as :class:`Anomaly` records in ``anomalies`` (the runner drains and logs
@@ -37,10 +45,25 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from trajgrade.engine_state import (
+    Anomaly,
+    EngineState,
+    EngineStats,
+    TraceSnapshot,
+    _Trace,
+)
 from trajgrade.errors import GradeError
 from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
-from trajgrade.verdicts import Decision, Outcome, Verdict, verdict_id
+from trajgrade.guarding import Guard
+from trajgrade.verdicts import (
+    Decision,
+    GuardDecision,
+    Outcome,
+    Verdict,
+    grader_failed,
+    verdict_id,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -55,88 +78,10 @@ _GONE: Final = object()
 CLOSED_MEMORY: Final = 65_536
 #: How many open call ids per trace the integrity check keeps.
 OPEN_CALLS_MAX: Final = 10_000
-
-
-class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
-    """Something odd but survivable about an event (logged by the runner)."""
-
-    trace_id: str
-    kind: str
-    message: str
-    #: The event it is about (its position in a batch gives its line).
-    event: Any = None
-
-
-class EngineStats(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters since the engine was created."""
-
-    events: int
-    open_traces: int
-    closed_traces: int
-    verdicts: int
-    early_verdicts: int
-    late_events: int
-    rejected_events: int
-
-
-class TraceSnapshot(msgspec.Struct, kw_only=True, array_like=True):
-    """One trace's whole state, as plain data (a checkpoint entry)."""
-
-    trace_id: str
-    events: int
-    opened_at: float | None
-    last_ts: float | None
-    tainted: str | None
-    sealed: list[bool]
-    #: One msgpack-encoded grader state per grader; None once that grader is final.
-    states: list[bytes | None]
-    open_calls: list[str]
-    #: Runner clock at the trace's last event (idle timeouts); None in batch.
-    seen_at: float | None = None
-
-
-class EngineState(msgspec.Struct, kw_only=True, array_like=True):
-    """Everything an engine knows, as plain data (see :mod:`trajgrade.state`).
-
-    Restoring it into an engine compiled from the same suite and feeding the
-    rest of the events gives exactly the verdicts of an uninterrupted run.
-    """
-
-    traces: list[TraceSnapshot]
-    #: Recently closed trace ids, oldest first, with whether they ended
-    #: explicitly: late events of these are dropped, not graded afresh.
-    closed: list[tuple[str, bool]]
-    #: Traces a rejected record named before any of their events arrived.
-    unopened: dict[str, str]
-
-
-class _Trace:
-    __slots__ = (
-        "calls",
-        "events",
-        "id",
-        "last_ts",
-        "live",
-        "opened_at",
-        "sealed",
-        "seen_at",
-        "states",
-        "tainted",
-    )
-
-    def __init__(
-        self, trace_id: str, states: list[Any], opened_at: float | None
-    ) -> None:
-        self.id = trace_id
-        self.states = states
-        self.sealed = [False] * len(states)
-        self.live = len(states)
-        self.events = 0
-        self.opened_at = opened_at
-        self.seen_at = opened_at
-        self.last_ts: float | None = None
-        self.tainted: str | None = None
-        self.calls: dict[str, None] = {}
+#: How many traces whose verdicts are all final are kept for guarding their
+#: later calls; beyond that the oldest is closed (its late calls then go
+#: undecided, as before decisions existed).
+GUARD_MEMORY: Final = 65_536
 
 
 class Engine:
@@ -174,11 +119,16 @@ class Engine:
         self._integrity = check_integrity
         #: Anomalies found since the runner last cleared this list.
         self.anomalies: list[Anomaly] = []
+        self._guard = Guard(suite, self._graders)
+        self._judges = self._guard.judges
+        #: Traces kept only for guarding (every verdict final), oldest first.
+        self._kept: OrderedDict[str, None] = OrderedDict()
         self._n_events = 0
         self._n_verdicts = 0
         self._n_early = 0
         self._n_closed = 0
         self._n_late = 0
+        self._n_settled = 0
         self._n_rejected = 0
 
     # ------------------------------------------------------------ feeding
@@ -213,15 +163,21 @@ class Engine:
             tid = event.trace_id or default_trace
             tr = traces.get(tid)
             if tr is None:
-                if tid in self._closed:
-                    self._n_late += 1
+                ended = self._closed.get(tid)
+                if ended is not None:
+                    # Dropped (counted): its trace ended, or every grader of
+                    # it is final already.
+                    if ended:
+                        self._n_late += 1
+                    else:
+                        self._n_settled += 1
                     continue
                 tr = self._open(tid, now)
                 if self._unopened:
                     tr.tainted = self._unopened.pop(tid, None)
                 if self._samples is not None and tid in self._samples:
                     out.extend(self._introduce(tr, self._samples[tid]))
-                    if tr.live == 0:
+                    if tr.live == 0 and not self._keep(tr):
                         self._forget(tr, ended=False)
                         continue
             tr.events += 1
@@ -246,6 +202,7 @@ class Engine:
                     cid = event.call_id  # type: ignore[union-attr]
                     if cid is not None and tr.calls.pop(cid, _GONE) is _GONE:
                         self._anomaly(tr, "orphan_result", cid, event)
+            abort = tr.abort
             route = routes[kind]
             if route:
                 states = tr.states
@@ -259,14 +216,27 @@ class Engine:
                         d = Decision(
                             outcome=Outcome.ERROR, score=0.0, evidence=exc.message
                         )
+                    except Exception as exc:  # a grader bug: one error, not a crash
+                        d = grader_failed(exc)
                     if d is not None:
+                        first = not tr.sealed[i]
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:
                             out.append(v)
+                            if v.outcome is not Outcome.PASS:
+                                self._guard.verdict(tr, i, v, event, first=first)
                         if tr.live == 0 and kind is not TraceEnd:
+                            if self._keep(tr):
+                                continue
                             # Every grader is final: nothing more to learn.
                             self._forget(tr, ended=False)
                             break
+            if (
+                kind is ToolCall
+                and (self._judges or abort is not None)
+                and tr.id in traces  # not forgotten above
+            ):
+                self._guard.judge(tr, event, abort)  # type: ignore[arg-type]
             if kind is TraceEnd:
                 out.extend(self._close(tr, ended=True))
         self._n_events += len(events)
@@ -291,7 +261,9 @@ class Engine:
                     and (v := self._stamp(tr, i, d, early=True)) is not None
                 ):
                     out.append(v)
-            if tr.live == 0:
+                    if v.outcome is not Outcome.PASS:
+                        self._guard.verdict(tr, i, v, None, first=True)
+            if tr.live == 0 and tr.id in self._traces and not self._keep(tr):
                 self._forget(tr, ended=False)
         return out
 
@@ -345,6 +317,12 @@ class Engine:
         elif tr.tainted is None:
             tr.tainted = reason
 
+    @property
+    def decisions(self) -> list[GuardDecision]:
+        """Guard decisions since the caller last cleared this list (drain
+        it with ``.clear()``, like ``anomalies``)."""
+        return self._guard.decisions
+
     # ------------------------------------------------------------ queries
     def open_traces(self) -> list[str]:
         """Ids of the traces still open, oldest first."""
@@ -359,6 +337,7 @@ class Engine:
             verdicts=self._n_verdicts,
             early_verdicts=self._n_early,
             late_events=self._n_late,
+            settled_events=self._n_settled,
             rejected_events=self._n_rejected,
         )
 
@@ -368,18 +347,7 @@ class Engine:
         tr = self._traces.get(trace_id)
         if tr is None:
             return None
-        enc = msgspec.msgpack.encode
-        return TraceSnapshot(
-            trace_id=tr.id,
-            events=tr.events,
-            opened_at=tr.opened_at,
-            last_ts=tr.last_ts,
-            tainted=tr.tainted,
-            sealed=list(tr.sealed),
-            states=[None if st is None else enc(st) for st in tr.states],
-            open_calls=list(tr.calls),
-            seen_at=tr.seen_at,
-        )
+        return tr.snapshot()
 
     def snapshot(self) -> list[TraceSnapshot]:
         """Every open trace's state (see :mod:`trajgrade.state` for the file form)."""
@@ -390,22 +358,10 @@ class Engine:
     def restore(self, snapshots: Iterable[TraceSnapshot]) -> None:
         """Load trace states taken by ``snapshot`` from an engine with the same suite."""
         for snap in snapshots:
-            states: list[Any] = []
-            for g, raw in zip(self._graders, snap.states, strict=True):
-                states.append(
-                    None
-                    if raw is None
-                    else msgspec.msgpack.decode(raw, type=g.state_type)
-                )
-            tr = _Trace(snap.trace_id, states, snap.opened_at)
-            tr.events = snap.events
-            tr.last_ts = snap.last_ts
-            tr.tainted = snap.tainted
-            tr.sealed = list(snap.sealed)
-            tr.live = sum(st is not None for st in states)
-            tr.calls = dict.fromkeys(snap.open_calls)
-            tr.seen_at = snap.seen_at
+            tr = _Trace.restored(snap, self._graders)
             self._traces[snap.trace_id] = tr
+            if tr.live == 0:
+                self._kept[tr.id] = None
             self._closed.pop(snap.trace_id, None)
             self._unopened.pop(snap.trace_id, None)
 
@@ -449,8 +405,12 @@ class Engine:
                 d = handler(st, event)
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+            except Exception as exc:  # a grader bug: one error, not a crash
+                d = grader_failed(exc)
             if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
                 out.append(v)
+                if v.outcome is not Outcome.PASS:
+                    self._guard.verdict(tr, i, v, None, first=True)
         return out
 
     def _stamp(self, tr: _Trace, i: int, d: Decision, *, early: bool) -> Verdict | None:
@@ -499,6 +459,8 @@ class Engine:
                 d = g.finish(st)
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+            except Exception as exc:  # a grader bug: one error, not a crash
+                d = grader_failed(exc)
             if not d.final:
                 d = msgspec.structs.replace(d, final=True)
             if tr.tainted is not None and tr.sealed[i]:
@@ -514,19 +476,39 @@ class Engine:
                     evidence=f"events of this trace were lost ({tr.tainted}); without them the grader would say {d.outcome}: {d.evidence}",
                     metadata={**d.metadata, "would_be": str(d.outcome)},
                 )
+            first = not tr.sealed[i]
             v = self._stamp(tr, i, d, early=False)
             if v is not None:
                 out.append(v)
+                if v.outcome is not Outcome.PASS:
+                    self._guard.verdict(tr, i, v, None, first=first)
         self._forget(tr, ended=ended)
         return out
 
     def _forget(self, tr: _Trace, *, ended: bool) -> None:
         del self._traces[tr.id]
+        if self._kept:
+            self._kept.pop(tr.id, None)
         self._n_closed += 1
         closed = self._closed
         closed[tr.id] = ended
         if len(closed) > CLOSED_MEMORY:
             closed.popitem(last=False)
+
+    # ------------------------------------------------------------ guard
+    def _keep(self, tr: _Trace) -> bool:
+        """Keep a trace whose verdicts are all final: its calls are still
+        judged (a grader judges calls, or the run was aborted)."""
+        if not self._judges and tr.abort is None:
+            return False
+        kept = self._kept
+        if tr.id not in kept:
+            kept[tr.id] = None
+            if len(kept) > GUARD_MEMORY:
+                old = self._traces.get(next(iter(kept)))
+                if old is not None and old is not tr:
+                    self._close(old, ended=False)
+        return True
 
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
         if kind == "duplicate_call_id":

@@ -62,6 +62,15 @@ class Metrics:
             "Input records rejected (undecodable or invalid).",
             registry=r,
         )
+        self.dropped_events = Counter(
+            "trajgrade_dropped_events",
+            "Events not graded, by reason: after_trace_end (the trace had "
+            "ended), after_final_verdicts (every grader of the trace was final), "
+            "rejected_record (undecodable or invalid input).",
+            ["reason"],
+            registry=r,
+        )
+        self._dropped_seen: dict[str, int] = {}
         self.verdicts = Counter(
             "trajgrade_verdicts",
             "Final verdicts by outcome.",
@@ -130,6 +139,14 @@ class Metrics:
     def set_ready(self, ready: bool) -> None:
         """Ready to grade (joined, state restored) or not (shutting down)."""
         self._ready = ready
+
+    def sync_dropped(self, counts: dict[str, int]) -> None:
+        """Bring ``trajgrade_dropped_events`` up to running totals by reason."""
+        seen = self._dropped_seen
+        for reason, total in counts.items():
+            if total > seen.get(reason, 0):
+                self.dropped_events.labels(reason).inc(total - seen.get(reason, 0))
+                seen[reason] = total
 
     def count_verdicts(self, verdicts: Iterable[Verdict]) -> None:
         """Count final verdicts by outcome, and fail verdicts decided early."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from trajgrade._depth import deep_lines, too_deep_message
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event
@@ -31,8 +32,8 @@ from trajgrade.formats import (
     open_reader,
     sniff_trace_id,
 )
-from trajgrade.formats._lines import RecordIndex, nonblank_lines
-from trajgrade.verdicts import Verdict
+from trajgrade.formats._lines import RecordIndex, nonblank_lines, one_by_one
+from trajgrade.verdicts import GuardDecision, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -220,6 +221,16 @@ class SourceDecoder:
             )
         return batch
 
+    def stop(self) -> Batch:
+        """Reading stopped before the source ended (a signal, --fail-fast): a
+        partial last line or an unfinished document is not a broken record,
+        only an unread one; what the reader holds is flushed as at the end."""
+        self._tail = b""
+        self._doc = None
+        if self.document:
+            return Batch(events=[], errors=[])
+        return self.close()
+
     def close(self) -> Batch:
         """End of the source: a final line without newline is still a line."""
         batch = Batch(events=[], errors=[])
@@ -266,13 +277,20 @@ class SourceDecoder:
         errors = batch.errors
         if len(body) > self._max:
             body = self._drop_long_lines(bytes(body), first, errors)
+        if not self.document and (deep := deep_lines(bytes(body))):
+            body = self._drop_deep_lines(bytes(body), deep, first, errors)
         if self._reader is None:
             if self._fmt == "none":
                 return  # an unrecognised document: reported once, not per line
             body, first = self._start_reader(bytes(body), first, errors)
             if self._reader is None:
                 return
-        events, errs, lines = self._reader.feed(body, first)
+        try:
+            events, errs, lines = self._reader.feed(body, first)
+        except Exception as exc:  # a reader bug must cost its records, not the run
+            events, errs, lines = one_by_one(
+                self._reader, self.source, body, first, exc
+            )
         errors.extend(errs)
         if events:
             batch.segments.append(_segment(len(events), first, body, lines))
@@ -351,6 +369,20 @@ class SourceDecoder:
             trace = self.default_trace
         errors.append(InputError(msg, location=where, trace_id=trace))
 
+    def _drop_deep_lines(
+        self, body: bytes, deep: list[int], first: int, errors: list[InputError]
+    ) -> bytes:
+        """Blank out lines nested too deep for anything to walk (see _depth)."""
+        lines = body.split(b"\n")
+        for i in deep:
+            where = Location(file=self.source, line=first + i)
+            trace = sniff_trace_id(lines[i]) or self.default_trace
+            errors.append(
+                InputError(too_deep_message(), location=where, trace_id=trace)
+            )
+            lines[i] = b""
+        return b"\n".join(lines)
+
     def _drop_long_lines(
         self, body: bytes, first: int, errors: list[InputError]
     ) -> bytes:
@@ -392,6 +424,8 @@ class GradeResult(msgspec.Struct, kw_only=True):
     verdicts: list[Verdict]
     errors: list[InputError]
     anomalies: list[tuple[Anomaly, Location]]
+    #: The guard's decisions, in order (see :mod:`trajgrade.guarding`).
+    decisions: list[GuardDecision] = msgspec.field(default_factory=list)
 
 
 class Grading:
@@ -449,5 +483,8 @@ def grade_bytes(
     verdicts.extend(grading.feed(decoder, decoder.close()))
     verdicts.extend(engine.finish())
     return GradeResult(
-        verdicts=verdicts, errors=grading.errors, anomalies=grading.anomalies
+        verdicts=verdicts,
+        errors=grading.errors,
+        anomalies=grading.anomalies,
+        decisions=engine.decisions,
     )

@@ -42,6 +42,7 @@ import msgspec
 from trajgrade._signals import graceful_signals
 from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
+from trajgrade.exit_status import RunSummary, dropped_counts
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.reporting import log_anomalies, report_problems
 from trajgrade.sources import StreamSource, open_source
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from trajgrade.config import Suite
     from trajgrade.metrics import Metrics
     from trajgrade.sinks import Sink
+    from trajgrade.sinks.decisions import DecisionWriter
     from trajgrade.sources.live import Closed, LiveFiles, Opened
     from trajgrade.status import StatusLine
     from trajgrade.telemetry.receiver import OtlpReceiver
@@ -94,6 +96,8 @@ class RunOptions(msgspec.Struct, kw_only=True):
     #: Serve Prometheus ``/metrics`` and ``/healthz`` here (``--metrics-port``).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    #: ``--decisions``: where guard decisions go (``-``: stdout); None: dropped.
+    decisions: str | None = None
     #: Receive OTLP/HTTP here (``--otlp``), as a live input.
     otlp: OtlpOptions | None = None
 
@@ -101,30 +105,6 @@ class RunOptions(msgspec.Struct, kw_only=True):
     def live(self) -> bool:
         """Inputs are followed (or received) rather than read once."""
         return self.follow or bool(self.watch) or self.otlp is not None
-
-
-class RunSummary(msgspec.Struct, kw_only=True):
-    """What a run did, for the exit status and the closing log line."""
-
-    events: int = 0
-    traces: int = 0
-    verdicts: dict[str, int] = msgspec.field(default_factory=dict)
-    failed_traces: list[str] = msgspec.field(default_factory=list)
-    input_errors: int = 0
-    #: Inputs that could not be read to their end.
-    failed_sources: list[str] = msgspec.field(default_factory=list)
-    anomalies: int = 0
-    interrupted: bool = False
-    #: ``--fail-fast`` stopped the run at a fail.
-    stopped: bool = False
-    #: The run continued from a checkpoint.
-    resumed: bool = False
-    checkpoints: int = 0
-
-    @property
-    def all_passed(self) -> bool:
-        """True when no final verdict was a fail or an error."""
-        return not any(self.verdicts.get(o, 0) for o in (Outcome.FAIL, Outcome.ERROR))
 
 
 class _Run:
@@ -156,10 +136,23 @@ class _Run:
         self.metrics: Metrics | None = None
         #: Cancelled to stop reading (a signal, --fail-fast).
         self.reading = anyio.CancelScope()
+        self.decisions: DecisionWriter | None = None
+        if options.decisions is not None:
+            from trajgrade.sinks.decisions import open_decisions
+
+            try:
+                self.decisions = open_decisions(options.decisions)
+            except OSError as exc:
+                msg = f"cannot write guard decisions: {exc.strerror or exc}"
+                where = Location(file=options.decisions)
+                raise SourceError(msg, location=where) from None
         self.receiver: OtlpReceiver | None = None
 
     # ------------------------------------------------------------ verdicts
     def emit(self, verdicts: Sequence[Verdict]) -> None:
+        if self.engine.decisions:
+            self._decide(verdicts)
+            return
         if not verdicts:
             return
         self._dirty = True
@@ -195,6 +188,17 @@ class _Run:
                 self.summary.stopped = True
                 self.reading.cancel()
 
+    def _decide(self, verdicts: Sequence[Verdict]) -> None:
+        """Verdicts first (a decision never precedes the verdict it came
+        with), then the guard decisions, which also reach the actions."""
+        decisions = list(self.engine.decisions)
+        self.engine.decisions.clear()
+        self.emit(verdicts)
+        if self.decisions is not None:
+            self.decisions.send(decisions)
+        if self.actions is not None:
+            self.actions.observe_decisions(decisions)
+
     def report(self) -> None:
         """Log located input errors and anomalies gathered since last time."""
         errors, anomalies = report_problems(self.grading, self.log)
@@ -213,10 +217,12 @@ class _Run:
         if grading.errors or grading.anomalies:
             self.report()
 
-    def end_input(self, tracked: TrackedInput) -> None:
-        """An input ended: what its reader still holds is end of input."""
+    def end_input(self, tracked: TrackedInput, *, cut: bool = False) -> None:
+        """An input ended (``cut``: reading stopped): what its reader holds is
+        end of input; a part line cut off by a stop is unread, not broken."""
         self._dirty = True
-        self.emit(self.grading.feed(tracked.decoder, tracked.close(), now=self.now()))
+        batch = tracked.stop() if cut else tracked.close()
+        self.emit(self.grading.feed(tracked.decoder, batch, now=self.now()))
         self.report()
         self.log.debug(
             "source_done",
@@ -280,23 +286,10 @@ class _Run:
 
     # ------------------------------------------------------------ live
     def live_start(self) -> dict[str, tuple[Any, int]]:
-        """Resume offsets for LiveFiles: only files that are provably the same."""
-        from trajgrade.sources.live import FileId
+        """Resume offsets for LiveFiles (see :mod:`trajgrade.rotation`)."""
+        from trajgrade.rotation import live_start
 
-        start: dict[str, tuple[Any, int]] = {}
-        for key, pos in list(self.resume_from.items()):
-            try:
-                fd = os.open(key, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                if identity_matches(fd, pos) and not pos.done:
-                    start[key] = (FileId(dev=pos.dev, ino=pos.ino), pos.offset)
-                else:
-                    del self.resume_from[key]
-            finally:
-                os.close(fd)
-        return start
+        return live_start(self)
 
     async def read_live(self, live: LiveFiles) -> None:
         from trajgrade.sources.live import Closed, Data, Opened
@@ -399,6 +392,8 @@ class _Run:
             metrics.events.inc(stats.events - seen)
             seen = stats.events
             metrics.open_traces.set(stats.open_traces)
+            lost = (stats.late_events, stats.settled_events, self.summary.input_errors)
+            metrics.sync_dropped(dropped_counts(*lost))
             metrics.progress()  # the loop is alive, events or not
             await anyio.sleep(1.0)
 
@@ -426,7 +421,7 @@ class _Run:
                 inputs=len(ckpt.positions),
                 suppressed=len(self.suppress),
             )
-        store.open_journal()
+        self.suppress |= store.open_journal(self.suite.fingerprint)
         self._next_checkpoint = time.monotonic() + self.options.checkpoint_interval
 
     async def maybe_checkpoint(self) -> None:
@@ -485,10 +480,12 @@ class _Run:
         self.summary.anomalies += len(self.engine.anomalies)
         self.engine.anomalies.clear()
         self.sink.close()
+        if self.decisions is not None:
+            self.decisions.close()
         stats = self.engine.statistics()
         s = self.summary
-        s.events = stats.events
-        s.traces = stats.closed_traces
+        s.events, s.traces = stats.events, stats.closed_traces
+        s.late_events, s.settled_events = stats.late_events, stats.settled_events
         s.failed_traces = list(self._failed)
         s.verdicts = {Outcome(k): n for k, n in s.verdicts.items()}
         return s
@@ -645,6 +642,6 @@ def conclude(state: _Run, *, live: bool) -> None:
     if keep:
         return
     for key, tracked in list(state.inputs.items()):
-        state.end_input(tracked)
+        state.end_input(tracked, cut=s.interrupted or s.stopped)
         del state.inputs[key]
     state.emit(state.engine.finish())

@@ -26,6 +26,8 @@ Layout of ``DIR``::
 
     checkpoint.msgpack   the latest checkpoint
     emitted.<seq>        ids of verdicts written since checkpoint <seq>'s snapshot
+                         (``emitted.0``: since the run started, before any checkpoint)
+    journal.fingerprint  the config ``emitted.0`` belongs to
     lock                 held by the one trajgrade process using DIR
 """
 
@@ -58,6 +60,8 @@ STATE_VERSION: Final = 1
 #: How many leading bytes of a file identify it together with its inode.
 HEAD_BYTES: Final = 4096
 _CHECKPOINT: Final = "checkpoint.msgpack"
+#: The fingerprint of the config the journal before any checkpoint belongs to.
+_OWNER: Final = "journal.fingerprint"
 
 
 class Position(msgspec.Struct, kw_only=True):
@@ -190,9 +194,30 @@ class StateStore:
         self._open_journal(self.sequence)
         return self.sequence
 
-    def open_journal(self) -> None:
-        """Journal into the current sequence's file (after :meth:`load`)."""
+    def open_journal(self, fingerprint: str) -> set[str]:
+        """Journal into the current sequence's file (after :meth:`load`).
+
+        Before the first checkpoint there is no checkpoint to resume, but the
+        verdicts a killed run wrote are decided again from the start: return
+        their ids (journalled under the same config) to suppress them.
+        """
+        owner = self.dir / _OWNER
+        emitted: set[str] = set()
+        if self.sequence == 0:
+            try:
+                same = owner.read_text("ascii").strip() == fingerprint
+            except (OSError, UnicodeDecodeError):
+                same = False
+            if same:
+                emitted = self.emitted_since(0)
+            else:
+                for _, old in self._journals():
+                    old.unlink(missing_ok=True)
+                tmp = self.dir / f".{_OWNER}.tmp"
+                tmp.write_text(fingerprint + "\n", "ascii")
+                os.replace(tmp, owner)
         self._open_journal(self.sequence)
+        return emitted
 
     def journal(self, ids: Iterable[str]) -> None:
         """Record verdict ids just written to the sink."""
@@ -234,6 +259,8 @@ class StateStore:
         for seq, old in self._journals():
             if seq < sequence:
                 old.unlink(missing_ok=True)
+        # The checkpoint names its config from now on.
+        (self.dir / _OWNER).unlink(missing_ok=True)
 
     def close(self) -> None:
         """Close the journal and release the directory lock."""

@@ -60,6 +60,11 @@ class TrackedInput:
         self.done = True
         return self.decoder.close()
 
+    def stop(self) -> Batch:
+        """Reading stopped early: flush the decoder, dropping an unread part."""
+        self.done = True
+        return self.decoder.stop()
+
     def position(self) -> Position | None:
         """Where a restart should continue (None: not a file, cannot resume)."""
         if self.dev is None or self.ino is None:

@@ -35,6 +35,7 @@ __all__ = (
     "Judgement",
     "Outcome",
     "Verdict",
+    "grader_failed",
     "verdict_id",
 )
 
@@ -160,3 +161,14 @@ def verdict_id(trace_id: str, grader: str, *, final: bool) -> str:
     """The deterministic id of a verdict (16 hex digits)."""
     key = f"{trace_id}\x00{grader}\x00{'final' if final else 'sealed'}".encode()
     return blake2b(key, digest_size=8).hexdigest()
+
+
+def grader_failed(exc: Exception) -> Decision:
+    """What a grader that raised (a bug, or an Event built by a caller nested
+    too deep to examine) decides: error, naming the exception."""
+    why = (
+        "a value of this event is nested too deep to examine"
+        if isinstance(exc, RecursionError)
+        else f"the grader failed on this event ({type(exc).__name__}: {exc}); please report it"
+    )
+    return Decision(outcome=Outcome.ERROR, score=0.0, evidence=why)

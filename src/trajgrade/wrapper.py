@@ -16,9 +16,10 @@ Channels (the agent's output stays byte-exact):
   agent's output goes to a file);
 * logs (why the agent was stopped, its exit status) -> stderr.
 
-Stopping: the first verdict with outcome ``fail`` from a grader whose
-``on_fail:`` marking is in ``--stop-on`` (default: ``abort`` and ``deny``;
-the wrapper cannot refuse one call, so ``deny`` stops too) makes the wrapper
+Stopping: the first guard decision (or verdict) with outcome ``fail`` from
+a grader whose ``on_fail:`` marking is in ``--stop-on`` (default: ``abort``,
+``deny`` and ``ask``; the wrapper can neither refuse one call nor ask, so
+those stop too; ``warn`` decisions are logged) makes the wrapper
 send SIGTERM to the agent's process group, then SIGKILL after ``--grace``
 seconds. The agent runs in its own process group (a new session), so its
 tool processes (a shell running the offending command) are stopped with it,
@@ -30,7 +31,8 @@ the agent's output ends, so every verdict is still written.
 
 Exit status (see :data:`EXIT_CODES`): 0 passed, 1 a verdict failed, 2 usage or
 config error (or the agent could not be started), 3 trajgrade stopped the
-agent, 4 the agent failed on its own (its status is logged), 128+N when
+agent, 4 the agent failed on its own (its status is logged), 5 the agent
+exited 0 but nothing was graded (no events in its output), 128+N when
 signal N sent to trajgrade ended the run.
 """
 
@@ -50,7 +52,7 @@ from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.reporting import report_problems
-from trajgrade.verdicts import Outcome, Verdict
+from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -62,6 +64,7 @@ __all__ = (
     "EXIT_AGENT_FAILED",
     "EXIT_CODES",
     "EXIT_FAILED",
+    "EXIT_NOTHING",
     "EXIT_OK",
     "EXIT_STOPPED",
     "EXIT_USAGE",
@@ -76,6 +79,7 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_STOPPED: Final = 3
 EXIT_AGENT_FAILED: Final = 4
+EXIT_NOTHING: Final = 5
 #: Exit statuses of ``trajgrade run`` and what they mean (docs/hooks.md and ``--help``).
 EXIT_CODES: Final = {
     EXIT_OK: "the agent exited 0 and every verdict passed",
@@ -83,11 +87,14 @@ EXIT_CODES: Final = {
     EXIT_USAGE: "usage or config error, or the agent could not be started",
     EXIT_STOPPED: "trajgrade stopped the agent on a fail (the reason is logged)",
     EXIT_AGENT_FAILED: "the agent exited non-zero or was killed, on its own (its status is logged)",
+    EXIT_NOTHING: "the agent exited 0 but nothing was graded: its output held no events of the format",
     128: "+N: signal N sent to trajgrade (forwarded to the agent) ended the run",
 }
 #: ``--stop-on`` value -> the ``on_fail:`` markings whose fails stop the agent.
 STOP_ON: Final[dict[str, frozenset[OnFail]]] = {
-    "marked": frozenset({OnFail.ABORT, OnFail.DENY}),
+    # The wrapper can neither refuse one call nor ask the user: deny and ask
+    # stop the agent too; warn (shadow mode) and report never do.
+    "marked": frozenset({OnFail.ABORT, OnFail.DENY, OnFail.ASK}),
     "abort": frozenset({OnFail.ABORT}),
     "never": frozenset(),
 }
@@ -124,8 +131,8 @@ class WrapSummary(msgspec.Struct, kw_only=True):
     pid: int = 0
     #: The agent's own exit status (negative: killed by that signal).
     agent_exit: int | None = None
-    #: The verdict that made trajgrade stop the agent.
-    stopped_by: Verdict | None = None
+    #: The verdict or guard decision that made trajgrade stop the agent.
+    stopped_by: Verdict | GuardDecision | None = None
     #: Name of the signal sent to trajgrade that ended the run.
     interrupted: str | None = None
     events: int = 0
@@ -168,6 +175,13 @@ class _Wrap:
 
     # ------------------------------------------------------------ verdicts
     def emit(self, verdicts: Sequence[Verdict]) -> None:
+        decisions = self.engine.decisions
+        if decisions:
+            taken = list(decisions)
+            decisions.clear()
+            self.emit(verdicts)
+            self.decide(taken)
+            return
         if not verdicts:
             return
         counts = self.summary.verdicts
@@ -188,7 +202,20 @@ class _Wrap:
                     self.stop(v)
                     break
 
-    def stop(self, v: Verdict) -> None:
+    def decide(self, decisions: Sequence[GuardDecision]) -> None:
+        """Act on guard decisions: a fail whose action is in ``--stop-on``
+        stops the agent (a retried forbidden call too, whatever verdicts
+        said before); shadow-mode and could-not-judge decisions are logged."""
+        self.actions.observe_decisions(decisions)  # logs the warnings
+        for d in decisions:
+            if (
+                d.outcome is Outcome.FAIL
+                and OnFail(str(d.action)) in self.stop_marks
+                and self.summary.stopped_by is None
+            ):
+                self.stop(d)
+
+    def stop(self, v: Verdict | GuardDecision) -> None:
         """Stop the agent because of ``v``: SIGTERM now, SIGKILL after the grace."""
         if self.proc is None or self.proc.returncode is not None:
             return  # it ended on its own: a fail now is a graded fail
@@ -199,7 +226,7 @@ class _Wrap:
             trace=v.trace_id,
             grader=v.grader,
             on_fail=str(self.marks.get(v.grader, OnFail.DENY)),
-            evidence=v.evidence,
+            evidence=v.evidence if isinstance(v, Verdict) else v.reason,
             signal="SIGTERM",
             grace=self.options.grace,
         )
@@ -291,6 +318,8 @@ class _Wrap:
             s.exit_code = 128 + int(signal.Signals[s.interrupted])
         elif returncode != 0:
             s.exit_code = EXIT_AGENT_FAILED
+        elif not any(s.verdicts.values()):
+            s.exit_code = EXIT_NOTHING  # its output held no events: no false green
         else:
             s.exit_code = EXIT_FAILED if failed else EXIT_OK
         return s

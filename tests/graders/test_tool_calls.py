@@ -156,9 +156,17 @@ def test_non_string_results_are_matched_as_compact_json() -> None:
 
 def test_regex_timeout_becomes_an_error_verdict() -> None:
     """A catastrophic pattern on a large result is abandoned and reported, not hung on."""
-    s = one("tool-calls", "required: [{name: x, result: '(a+)+$'}]")
+    # (A lookahead keeps it off RE2, on the time-boxed backtracking engine.)
+    s = one("tool-calls", "required: [{name: x, result: '(a+)+(?=c)'}]")
     ((_, v),) = run(s, [call("x", "1"), result("1", "a" * 200_000 + "b")])
     assert v.outcome is Outcome.ERROR and "ran longer than" in v.evidence
+
+
+def test_a_catastrophic_pattern_re2_can_run_decides() -> None:
+    """(a+)+$ runs on RE2 in linear time: a real verdict, not a timeout."""
+    s = one("tool-calls", "required: [{name: x, result: '(a+)+$'}]")
+    ((_, v),) = run(s, [call("x", "1"), result("1", "a" * 1_000_000 + "b")])
+    assert v.outcome is Outcome.FAIL
 
 
 def test_metadata_reports_counts_and_cursor() -> None:

@@ -218,6 +218,25 @@ def finals(*graders: Grader) -> dict[str, dict[str, Any]]:
     return seen
 
 
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
+    """Sum of the group's committed offsets on ``topic``."""
+
+    async def go() -> int:
+        from aiokafka.admin import AIOKafkaAdminClient
+        from aiokafka.structs import TopicPartition
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            found = await admin.list_consumer_group_offsets(group, partitions=tps)
+        finally:
+            await admin.close()
+        return sum(max(o.offset, 0) for o in found.values())
+
+    return asyncio.run(go())
+
+
 def free_port() -> int:
     """A free loopback TCP port."""
     import socket

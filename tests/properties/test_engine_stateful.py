@@ -95,10 +95,23 @@ class EngineMachine(RuleBasedStateMachine):
             f"{tid} closed without all finals"
         )
 
+    def _kept(self, tid: str) -> bool:
+        """A trace whose verdicts are all final stays open for the guard
+        while a grader judges calls, or once a grader that aborts failed."""
+        suite = self.case.suite
+        if any(callable(getattr(g, "judge", None)) for g in suite.graders):
+            return True
+        return any(
+            v.outcome == "fail" and suite.on_fail[g] == "abort"
+            for g in self.graders
+            for v in self.verdicts.get((tid, g), ())
+        )
+
     def _settle(self) -> None:
-        """Traces whose graders are all final are dropped by the engine."""
+        """Traces whose graders are all final are dropped by the engine,
+        unless the guard keeps them."""
         for tid in list(self.open):
-            if self._finals(tid) == len(self.graders):
+            if self._finals(tid) == len(self.graders) and not self._kept(tid):
                 self._close(tid)
 
     def _feed(self, event: Event) -> None:
@@ -250,7 +263,7 @@ class EngineMachine(RuleBasedStateMachine):
         assert stats.events == self.fed
         assert stats.verdicts == self.emitted
         assert stats.early_verdicts == self.early
-        assert stats.late_events == self.late
+        assert stats.late_events + stats.settled_events == self.late
         assert stats.closed_traces == self.n_closed
         assert stats.open_traces == len(self.open)
         assert stats.rejected_events == 0

@@ -6,6 +6,8 @@ from typing import Any, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
+
 __all__ = ("count", "parse_args", "text_of")
 
 _JSON: Final = msgspec.json.Decoder()
@@ -32,7 +34,7 @@ def parse_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         return raw, None
     if isinstance(raw, str):
         try:
-            parsed = _JSON.decode(raw)
+            parsed = decode_bounded(_JSON, raw)
         except (msgspec.DecodeError, UnicodeDecodeError):
             return None, raw
         return (parsed if isinstance(parsed, dict) else None), raw

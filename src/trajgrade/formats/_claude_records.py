@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
 from trajgrade.events import AgentError, Event, TraceEnd, Usage
 
 __all__ = (
@@ -169,7 +170,7 @@ def call_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         return raw, None
     if isinstance(raw, str):
         try:
-            parsed = _ANY.decode(raw)
+            parsed = decode_bounded(_ANY, raw)
         except (msgspec.DecodeError, UnicodeDecodeError):
             return None, raw
         return (parsed if isinstance(parsed, dict) else None), raw

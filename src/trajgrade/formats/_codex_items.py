@@ -13,6 +13,7 @@ from typing import Any, Final, TypeGuard
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
 from trajgrade.events import Message, ToolCall, ToolResult
 
 __all__ = (
@@ -93,7 +94,7 @@ def _parse_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         msg = f"`arguments` must be a JSON string, got {type(raw).__name__}"
         raise BadRecord(msg, "arguments")
     try:
-        parsed = _JSON.decode(raw)
+        parsed = decode_bounded(_JSON, raw)
     except (msgspec.DecodeError, UnicodeDecodeError):
         # Not JSON (e.g. a redacted log): kept raw so text graders still see it.
         return None, raw
@@ -187,7 +188,7 @@ def _output_status(output: Any) -> tuple[Any, bool | None, float | None]:
         return output, None, None
     if output.startswith(_WRAPPED):
         try:
-            wrapped = _JSON.decode(output)
+            wrapped = decode_bounded(_JSON, output)
         except (msgspec.DecodeError, UnicodeDecodeError):
             wrapped = None
         meta = wrapped.get("metadata") if isinstance(wrapped, dict) else None

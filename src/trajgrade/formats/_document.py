@@ -23,6 +23,7 @@ import ijson
 import msgspec
 from ijson.common import ObjectBuilder
 
+from trajgrade._depth import MAX_DEPTH, too_deep_message
 from trajgrade.errors import InputError, Location
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def document_shape(prefix: bytes) -> DocShape | None:
         if "premature EOF" not in str(exc) and "incomplete" not in str(exc).lower():
             return None
         complete = False
-    except ijson.JSONError:
+    except (ijson.JSONError, UnicodeDecodeError):  # ijson decodes UTF-8 as it goes
         return None
     if not events:
         return None
@@ -105,6 +106,8 @@ class DocumentReader:
         self._builder: ObjectBuilder | None = None
         self._building: str | None = None
         self._depth = 0
+        #: Inside an item nested too deep: its events are skipped.
+        self._skipping = False
         self._line = 0
         #: The document was cut short or is not valid JSON: the events before
         #: the break were emitted; the run was not seen to finish.
@@ -128,7 +131,7 @@ class DocumentReader:
         self._line = first_line + max(data.count(b"\n") - 1, 0)
         try:
             self._coro.send(data)
-        except ijson.JSONError as exc:
+        except (ijson.JSONError, UnicodeDecodeError) as exc:
             self.broken = True
             errors.append(self._broken(exc))
         self._drain(events, errors)
@@ -142,7 +145,7 @@ class DocumentReader:
         if not self.broken:
             try:
                 self._coro.close()
-            except ijson.JSONError as exc:
+            except (ijson.JSONError, UnicodeDecodeError) as exc:
                 self.broken = True
                 errors.append(self._broken(exc))
             self._drain(events, errors)
@@ -178,20 +181,44 @@ class DocumentReader:
         msg = f"the {self.format} document is not valid JSON ({reason}); events before this point were graded"
         return self.error(msg, trace=self.trace_id)
 
+    def _item(self, obj: Any, events: list[Event], errors: list[InputError]) -> None:
+        k = len(events)
+        try:
+            self.item(self._building or "", obj, events, errors)
+        except Exception as exc:  # a reader bug costs one item, not the run
+            del events[k:]
+            msg = f"this item could not be read ({type(exc).__name__}: {exc}); it was skipped. Please report it: no input should do this"
+            errors.append(self.error(msg, trace=self.trace_id))
+
     def _drain(self, events: list[Event], errors: list[InputError]) -> None:
         items = self.ITEMS
         scalars = self.SCALARS
         for prefix, event, value in self._parsed:
-            builder = self._builder
-            if builder is not None:
-                builder.event(event, value)
+            if self._skipping:
                 if event in ("start_map", "start_array"):
                     self._depth += 1
                 elif event in ("end_map", "end_array"):
                     self._depth -= 1
+                    self._skipping = self._depth > 0
+                continue
+            builder = self._builder
+            if builder is not None:
+                if event in ("start_map", "start_array"):
+                    self._depth += 1
+                    if self._depth > MAX_DEPTH:
+                        # Too deep to walk: drop the item, skip to its end.
+                        self._builder = None
+                        self._skipping = True
+                        errors.append(
+                            self.error(too_deep_message(), trace=self.trace_id)
+                        )
+                        continue
+                builder.event(event, value)
+                if event in ("end_map", "end_array"):
+                    self._depth -= 1
                     if self._depth == 0:
                         self._builder = None
-                        self.item(self._building or "", builder.value, events, errors)
+                        self._item(builder.value, events, errors)
                 continue
             if prefix in items and event in ("start_map", "start_array"):
                 self._builder = ObjectBuilder()

@@ -18,7 +18,7 @@ from trajgrade.formats._sniff import sniff_trace_id
 if TYPE_CHECKING:
     from trajgrade.events import Event
 
-__all__ = ("RecordIndex", "RecordReader", "nonblank_lines")
+__all__ = ("RecordIndex", "RecordReader", "nonblank_lines", "one_by_one", "unreadable")
 
 _JSON: Final = msgspec.json.Decoder()
 
@@ -40,6 +40,49 @@ def nonblank_lines(buf: bytes | memoryview, first_line: int) -> list[int]:
         for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line)
         if line.strip()
     ]
+
+
+def unreadable(source: str, n: int, line: bytes, exc: BaseException) -> InputError:
+    """The error for a record whose reading failed unexpectedly (a reader bug
+    that hostile input found): that record is skipped, its trace tainted."""
+    msg = (
+        f"this record could not be read ({type(exc).__name__}: {exc}); it was "
+        "skipped. Please report it with the record: no input should do this"
+    )
+    return InputError(
+        msg, location=Location(file=source, line=n), trace_id=sniff_trace_id(line)
+    )
+
+
+def one_by_one(
+    reader: Any, source: str, body: bytes | memoryview, first: int, exc: Exception
+) -> tuple[list[Event], list[InputError], list[int]]:
+    """A reader failed on a batch of lines: retry them one by one, so only
+    the lines it fails on are lost (located, their traces tainted). A JSON
+    document's parser cannot restart mid-stream: the document is broken."""
+    events: list[Event] = []
+    errors: list[InputError] = []
+    lines: list[int] = []
+    if hasattr(reader, "broken"):
+        errors.append(unreadable(source, first, b"", exc))
+        reader.broken = True
+        return events, errors, lines
+    for n, line in enumerate(bytes(body).split(b"\n"), start=first):
+        if not line.strip():
+            continue
+        try:
+            evs, errs, where = reader.feed(line + b"\n", n)
+        except Exception as err:
+            errors.append(unreadable(source, n, line, err))
+            continue
+        events.extend(evs)
+        errors.extend(errs)
+        # One line was fed: every event it gave is on line n (a RecordIndex
+        # would count records of this one-line buffer, not lines).
+        lines.extend(
+            [n] * len(evs) if where is None or isinstance(where, RecordIndex) else where
+        )
+    return events, errors, lines
 
 
 class RecordReader:
@@ -69,7 +112,12 @@ class RecordReader:
             except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 errors.append(self.undecodable(line, n, exc))
             else:
-                self.record(record, n, events, errors)
+                k = len(events)
+                try:
+                    self.record(record, n, events, errors)
+                except Exception as exc:  # a reader bug costs one record, not the run
+                    del events[k:]
+                    errors.append(unreadable(self._source, n, line, exc))
             lines.extend([n] * (len(events) - len(lines)))
         return events, errors, lines
 

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
 from trajgrade.events import (
     AgentError,
     Event,
@@ -82,7 +83,7 @@ def tool_call(c: Any, tid: str, field: str, agent: str | None = None) -> ToolCal
         args, raw = raw, None
     elif isinstance(raw, str):
         try:
-            parsed = _JSON.decode(raw)
+            parsed = decode_bounded(_JSON, raw)
         except (msgspec.DecodeError, UnicodeDecodeError):
             parsed = None  # kept raw only: text graders still see it
         args = parsed if isinstance(parsed, dict) else None

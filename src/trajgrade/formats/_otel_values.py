@@ -12,6 +12,8 @@ from typing import Any, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
+
 __all__ = ("BadValue", "any_value", "attributes", "json_object", "nanos")
 
 _JSON: Final = msgspec.json.Decoder()
@@ -110,7 +112,7 @@ def json_object(raw: Any) -> dict[str, Any] | None:
     if not isinstance(raw, str):
         return None
     try:
-        parsed = _JSON.decode(raw)
+        parsed = decode_bounded(_JSON, raw)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     return parsed if isinstance(parsed, dict) else None

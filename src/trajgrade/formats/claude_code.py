@@ -85,7 +85,7 @@ flushing), and the ids of the last 4096 completed responses.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -113,7 +113,7 @@ from trajgrade.formats._claude_records import (
     session_in,
     usage_event,
 )
-from trajgrade.formats._lines import RecordIndex, nonblank_lines
+from trajgrade.formats._lines import RecordIndex, nonblank_lines, unreadable
 from trajgrade.formats.vally import parse_timestamp
 
 __all__ = ("FORMAT", "FORMATS", "ClaudeCodeReader")
@@ -188,7 +188,7 @@ class ClaudeCodeReader:
             index = RecordIndex()
             for k, rec in enumerate(recs):
                 if rec.type in _READ:
-                    self._record(rec, k, events, errors)
+                    self._guarded(rec, k, events, errors, None)
                     index.extend([k] * (len(events) - len(index)))
             if errors:
                 errors = self._locate(errors, nonblank_lines(buf, first_line))
@@ -206,9 +206,27 @@ class ClaudeCodeReader:
                 errors.append(self._error(msg, n, None, self._trace_of(line)))
             else:
                 if rec.type in _READ:
-                    self._record(rec, n, events, errors)
+                    self._guarded(rec, n, events, errors, line)
             lines.extend([n] * (len(events) - len(lines)))
         return events, errors, lines
+
+    def _guarded(
+        self,
+        rec: Any,
+        n: int,
+        events: list[Event],
+        errors: list[InputError],
+        line: bytes | None,
+    ) -> None:
+        k = len(events)
+        try:
+            self._record(rec, n, events, errors)
+        except Exception as exc:  # a reader bug costs one record, not the run
+            del events[k:]
+            err = unreadable(self._source, n, line or b"", exc)
+            if err.trace_id is None:
+                err.trace_id = self._last
+            errors.append(err)
 
     def close(self) -> tuple[list[Event], list[InputError]]:
         events: list[Event] = []

@@ -113,6 +113,7 @@ from trajgrade.formats._codex_items import (
     tool_result,
 )
 from trajgrade.formats._codex_usage import UsageDeltas
+from trajgrade.formats._lines import unreadable
 from trajgrade.formats.vally import parse_timestamp
 
 __all__ = ("FORMAT", "FORMATS", "CodexReader")
@@ -164,6 +165,7 @@ class CodexReader:
         for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
             if not line.strip():
                 continue
+            k = len(events)
             try:
                 record = _JSON.decode(line)
                 if not isinstance(record, dict):
@@ -176,6 +178,11 @@ class CodexReader:
             except BadRecord as exc:
                 msg = f"{exc.message}; fix the producer or the line"
                 errors.append(self._error(msg, n, exc.field))
+            except Exception as exc:  # a reader bug costs one record, not the run
+                del events[k:]
+                err = unreadable(self._source, n, line, exc)
+                err.trace_id = err.trace_id or self._tid
+                errors.append(err)
             lines.extend([n] * (len(events) - len(lines)))
         return events, errors, lines
 

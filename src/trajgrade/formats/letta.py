@@ -41,6 +41,7 @@ from typing import Any, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
 from trajgrade.errors import InputError, Location
 from trajgrade.events import (
     AgentError,
@@ -318,7 +319,7 @@ def _call(c: Any, tid: str, ts: float | None, field: str) -> ToolCall:
         args, raw = raw, None
     elif isinstance(raw, str):
         try:
-            parsed = _JSON.decode(raw)
+            parsed = decode_bounded(_JSON, raw)
         except (msgspec.DecodeError, UnicodeDecodeError):
             parsed = None  # kept raw only: text graders still see it
         args = parsed if isinstance(parsed, dict) else None

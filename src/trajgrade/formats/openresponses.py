@@ -49,6 +49,7 @@ from typing import Any, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
 from trajgrade.errors import InputError, Location
 from trajgrade.events import (
     AgentError,
@@ -158,7 +159,7 @@ def _args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         return raw, None
     if isinstance(raw, str):
         try:
-            parsed = _JSON.decode(raw)
+            parsed = decode_bounded(_JSON, raw)
         except (msgspec.DecodeError, UnicodeDecodeError):
             return None, raw
         return (parsed if isinstance(parsed, dict) else None), raw

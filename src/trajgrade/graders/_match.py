@@ -3,10 +3,14 @@
 A :class:`Pattern` is compiled once from a JavaScript regex source (vally's
 flavour, translated by ``_jsregex``). Plain literals take a ``str`` fast path
 (substring, equality, prefix, suffix), which is exactly what the regex would
-do. Everything else runs on the ``regex`` module with a per-call timeout: a
-backtracking pattern on a 10 MB tool output is abandoned after
-``timeout`` seconds and becomes a :class:`MatchTimeout` (an ``error``
-verdict), instead of stalling the stream.
+do. A pattern RE2 reads as the same language runs on RE2 (``_re2``), in
+linear time: no input can make it stall. The rest (lookaround,
+backreferences, ``(?i)``) runs on the backtracking ``regex`` module with a
+per-call timeout: a catastrophic pattern on a 10 MB tool output is abandoned
+after ``timeout`` seconds and becomes a :class:`MatchTimeout` (an ``error``
+verdict), and after :data:`BREAKER_TRIPS` timeouts a per-pattern circuit
+breaker refuses values that long at once, so 100 traces cannot each pay the
+full timeout.
 
 Tool names come from a small vocabulary, so :class:`NameMatcher` memoises
 results per name; argument values and results are never cached.
@@ -34,17 +38,24 @@ class MatchTimeout(GradeError):
     """A user regex ran longer than the configured timeout on one value."""
 
 
+#: Timeouts of one pattern after which its circuit breaker opens.
+BREAKER_TRIPS: Final = 2
+
+
 class Pattern:
     """One compiled, unanchored JavaScript regex (or its literal fast path)."""
 
-    __slots__ = ("_test", "field", "source")
+    __slots__ = ("_test", "engine", "field", "source")
 
     def __init__(self, source: str, *, field: str, timeout: float) -> None:
         """Compile ``source``; raise JSRegexError (the caller adds the location)."""
         self.source = source
         #: The config field this pattern came from, for messages.
         self.field = field
-        self._test = _compile(source, field=field, timeout=timeout)
+        #: ``literal`` (str methods), ``re2`` (linear time) or ``backtracking``
+        #: (the regex module, time-boxed, with a circuit breaker).
+        self.engine = "literal"
+        self._test = self._compile(timeout)
 
     def search(self, text: str) -> bool:
         """Whether the pattern matches anywhere in ``text``; MatchTimeout if it
@@ -54,27 +65,60 @@ class Pattern:
     def __repr__(self) -> str:
         return f"Pattern({self.source!r})"
 
+    def _compile(self, timeout: float) -> Callable[[str], bool]:
+        source = self.source
+        lit = literal_of(source)
+        if lit is not None:
+            text, start, end = lit
+            if start and end:
+                return text.__eq__
+            if start:
+                return lambda s: s.startswith(text)
+            if end:
+                return lambda s: s.endswith(text)
+            return (lambda s: text in s) if text else (lambda s: True)
+        # Only a real regex needs an engine (imported here: see _jsliteral).
+        from trajgrade.graders._jsregex import compile_js, translate
+        from trajgrade.graders._re2 import compile_re2
 
-def _compile(source: str, *, field: str, timeout: float) -> Callable[[str], bool]:
-    lit = literal_of(source)
-    if lit is not None:
-        text, start, end = lit
-        if start and end:
-            return text.__eq__
-        if start:
-            return lambda s: s.startswith(text)
-        if end:
-            return lambda s: s.endswith(text)
-        return (lambda s: text in s) if text else (lambda s: True)
-    # Only a real regex needs the engine (imported here: see _jsliteral).
-    from trajgrade.graders._jsregex import compile_js
+        slow = _time_boxed(compile_js(source), source, self.field, timeout)
+        fast = compile_re2(translate(source))
+        if fast is None:
+            self.engine = "backtracking"
+            return slow
+        self.engine = "re2"
 
-    compiled = compile_js(source)
+        def test(s: str) -> bool:
+            try:
+                return fast(s)
+            except UnicodeEncodeError:  # a lone surrogate: RE2 reads UTF-8 only
+                return slow(s)
+
+        return test
+
+
+def _time_boxed(
+    compiled: Any, source: str, field: str, timeout: float
+) -> Callable[[str], bool]:
+    """The backtracking engine with a per-call time box and a breaker: after
+    :data:`BREAKER_TRIPS` timeouts, a value at least as long as the shortest
+    one that timed out fails at once (an ``error`` verdict, as a timeout
+    would give) instead of stalling the stream again."""
+    timed_out: list[int] = []
 
     def test(s: str) -> bool:
+        if len(timed_out) >= BREAKER_TRIPS and len(s) >= min(timed_out):
+            msg = (
+                f"regex {source!r} in {field} timed out {len(timed_out)} times "
+                f"(on values of {min(timed_out):,}+ characters) and is no longer "
+                f"run on values that long; simplify the pattern (avoid nested "
+                f"quantifiers such as (a+)+ with lookaround or backreferences)"
+            )
+            raise MatchTimeout(msg)
         try:
             return compiled.search(s, timeout=timeout) is not None
         except TimeoutError:
+            timed_out.append(len(s))
             msg = (
                 f"regex {source!r} in {field} ran longer than {timeout:g}s on a "
                 f"{len(s):,}-character value and was abandoned; simplify the pattern "

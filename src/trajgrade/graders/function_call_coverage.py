@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
 from trajgrade.errors import ConfigError, GradeError, Location
 from trajgrade.events import Event, ToolCall, TraceStart
 from trajgrade.graders._spec import ConfigBase, ErrorList
@@ -102,7 +103,7 @@ def parse_required(text: str) -> list[str]:
     source = text.strip()
     value: Any
     try:
-        value = msgspec.json.decode(source)
+        value = decode_bounded(msgspec.json, source)
     except (msgspec.DecodeError, UnicodeDecodeError):
         try:
             value = ast.literal_eval(source)

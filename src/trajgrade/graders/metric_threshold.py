@@ -38,7 +38,7 @@ from trajgrade.errors import ConfigError, Location
 from trajgrade.events import EVENT_TYPES as _ALL_EVENTS
 from trajgrade.events import AgentError, Event, ToolCall, ToolResult, TurnStart, Usage
 from trajgrade.graders._spec import ConfigBase
-from trajgrade.verdicts import Decision, Outcome
+from trajgrade.verdicts import Decision, Judgement, Outcome
 
 __all__ = (
     "GRADER_TYPES",
@@ -155,6 +155,21 @@ class MetricThreshold:
 
     def finish(self, state: MetricState) -> Decision:
         return self._decision(state, final=True)
+
+    def judge(self, state: MetricState | None, call: ToolCall) -> Judgement | None:
+        """The guard: once the budget is exceeded, every call is over it —
+        the call that tipped it (``step`` counted it first) and every later
+        one (rule ``max``). ``state`` is None only after a final fail (a
+        budget finalises early only at its score floor)."""
+        if state is None:
+            text = f"the budget of {self._shown_max} {self._unit} is spent"
+        elif state.value > self._limit:
+            text = (
+                f"{_number(state.value)} {self._unit} exceeds max of {self._shown_max}"
+            )
+        else:
+            return None
+        return Judgement(rule="max", reason=text)
 
     def score(self, value: float) -> float:
         """vally's linear score for ``value``."""

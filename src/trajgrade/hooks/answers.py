@@ -1,8 +1,9 @@
 """What a hook prints, per agent: built from what each real agent does with it.
 
-The session step decides one of three things for an invocation: nothing,
-*deny* the pending tool call (a grader failed because of it), or *stop* the
-run (a budget blew, or a grader marked ``on_fail: abort`` failed). Each agent
+The session step decides, from the engine's guard decisions, what to say:
+nothing, *deny* the pending tool call (a rule forbids it), *ask* the user
+about it, *warn* (the call runs), or *stop* the run (a budget blew, or a
+grader marked ``on_fail: abort`` failed). Each agent
 is told that in the one spelling it honours, as recorded with the real CLIs
 (``corpus/*-live/README.md``, "What blocking does"):
 
@@ -23,6 +24,15 @@ Gemini CLI 0.61
     ``hookSpecificOutput`` is ignored). stop: ``{"continue": false,
     "stopReason": …}``, which on ``BeforeTool`` ends the run *before* the
     tool runs, so it wins over a deny.
+
+ask and warn (``on_fail: ask`` / ``warn``), as tried with the real CLIs
+(docs/guard.md): Claude Code asks the user with ``permissionDecision:
+"ask"`` and shows a warning as ``systemMessage`` (the call runs). Gemini CLI
+0.61 honours a top-level ``{"decision": "ask"}`` by forcing its
+confirmation prompt even under ``--yolo``, so a headless run hangs on it:
+an ask is sent as a deny; a warning is a ``systemMessage``. Codex 0.169
+ignores ``permissionDecision: "ask"`` (the call ran) and drops answers with
+a ``systemMessage``: an ask is sent as a deny, a warning is only logged.
 
 Every answer exits 0 with JSON on stdout: exit 2 would also block, but on
 ``Stop``/``AfterAgent`` it means "keep going", the opposite of stopping.
@@ -63,47 +73,60 @@ def answer(
     deny: str | None = None,
     stop: str | None = None,
     notice: str | None = None,
+    ask: str | None = None,
+    warn: str | None = None,
 ) -> Answer:
     """The answer to one invocation of ``event`` for ``agent``.
 
-    ``deny`` applies only on the tool gate (``PreToolUse``/``BeforeTool``);
-    ``notice`` is a message for the user (a broken config), shown where the
-    agent supports it.
+    ``deny`` and ``ask`` apply only on the tool gate (``PreToolUse``/
+    ``BeforeTool``); a deny wins over an ask. ``warn`` (shadow mode: the
+    call runs) and ``notice`` (a broken config) are messages for the user,
+    shown where the agent supports one (Claude Code, Gemini).
     """
     if agent == "codex":
         if event != "PreToolUse":
             return _NOTHING
-        reason = deny or stop
+        # Codex rejects ``ask`` (and drops an answer carrying anything but a
+        # deny): an ask is a deny there, and a warning is never printed.
+        reason = deny or stop or ask
         if reason is None:
             return _NOTHING
-        return _json(
-            {
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "deny",
-                    "permissionDecisionReason": reason,
-                }
-            }
-        )
+        return _json(_permission("deny", reason))
     body: dict[str, object] = {}
+    message = _join(warn, notice)
     if agent == "gemini":
+        # Gemini's ``decision: "ask"`` forces its confirmation prompt even
+        # under --yolo, and a headless run (-p) then waits forever; a hook
+        # cannot tell the two apart, so an ask is a deny there.
+        deny = deny or ask
         if stop is not None and event != "SessionEnd":
             body = {"continue": False, "stopReason": stop}
         elif deny is not None and event == "BeforeTool":
             body = {"decision": "deny", "reason": deny}
     elif deny is not None and event == "PreToolUse":
-        body = {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "deny",
-                "permissionDecisionReason": deny,
-            }
-        }
+        body = _permission("deny", deny)
+    elif ask is not None and event == "PreToolUse":
+        body = _permission("ask", ask)
     elif stop is not None and event != "SessionEnd":
         body = {"continue": False, "stopReason": stop}
-    if notice is not None:
-        body["systemMessage"] = notice
+    if message is not None:
+        body["systemMessage"] = message
     return _json(body) if body else _NOTHING
+
+
+def _permission(decision: str, reason: str) -> dict[str, object]:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": decision,
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def _join(*parts: str | None) -> str | None:
+    text = "\n".join(p for p in parts if p)
+    return text or None
 
 
 def _json(body: dict[str, object]) -> Answer:

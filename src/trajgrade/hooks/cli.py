@@ -194,6 +194,18 @@ def _agent_warnings(config_path: str, agent: str) -> None:
     show_default=True,
     help="Seconds between checkpoints of changed sessions.",
 )
+@click.option(
+    "--decisions",
+    "decisions_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Append every guard decision as a JSON line here.",
+)
+@click.option(
+    "--fail-closed",
+    is_flag=True,
+    help="Deny a call a rule cannot be evaluated on (default: it runs, with a warning).",
+)
 @allow_code_option
 @http_limit_options()
 def serve(
@@ -203,6 +215,8 @@ def serve(
     state_dir: str | None,
     verdicts_path: str | None,
     checkpoint_interval: float,
+    decisions_path: str | None,
+    fail_closed: bool,
     allow_code: bool,
     max_body: int,
     read_timeout: float,
@@ -223,6 +237,8 @@ def serve(
             state_dir=state_dir or default_state_dir(),
             verdicts=verdicts_path,
             checkpoint_interval=checkpoint_interval,
+            decisions=decisions_path,
+            fail_closed=fail_closed,
             limits=edge_limits(max_body, read_timeout, token_env),
         )
     except (ValueError, OSError) as exc:

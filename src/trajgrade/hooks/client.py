@@ -87,6 +87,10 @@ def _failed(agent: str, body: bytes, fail_closed: bool, problem: str) -> int:
         event = json.loads(body).get("hook_event_name")
     except (ValueError, AttributeError):
         event = None
+    if not isinstance(event, str) or not event:
+        # An unreadable payload: answer as the gate (the call it may carry
+        # must not run; other events ignore a gate's answer).
+        event = "BeforeTool" if agent == "gemini" else "PreToolUse"
     reason = f"trajgrade could not grade this call and runs fail-closed: {problem}"
     if agent == "gemini" and event == "BeforeTool":
         out: dict[str, object] = {"decision": "deny", "reason": reason}

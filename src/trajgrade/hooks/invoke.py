@@ -11,7 +11,11 @@ Failure handling: by default (fail-open) an internal error or a broken config
 lets the call proceed, as agents do with a failing hook, and is logged to
 stderr and ``<state dir>/hooks.log``; a broken config is also shown to the
 user at ``SessionStart`` where the agent supports a message (Claude Code,
-Gemini). ``--fail-closed`` instead denies every tool call until it is fixed.
+Gemini). ``--fail-closed`` instead denies the call, with a reason the model
+can read, for an empty, truncated or non-JSON payload, an unknown option,
+a config error, an internal error, and a rule that cannot be evaluated on
+the pending call (``error`` decision; without ``--fail-closed`` the call
+runs and a warning names the rule).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
     from trajgrade.hooks.session import Step
     from trajgrade.hooks.store import SessionStore
 
-__all__ = ("USAGE", "HookOptions", "main", "parse_args")
+__all__ = ("USAGE", "HookOptions", "log_step", "main", "parse_args")
 
 USAGE: Final = """\
 usage: trajgrade hook {claude-code|codex|gemini} -c POLICY [options]
@@ -39,6 +43,7 @@ options:
   --fail-closed         deny tool calls when grading fails (default: fail open)
   --server URL          forward to `trajgrade serve` at URL instead
   --verdicts PATH       append every verdict as a JSON line to PATH
+  --decisions PATH      append every guard decision as a JSON line to PATH
   --max-age SECONDS     remove session states untouched this long (default 7 days)
   --allow-code          allow path.py:function graders named in the policy
 """
@@ -54,6 +59,7 @@ class HookOptions:
     __slots__ = (
         "allow_code",
         "config",
+        "decisions",
         "fail_closed",
         "max_age",
         "server",
@@ -67,6 +73,7 @@ class HookOptions:
         self.fail_closed = False
         self.server: str | None = None
         self.verdicts: str | None = None
+        self.decisions: str | None = None
         self.max_age: float | None = None
         self.allow_code = False
 
@@ -80,6 +87,7 @@ def parse_args(argv: list[str]) -> HookOptions:
         "--state-dir": "state_dir",
         "--server": "server",
         "--verdicts": "verdicts",
+        "--decisions": "decisions",
         "--max-age": "max_age",
     }
     it = iter(argv)
@@ -120,8 +128,11 @@ def main(agent: str, argv: list[str]) -> int:
         opts = parse_args(argv)
     except UsageError as exc:
         sys.stderr.write(f"trajgrade hook: error: {exc}\n{USAGE}")
-        return _fail(agent, None, "--fail-closed" in argv, f"bad arguments: {exc}")
-    raw = sys.stdin.buffer.read()
+        raw = _read_stdin()
+        return _fail(
+            agent, _event_of(raw), "--fail-closed" in argv, f"bad arguments: {exc}"
+        )
+    raw = _read_stdin()
     if opts.server is not None:
         from trajgrade.hooks.client import forward
 
@@ -129,12 +140,44 @@ def main(agent: str, argv: list[str]) -> int:
     try:
         return _grade(agent, opts, raw)
     except Exception as exc:
-        return _fail(agent, None, opts.fail_closed, f"internal error: {exc!r}")
+        return _fail(
+            agent, _event_of(raw), opts.fail_closed, f"internal error: {exc!r}"
+        )
+
+
+def _read_stdin() -> bytes:
+    try:
+        return sys.stdin.buffer.read()
+    except (OSError, ValueError):
+        return b""  # no stdin at all: an unreadable payload
+
+
+#: A name the payload must carry; found even in a truncated payload.
+_EVENT_KEY: Final = b'"hook_event_name"'
+
+
+def _event_of(raw: bytes) -> str | None:
+    """The hook event a payload names, read even from a truncated or broken
+    payload (None when it names none): a fail-closed deny must be spelled
+    for the event the agent is waiting on."""
+    at = raw.find(_EVENT_KEY)
+    if at < 0:
+        return None
+    rest = raw[at + len(_EVENT_KEY) :].lstrip()
+    if not rest.startswith(b":"):
+        return None
+    rest = rest[1:].lstrip()
+    if not rest.startswith(b'"'):
+        return None
+    end = rest.find(b'"', 1)
+    name = rest[1:end] if end > 0 else b""
+    return name.decode("ascii", "replace") if name.isalnum() else None
 
 
 def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
     import msgspec
 
+    from trajgrade._depth import decode_bounded
     from trajgrade.hooks.store import SessionStore, default_state_dir
 
     now = time.time()
@@ -142,7 +185,10 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
     log = _Log(os.path.join(state_dir, "hooks.log"))
     event: str | None = None
     try:
-        payload = msgspec.json.decode(raw)
+        if not raw.strip():
+            msg = "the hook payload on stdin is empty"
+            raise ValueError(msg)
+        payload = decode_bounded(msgspec.json, raw)
         if not isinstance(payload, dict):
             msg = "the hook payload on stdin must be a JSON object"
             raise ValueError(msg)
@@ -160,12 +206,16 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         )
     except Exception as exc:
         log.write("error", "bad_payload", agent=agent, error=str(exc), echo=False)
-        return _fail(agent, event, opts.fail_closed, str(exc))
+        if not isinstance(event, str):
+            event = _event_of(raw)
+        return _fail(agent, event, opts.fail_closed, f"unreadable payload: {exc}")
     try:
         store = SessionStore(
             state_dir, agent, **({"max_age": opts.max_age} if opts.max_age else {})
         )
-        result = _step_locked(store, suite, agent, session, payload, now, log)
+        result = _step_locked(
+            store, suite, agent, session, payload, now, log, opts.fail_closed
+        )
     except Exception as exc:
         log.write(
             "error",
@@ -176,17 +226,10 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         )
         return _fail(agent, event, opts.fail_closed, f"internal error: {exc}")
     if opts.verdicts and result.verdicts:
-        _append_verdicts(opts.verdicts, result.verdicts)
-    if result.deny or result.stop:
-        log.write(
-            "info",
-            "decision",
-            agent=agent,
-            session=session,
-            hook_event=result.event,
-            deny=result.deny,
-            stop=result.stop,
-        )
+        _append_lines(opts.verdicts, result.verdicts)
+    if opts.decisions and result.decisions:
+        _append_lines(opts.decisions, result.decisions)
+    log_step(log, agent, session, result)
     sys.stdout.buffer.write(result.answer.stdout)
     sys.stdout.flush()
     return result.answer.exit_code
@@ -200,6 +243,7 @@ def _step_locked(
     payload: dict[str, Any],
     now: float,
     log: _Log,
+    fail_closed: bool,
 ) -> Step:
     import msgspec
 
@@ -224,7 +268,7 @@ def _step_locked(
         if state is None:
             state = new_state(agent, session, suite, now)
             store.sweep(now)
-        result = step(suite, state, payload, now=now)
+        result = step(suite, state, payload, now=now, fail_closed=fail_closed)
         if state.ended:
             store.drop(session)
         else:
@@ -255,11 +299,19 @@ def _suite(opts: HookOptions, state_dir: str) -> Suite:
 def _fail(
     agent: str, event: Any, fail_closed: bool, problem: str, *, notice: bool = False
 ) -> int:
-    """Answer after an internal error: nothing (fail-open) or a deny."""
+    """Answer after a failure to grade: nothing (fail-open) or a deny.
+
+    Fail-closed with no readable event name (an empty or garbled payload),
+    the answer is the gate's deny: the call the agent may be waiting on must
+    not run, and the other events ignore a gate's answer.
+    """
     from trajgrade.hooks.answers import answer
+    from trajgrade.hooks.payloads import GATES
 
     sys.stderr.write(f"trajgrade hook: {problem}\n")
     name = event if isinstance(event, str) else ""
+    if fail_closed and not name:
+        name = GATES.get(agent, "")
     deny = (
         f"trajgrade could not grade this call and runs fail-closed: {problem}"
         if fail_closed
@@ -274,10 +326,38 @@ def _fail(
     return out.exit_code
 
 
-def _append_verdicts(path: str, verdicts: list[Any]) -> None:
+def log_step(log: _Log, agent: str, session: str, result: Step) -> None:
+    """Log what an invocation decided (a warning for shadow-mode and
+    could-not-judge decisions, which let the call run)."""
+    if result.warn:
+        # Shadow mode is routine (the log file only); a rule that could not
+        # be evaluated is a problem (also stderr).
+        errors = any(d.outcome == "error" for d in result.decisions)
+        log.write(
+            "warning" if errors else "info",
+            "guard_warning",
+            agent=agent,
+            session=session,
+            hook_event=result.event,
+            warning=result.warn,
+        )
+    if result.deny or result.stop or result.ask:
+        log.write(
+            "info",
+            "decision",
+            agent=agent,
+            session=session,
+            hook_event=result.event,
+            deny=result.deny,
+            ask=result.ask,
+            stop=result.stop,
+        )
+
+
+def _append_lines(path: str, records: list[Any]) -> None:
     import msgspec
 
-    data = b"".join(msgspec.json.encode(v) + b"\n" for v in verdicts)
+    data = b"".join(msgspec.json.encode(v) + b"\n" for v in records)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
 from trajgrade.engine import Engine
-from trajgrade.hooks.invoke import _Log
+from trajgrade.hooks.invoke import _Log, log_step
 from trajgrade.hooks.payloads import AGENTS
 from trajgrade.hooks.session import SessionState, new_state, step
 from trajgrade.hooks.store import SessionStore
@@ -66,6 +67,8 @@ class HookServer(EdgeServer):
         state_dir: str,
         verdicts: str | None = None,
         checkpoint_interval: float = 1.0,
+        decisions: str | None = None,
+        fail_closed: bool = False,
         limits: Limits | None = None,
     ) -> None:
         super().__init__(
@@ -74,6 +77,9 @@ class HookServer(EdgeServer):
         self.suite = suite
         self.state_dir = state_dir
         self.verdicts_path = verdicts
+        self.decisions_path = decisions
+        #: A rule that cannot be evaluated on the pending call denies it.
+        self.fail_closed = fail_closed
         self.interval = checkpoint_interval
         self.log = _Log(f"{state_dir}/hooks.log")
         self.report = lambda event, fields: self.log.write("warning", event, **fields)
@@ -87,8 +93,33 @@ class HookServer(EdgeServer):
 
     # ------------------------------------------------------------ calls
     def handle_hook(self, agent: str, body: bytes) -> tuple[bytes, int]:
-        """The answer body and exit status for one payload."""
-        payload = _DEC.decode(body)
+        """The answer body and exit status for one payload.
+
+        Raises for a payload it cannot grade (the caller answers 500), unless
+        the daemon runs ``--fail-closed``: then that is a deny (Claude Code's
+        http hook treats a 500 as a non-blocking error: the call would run).
+        """
+        if not self.fail_closed:
+            return self._handle(agent, body)
+        try:
+            return self._handle(agent, body)
+        except Exception as exc:
+            from trajgrade.hooks.answers import answer
+            from trajgrade.hooks.invoke import _event_of
+            from trajgrade.hooks.payloads import GATES
+
+            self.log.write(
+                "error",
+                "cannot_grade",
+                agent=agent,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            reason = f"trajgrade could not grade this call and runs fail-closed: {exc}"
+            event = _event_of(body) or GATES[agent]
+            return answer(agent, event, deny=reason).stdout, 0
+
+    def _handle(self, agent: str, body: bytes) -> tuple[bytes, int]:
+        payload = decode_bounded(_DEC, body)
         if not isinstance(payload, dict):
             msg = "the hook payload must be a JSON object"
             raise ValueError(msg)
@@ -99,7 +130,12 @@ class HookServer(EdgeServer):
         live = self._session(agent, session)
         with live.lock:
             result = step(
-                self.suite, live.state, payload, now=time.time(), engine=live.engine
+                self.suite,
+                live.state,
+                payload,
+                now=time.time(),
+                engine=live.engine,
+                fail_closed=self.fail_closed,
             )
             live.dirty = True
             if live.state.ended:
@@ -109,20 +145,15 @@ class HookServer(EdgeServer):
                 with store.locked(session):
                     store.drop(session)
                 live.dirty = False
-        if result.verdicts and self.verdicts_path:
-            data = b"".join(msgspec.json.encode(v) + b"\n" for v in result.verdicts)
-            with self._verdict_lock, open(self.verdicts_path, "ab") as f:
-                f.write(data)
-        if result.deny or result.stop:
-            self.log.write(
-                "info",
-                "decision",
-                agent=agent,
-                session=session,
-                hook_event=result.event,
-                deny=result.deny,
-                stop=result.stop,
-            )
+        for records, path in (
+            (result.verdicts, self.verdicts_path),
+            (result.decisions, self.decisions_path),
+        ):
+            if records and path:
+                data = b"".join(msgspec.json.encode(r) + b"\n" for r in records)
+                with self._verdict_lock, open(path, "ab") as f:
+                    f.write(data)
+        log_step(self.log, agent, session, result)
         return result.answer.stdout, result.answer.exit_code
 
     def _session(self, agent: str, session: str) -> _Live:

@@ -8,15 +8,16 @@ they decide alike, and both grade exactly what ``Engine.feed_many`` would
 for the same events streamed in one process (the checkpoint is the engine's
 own).
 
-What a failed verdict does is the grader's ``on_fail`` (``suite.on_fail``,
-see docs/hooks.md): ``deny`` refuses the pending call
-when a final fail was decided by that call (a fail decided elsewhere, e.g. a
-``required`` call missing at the end, can only be reported); ``abort`` stops
-the run, whatever decided it, and also refuses the call that decided a
-final fail of a grader that judges calls (not of a budget, which the call
-merely tips over); ``report`` only reports. A fail counts the
-moment its outcome is sealed (a budget seals its fail when crossed; the final
-verdict follows with its score). ``error`` outcomes are reported, never acted on.
+What the hook says comes from the engine's guard decisions
+(:mod:`trajgrade.guarding`), not from verdicts, so a call a rule forbids is
+refused every time it is made, retries included. Per decision action
+(the grader's ``on_fail``): ``deny`` refuses the pending call; ``ask`` asks
+the user (where the host can); ``warn`` lets it run and says so;
+``abort`` stops the run (its run-level decision) and refuses the call a
+judging rule forbids (a budget the call merely tips over only stops the
+run), and every later call; ``report`` only reports. A decision with
+outcome ``error`` (the rule could not be evaluated on the call) denies it
+with ``--fail-closed`` and is a warning otherwise. See docs/guard.md (and docs/hooks.md).
 """
 
 from __future__ import annotations
@@ -29,17 +30,20 @@ from trajgrade.engine import Engine, EngineState
 from trajgrade.hooks.answers import Answer, answer
 from trajgrade.hooks.payloads import OpenCall, translate
 from trajgrade.hooks.usage import Cursor, read_usage
-from trajgrade.verdicts import Outcome, Verdict
+from trajgrade.verdicts import Action, GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
     from trajgrade.config import Suite
 
-__all__ = ("STATE_VERSION", "SessionState", "Step", "on_fail_of", "step")
+__all__ = ("STATE_VERSION", "SessionState", "Step", "step")
 
 STATE_VERSION: Final = 1
-#: Metric thresholds: their fail ends the run unless the config says otherwise
-#: (when the suite carries no ``on_fail``), and never denies the call that
-#: crossed them.
+#: Hosts where ``ask`` is a deny: Codex ignores it (the call runs), Gemini
+#: forces a prompt that hangs a headless run (docs/guard.md).
+_CANNOT_ASK: Final = frozenset(("codex", "gemini"))
+#: Budgets: an abort decided at the call that tips one over stops the run
+#: and lets that call run (Claude Code runs the tool of a continue:false),
+#: as before decisions existed; later calls are refused.
 _BUDGETS: Final = frozenset(
     ("token-budget", "tool-call-count", "turn-count", "error-count", "wall-time")
 )
@@ -73,14 +77,10 @@ class Step(msgspec.Struct, kw_only=True):
     event: str
     deny: str | None = None
     stop: str | None = None
-
-
-def on_fail_of(suite: Suite, grader: str, kind: str) -> str:
-    """``abort``, ``deny`` or ``report`` for a failed verdict of ``grader``."""
-    mapping: Any = getattr(suite, "on_fail", None)
-    if mapping is not None and grader in mapping:
-        return str(mapping[grader])
-    return "abort" if kind in _BUDGETS else "deny"
+    #: The engine's guard decisions at this invocation.
+    decisions: list[GuardDecision] = msgspec.field(default_factory=list)
+    ask: str | None = None
+    warn: str | None = None
 
 
 def new_state(agent: str, session: str, suite: Suite, now: float) -> SessionState:
@@ -101,11 +101,14 @@ def step(
     *,
     now: float,
     engine: Engine | None = None,
+    fail_closed: bool = False,
 ) -> Step:
     """Grade one payload against ``state`` (updated in place).
 
     ``engine``, when given, already holds this session's trace (the daemon
     keeps one per session); otherwise one is built from the checkpoint.
+    ``fail_closed``: a rule that cannot be evaluated on the pending call
+    denies it (otherwise the call runs with a warning naming the rule).
     Raises ``ValueError`` for a payload the agent would never send.
     """
     agent = state.agent
@@ -117,44 +120,100 @@ def step(
         engine = Engine(suite)
         if state.engine is not None:
             engine.load(state.engine)
-    before = engine.feed_many(
+    engine.decisions.clear()
+    verdicts = engine.feed_many(
         read_usage(agent, tr.transcript, state.cursor), now=now, default_trace=sid
     )
-    before += engine.tick(now)
-    at = engine.feed_many(tr.events, now=now, default_trace=sid)
+    verdicts += engine.tick(now)
+    verdicts += engine.feed_many(tr.events, now=now, default_trace=sid)
+    decisions = list(engine.decisions)
+    engine.decisions.clear()
     engine.anomalies.clear()
     state.engine = engine.checkpoint()
     state.updated = now
     state.ended = state.ended or tr.ends
-    deny: list[str] = []
-    stop: str | None = None
-    for v in (*before, *at):
-        if v.outcome is not Outcome.FAIL:
-            continue
-        action = on_fail_of(suite, v.grader, v.kind)
-        if action == "report":
-            continue
-        if action == "abort" and stop is None and state.stopped is None:
-            stop = f"trajgrade stopped this run: grader {v.grader!r} ({v.kind}) failed: {v.evidence}"
-        if tr.gate and v.final and v.kind not in _BUDGETS and any(v is a for a in at):
-            # The pending call is the offence: it must not run, abort or not
-            # (Claude Code runs the tool of a bare continue:false). A budget
-            # the call merely tips over stops the run instead.
-            deny.append(f"grader {v.grader!r} ({v.kind}) failed: {v.evidence}")
-    deny_reason = "trajgrade denied this call: " + "; ".join(deny) if deny else None
     pending = state.stopped
-    if stop is not None:
-        state.stopped = stop
-    if deny_reason is not None and agent == "claude-code":
+    act = _Acts(suite, fail_closed=fail_closed)
+    for d in decisions:
+        act.take(d, gate=tr.gate)
+    if act.stop is not None and pending is None:
+        state.stopped = act.stop
+    if act.ask and agent in _CANNOT_ASK:
+        act.deny += [
+            f"{a} (on_fail: ask; {agent} cannot ask the user)" for a in act.ask
+        ]
+        act.ask = []
+    deny = act.text("trajgrade denied this call: ", act.deny)
+    if tr.gate and pending is not None:
+        # Every call after an abort is refused with the stop's reason.
+        deny = pending
+    ask = act.text("trajgrade asks before this call: ", act.ask)
+    warn = act.text("trajgrade warning (the call runs): ", act.warn)
+    stop = act.stop or pending
+    if deny is not None and agent == "claude-code":
         # Claude Code honours only the deny of a deny + continue:false; the
-        # stop goes out on the next invocation (``state.stopped``).
-        stop_now = None
-    else:
-        stop_now = stop or pending
+        # stop goes out on the next non-gate invocation (``state.stopped``).
+        stop = None
+    if deny is not None and agent == "gemini" and tr.gate:
+        # A refused call never gets its AfterTool: do not pair one with it.
+        del state.open_calls[-1:]
     return Step(
-        answer=answer(agent, tr.event, deny=deny_reason, stop=stop_now),
-        verdicts=[*before, *at],
+        answer=answer(agent, tr.event, deny=deny, stop=stop, ask=ask, warn=warn),
+        verdicts=verdicts,
         event=tr.event,
-        deny=deny_reason,
-        stop=stop_now,
+        deny=deny,
+        stop=stop,
+        decisions=decisions,
+        ask=ask,
+        warn=warn,
     )
+
+
+class _Acts:
+    """What one invocation's decisions ask the hook to do."""
+
+    def __init__(self, suite: Suite, *, fail_closed: bool) -> None:
+        self.judging = {
+            g.name for g in suite.graders if callable(getattr(g, "judge", None))
+        }
+        self.fail_closed = fail_closed
+        self.deny: list[str] = []
+        self.ask: list[str] = []
+        self.warn: list[str] = []
+        self.stop: str | None = None
+
+    def take(self, d: GuardDecision, *, gate: bool) -> None:
+        action = d.action
+        if action is Action.REPORT:
+            return
+        if d.call_id is None:
+            if action is Action.ABORT and self.stop is None:
+                self.stop = f"trajgrade stopped this run: {d.reason}"
+            return
+        if not gate:
+            return  # only a gate's call can be refused
+        who = f"grader {d.grader!r} ({d.kind}) {d.rule}"
+        if d.outcome is Outcome.ERROR:
+            text = f"{who} could not be evaluated on this call: {d.reason}"
+            if self.fail_closed:
+                self.deny.append(f"{text} (fail-closed)")
+            else:
+                self.warn.append(text)
+            return
+        text = f"grader {d.grader!r} ({d.kind}) failed: {d.reason}"
+        if action is Action.DENY:
+            self.deny.append(text)
+        elif action is Action.ABORT:
+            # The call a rule forbids must not run (Claude Code runs the tool
+            # of a bare continue:false); a budget the call merely tips over
+            # stops the run instead (run-level decision).
+            if d.grader in self.judging and d.kind not in _BUDGETS:
+                self.deny.append(text)
+        elif action is Action.ASK:
+            self.ask.append(text)
+        elif action is Action.WARN:
+            self.warn.append(text)
+
+    @staticmethod
+    def text(prefix: str, parts: list[str]) -> str | None:
+        return prefix + "; ".join(parts) if parts else None

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import msgspec
 
+from trajgrade._depth import decode_bounded
 from trajgrade.events import Usage
 
 __all__ = ("Cursor", "read_usage")
@@ -102,7 +103,7 @@ def read_usage(agent: str, path: str | None, cursor: Cursor) -> list[Usage]:
         if not any(mark in line for mark in marks):
             continue
         try:
-            rec = _ANY.decode(line)
+            rec = decode_bounded(_ANY, line)
         except msgspec.DecodeError:
             continue
         if not isinstance(rec, dict):

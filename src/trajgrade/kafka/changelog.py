@@ -123,10 +123,7 @@ async def restore_partitions(
     stamp = _ENC.encode({"at": time.time()})
     ends: dict[int, int] = {}
     for p in partitions:
-        md = await producer.send_and_wait(
-            topic, key=SENTINEL_KEY, value=stamp, partition=p
-        )
-        ends[p] = md.offset
+        ends[p] = await _sentinel(producer, topic, p, stamp)
     tps = [TopicPartition(topic, p) for p in partitions]
     consumer.assign(tps)
     await consumer.seek_to_beginning(*tps)
@@ -158,6 +155,26 @@ async def restore_partitions(
                 order[p][tid] = rec.offset
     consumer.assign([])
     return {p: _partition_state(latest[p], order[p], counts[p]) for p in partitions}
+
+
+async def _sentinel(producer: Any, topic: str, p: int, stamp: bytes) -> int:
+    """Write the end-of-restore marker; retried a few times, since a topic
+    created just now may refuse its first writes for a moment."""
+    import anyio
+    from aiokafka.errors import KafkaError
+
+    for attempt in range(5):
+        try:
+            md = await producer.send_and_wait(
+                topic, key=SENTINEL_KEY, value=stamp, partition=p
+            )
+            return int(md.offset)
+        except KafkaError:
+            if attempt == 4:
+                raise
+            await anyio.sleep(0.5 * (attempt + 1))
+    msg = "unreachable"
+    raise AssertionError(msg)
 
 
 def _decode_checked(

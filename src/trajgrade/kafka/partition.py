@@ -259,6 +259,9 @@ class PartitionWorker:
             for a in self.engine.anomalies
         )
         self.engine.anomalies.clear()
+        # The Kafka runner does not write guard decisions (``grade
+        # --decisions`` refuses --kafka): drop them so they cannot pile up.
+        self.engine.decisions.clear()
         return out
 
     def problems(self) -> list[Problem]:

@@ -50,6 +50,12 @@ import msgspec
 
 from trajgrade._signals import graceful_signals
 from trajgrade.errors import SourceError
+from trajgrade.exit_status import dropped_counts
+from trajgrade.kafka.assignment import (
+    ADMIN_TIMEOUT,
+    AssignGuard,
+    ensure_internal_topics,
+)
 from trajgrade.kafka.changelog import restore_partitions
 from trajgrade.kafka.options import client_settings
 from trajgrade.kafka.partition import PartitionWorker
@@ -136,6 +142,9 @@ class _Grader:
         #: A batch's state write failed: nothing after it is committed.
         self._broken = False
         self.restorer: Any = None
+        self.admin: Any = None
+        #: Time limit of assignments; a shutdown cancels one in progress.
+        self.guard = AssignGuard()
         self.topic = kafka.repartition_topic if kafka.repartition else kafka.topic
         self._last_housekeeping = 0.0
         self._events_before = 0
@@ -159,7 +168,7 @@ class _Grader:
     async def assigned(self, tps: Any) -> None:
         try:
             async with self.lock:
-                await self._assign(tps)
+                await self.guard.run(self._assign, tps)
         except BaseException as exc:
             # aiokafka logs and swallows listener errors: hand it to the loop.
             self.fatal = exc
@@ -167,6 +176,7 @@ class _Grader:
 
     async def _assign(self, tps: Any) -> None:
         started = time.monotonic()
+        await ensure_internal_topics(self.admin, self.kafka, self.log, initial=False)
         new = sorted(
             tp.partition
             for tp in tps
@@ -470,8 +480,9 @@ class _Grader:
         from aiokafka.errors import CommitFailedError, KafkaError
 
         try:
-            await self.consumer.commit(commits)
-        except (CommitFailedError, KafkaError) as exc:
+            with anyio.fail_after(ADMIN_TIMEOUT):  # a lost coordinator must not hang us
+                await self.consumer.commit(commits)
+        except (CommitFailedError, KafkaError, TimeoutError) as exc:
             # Verdicts and state are durable; a replay re-emits identical
             # verdicts and skips the events the state already holds.
             self.log.warning("commit_failed", topic=self.topic, reason=str(exc))
@@ -518,9 +529,13 @@ class _Grader:
         self._events_before = events
         if records:
             m.records.labels(self.topic).inc(records)
-        m.open_traces.set(
-            sum(w.engine.statistics().open_traces for w in self.workers.values())
+        stats = [w.engine.statistics() for w in self.workers.values()]
+        m.open_traces.set(sum(t.open_traces for t in stats))
+        late, settled = (
+            sum(t.late_events for t in stats),
+            sum(t.settled_events for t in stats),
         )
+        m.sync_dropped(dropped_counts(late, settled, self.summary.input_errors))
         from aiokafka.structs import TopicPartition
 
         for p, w in self.workers.items():
@@ -535,8 +550,11 @@ class _Grader:
     def finish(self) -> RunSummary:
         every = {**self.parked, **self.workers}
         s = self.summary
-        s.events = self._events()
-        s.traces = sum(w.engine.statistics().closed_traces for w in every.values())
+        stats = [w.engine.statistics() for w in every.values()]
+        s.events = sum(t.events for t in stats)
+        s.traces = sum(t.closed_traces for t in stats)
+        s.late_events = sum(t.late_events for t in stats)
+        s.settled_events = sum(t.settled_events for t in stats)
         s.failed_traces = list(self.failed)
         return s
 
@@ -553,36 +571,6 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
         else:
             leaves.append(exc)
     return leaves[0] if len(leaves) == 1 else group
-
-
-async def _partitions_of(admin: Any, topic: str, bootstrap: str) -> int:
-    for _ in range(50):
-        found = await admin.describe_topics([topic])
-        for t in found:
-            if t.get("topic") == topic and t.get("error_code") == 0 and t["partitions"]:
-                return len(t["partitions"])
-        await anyio.sleep(0.1)
-    msg = f"topic {topic!r} was not found on {bootstrap}; create it (with one partition per consumer you plan to run) or check --topic"
-    raise SourceError(msg)
-
-
-async def _ensure_topic(
-    admin: Any, topic: str, partitions: int, *, compact: bool
-) -> None:
-    from aiokafka.admin import NewTopic
-
-    configs = {"cleanup.policy": "compact"} if compact else {}
-    # Three replicas where the cluster has three brokers (the usual
-    # durability floor), fewer on a smaller one.
-    brokers = len((await admin.describe_cluster()).get("brokers") or [1])
-    replicas = min(3, max(brokers, 1))
-    await admin.create_topics(
-        [NewTopic(topic, partitions, replicas, topic_configs=configs)]
-    )
-    have = await _partitions_of(admin, topic, "the cluster")
-    if have != partitions:
-        msg = f"internal topic {topic!r} has {have} partitions but the input has {partitions}; it must match: delete it (its state is then lost) or use a new --group"
-        raise SourceError(msg)
 
 
 def runner_for(
@@ -647,7 +635,7 @@ async def run_kafka(
     if kafka.verdicts_topic is not None:
         out = TopicSink(producer, kafka.verdicts_topic)
     grader = _Grader(suite, options, kafka, out, log, metrics)
-    grader.producer = producer
+    grader.producer, grader.admin = producer, admin
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -667,6 +655,7 @@ async def run_kafka(
         grader.summary.interrupted = True
         log.info("shutdown_requested", signal=signal.Signals(signum).name)
         stop.set()
+        grader.guard.cancel()  # a hanging assignment must not hold the exit
 
     # First signal: finish the batch, flush, commit, leave; second: exit now.
     handlers = contextlib.ExitStack()
@@ -686,13 +675,11 @@ async def run_kafka(
             await restorer.start()
             started.append(restorer)
             grader.restorer = restorer
-            n = await _partitions_of(admin, kafka.topic, kafka.bootstrap)
-            await _ensure_topic(admin, kafka.changelog_topic, n, compact=True)
+            n = await ensure_internal_topics(admin, kafka, log, initial=True)
             stage = None
             if kafka.repartition:
                 from trajgrade.kafka.repartition import Repartitioner
 
-                await _ensure_topic(admin, kafka.repartition_topic, n, compact=False)
                 stage = Repartitioner(kafka, producer, log)
             session_ms = int(kafka.session_timeout * 1000)
             consumer = AIOKafkaConsumer(

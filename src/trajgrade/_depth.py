@@ -1,0 +1,147 @@
+"""Bounded nesting for untrusted JSON: found before anything walks it.
+
+Decoders (msgspec), stringification, adapters and templates all recurse per
+level of nesting, and a line nested a few hundred levels deep would exhaust
+the interpreter's stack anywhere along that path. Instead of guarding every
+walker, nesting is bounded where bytes become values: a line (or an embedded
+JSON string, or a mapping handed to the API) nested deeper than
+:data:`MAX_DEPTH` is refused as a located input error, and everything behind
+that bound may recurse freely. Agent records nest a dozen levels at most.
+
+The check is C-speed on clean input: a line cannot nest deeper than it has
+opening brackets, so one ``translate`` finds the few lines with more than
+the limit. Only those are measured: strings are cut out with ``replace`` and
+``split``, everything but brackets is deleted, balanced ``[]``/``{}`` pairs
+are peeled off a few levels, and what is left unbalanced (deep, or broken)
+is scanned up to the limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+__all__ = (
+    "MAX_DEPTH",
+    "TooDeep",
+    "decode_bounded",
+    "deep_lines",
+    "too_deep",
+    "value_too_deep",
+)
+
+#: Deepest accepted nesting of arrays and objects in one JSON value.
+MAX_DEPTH: Final = 128
+#: Every byte but brackets, quotes and newlines.
+_NOISE: Final = bytes(b for b in range(256) if b not in b'[]{}"\n')
+_OPEN: Final = frozenset(b"[{")
+#: Every byte but opening brackets and newlines.
+_NOT_OPENERS: Final = bytes(b for b in range(256) if b not in b"[{\n")
+
+
+class TooDeep(msgspec.DecodeError):
+    """A JSON value nests deeper than :data:`MAX_DEPTH` (a DecodeError, so
+    every place that reports undecodable input reports this too)."""
+
+
+def too_deep_message(limit: int = MAX_DEPTH) -> str:
+    return (
+        f"JSON nested deeper than {limit} levels was refused (the limit keeps "
+        "one hostile record from exhausting the stack); such records are not "
+        "agent output"
+    )
+
+
+def _brackets(data: bytes) -> bytes:
+    """Only the structural brackets (and newlines) of ``data``."""
+    data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    skeleton = data.translate(None, _NOISE)
+    # Quotes now alternate open/close, so dropping adjacent pairs keeps that
+    # (most strings hold no bracket and vanish here, at C speed) ...
+    skeleton = skeleton.replace(b'""', b"")
+    if b'"' not in skeleton:
+        return skeleton
+    # ... and only strings with brackets in them are cut out one by one.
+    return b"".join(skeleton.split(b'"')[::2])
+
+
+#: Peeling passes before falling back to a scan: clean records are
+#: shallower than this, and each pass over deep input removes one level only.
+_PASSES: Final = 12
+
+
+def _peel(skeleton: bytes) -> bytes:
+    """Remove balanced pairs, one level per pass, at most ``_PASSES`` passes."""
+    for _ in range(_PASSES):
+        n = len(skeleton)
+        skeleton = skeleton.replace(b"[]", b"").replace(b"{}", b"")
+        if len(skeleton) == n:
+            break
+    return skeleton
+
+
+def _depth_over(skeleton: bytes, limit: int) -> bool:
+    depth = 0
+    for c in skeleton:
+        if c in _OPEN:
+            depth += 1
+            if depth > limit:
+                return True
+        elif c != 10:  # a closing bracket
+            depth -= 1
+    return False
+
+
+def too_deep(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
+    """Whether one JSON text nests deeper than ``limit``."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    skeleton = _brackets(raw)
+    rest = _peel(skeleton)
+    if b"[" not in rest and b"{" not in rest:
+        return False
+    return _depth_over(skeleton, limit)
+
+
+def deep_lines(body: bytes, limit: int = MAX_DEPTH) -> list[int]:
+    """Indexes (0-based) of the lines of ``body`` nested deeper than ``limit``.
+
+    A line cannot nest deeper than it has opening brackets: only the lines
+    with more than ``limit`` of them (rare in agent logs) are measured.
+    """
+    openers = body.translate(None, _NOT_OPENERS)
+    if len(openers) - openers.count(b"\n") <= limit:
+        return []
+    counts = openers.split(b"\n")
+    suspects = [i for i, c in enumerate(counts) if len(c) > limit]
+    if not suspects:
+        return []
+    lines = body.split(b"\n")
+    return [i for i in suspects if too_deep(lines[i], limit)]
+
+
+def decode_bounded(decoder: Any, data: bytes | str) -> Any:
+    """``decoder.decode(data)``, refusing over-deep input with :class:`TooDeep`."""
+    if too_deep(data):
+        raise TooDeep(too_deep_message())
+    return decoder.decode(data)
+
+
+def value_too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether a Python value (a mapping from a caller) nests deeper than
+    ``limit`` in dicts, lists and tuples; walked without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((c, depth + 1) for c in children)
+    return False

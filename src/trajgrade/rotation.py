@@ -1,0 +1,129 @@
+"""Followed files after a restart: resume the same file, or find where it went.
+
+A checkpoint names each followed file by path *and* identity (device, inode,
+digest of its first bytes). At a restart (``--follow --state``) each path is
+checked:
+
+* the path still names that file: reading resumes at the checkpoint's offset;
+* it does not (the log was rotated, or deleted, while trajgrade was down):
+  the file is looked for by its device and inode in the path's directory,
+  where rotation leaves it (``session.jsonl`` -> ``session.jsonl.1``). Found,
+  its unread tail is read to its end into the same trace, as if it had been
+  followed through the rotation; the new file at the path is then read from
+  its start. Gone (deleted, or compressed to another inode), the tail is lost:
+  the input's trace is tainted, so its open graders end in ``error`` naming
+  the reason, never in a verdict computed without those events.
+
+The taint falls on the input's own trace (``--trace-id``, by default its
+path); records that name other traces are not known without reading them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from trajgrade.sources.stream import CHUNK_BYTES, trace_name
+from trajgrade.tracking import identity_matches
+
+if TYPE_CHECKING:
+    from trajgrade.state import Position
+
+__all__ = ("find_by_identity", "live_start")
+
+
+def live_start(run: Any) -> dict[str, tuple[Any, int]]:
+    """Resume offsets for LiveFiles (only files provably the same); the tails
+    of files replaced while down are read, or their traces tainted, here."""
+    from trajgrade.sources.live import FileId
+
+    start: dict[str, tuple[Any, int]] = {}
+    for key, pos in list(run.resume_from.items()):
+        try:
+            fd = os.open(key, os.O_RDONLY)
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                if identity_matches(fd, pos) and not pos.done:
+                    start[key] = (FileId(dev=pos.dev, ino=pos.ino), pos.offset)
+                    continue
+            finally:
+                os.close(fd)
+        del run.resume_from[key]
+        if not pos.done:
+            _recover(run, pos, given=_given_name(run, key))
+    return start
+
+
+def find_by_identity(pos: Position) -> str | None:
+    """A path in ``pos.source``'s directory naming the file ``pos`` was read
+    from (same device, inode and first bytes), or None."""
+    directory = os.path.dirname(pos.source) or "."
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) != (pos.dev, pos.ino):
+            continue
+        try:
+            fd = os.open(entry.path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if identity_matches(fd, pos):
+                return entry.path
+        finally:
+            os.close(fd)
+    return None
+
+
+def _given_name(run: Any, key: str) -> str:
+    """The input as the user named it (the default trace id is built from it)."""
+    for name in run.options.inputs:
+        if os.path.abspath(name) == key:
+            return str(name)
+    return key
+
+
+def _recover(run: Any, pos: Position, *, given: str) -> None:
+    trace = trace_name(run.options.trace_template, given)
+    moved = find_by_identity(pos)
+    if moved is None:
+        reason = (
+            f"{given} was replaced while trajgrade was down and the file it was "
+            f"read from (unread from byte {pos.offset:,}) is gone"
+        )
+        run.engine.reject(trace, reason)
+        run.summary.input_errors += 1
+        run.log.warning(
+            "source_tail_lost",
+            source=given,
+            trace=trace,
+            offset=pos.offset,
+            reason=reason
+            + "; rotate by renaming within the directory and keep the old file until it was read",
+        )
+        return
+    tracked = run.tracked(given, pos.source, trace)
+    tracked.dev, tracked.ino = pos.dev, pos.ino
+    fd = os.open(moved, os.O_RDONLY)
+    try:
+        tracked.resume(fd, pos)
+        while chunk := os.read(fd, CHUNK_BYTES):
+            run.take(tracked, chunk)
+    finally:
+        os.close(fd)
+    run.end_input(tracked)
+    run.log.info(
+        "source_tail_recovered",
+        source=given,
+        rotated_to=moved,
+        offset=pos.offset,
+        bytes=tracked.decoder.offset - pos.offset,
+    )

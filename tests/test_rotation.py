@@ -1,0 +1,107 @@
+"""``--follow --state`` across a kill -9 with the log rotated while trajgrade
+was down: the unread tail of the rotated file is found by its inode and
+graded; when that file is gone, the trace ends in ``error`` with the reason
+instead of a verdict computed without the lost events. Real processes, real
+files, SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from trajgrade.state import Checkpoint
+
+pytestmark = pytest.mark.slow
+
+POLICY = """\
+graders:
+  - type: tool-calls
+    name: order
+    config:
+      sequence: ["^view$", "^edit$", "^bash$"]
+"""
+
+
+def _events(*names: str, end: bool = False) -> bytes:
+    out = []
+    for name in names:
+        out.append({"type": "tool_call", "name": name, "call_id": name})
+        out.append({"type": "tool_result", "call_id": name, "result": "ok"})
+    if end:
+        out.append({"type": "trace_end"})
+    return b"".join(json.dumps(e).encode() + b"\n" for e in out)
+
+
+def _start(cwd: Path) -> subprocess.Popen[bytes]:
+    follow = ["--follow", "session.jsonl", "--state", "state", "--idle-timeout", "120"]
+    grade = ["grade", "--output", "jsonl", "-c", "p.yaml", "--checkpoint-interval"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "trajgrade", *grade, "0.05", *follow],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _wait_for_checkpoint(cwd: Path, offset: int) -> None:
+    """Until a checkpoint covers the first ``offset`` bytes of the log."""
+    path = cwd / "state" / "checkpoint.msgpack"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            ckpt = msgspec.msgpack.decode(path.read_bytes(), type=Checkpoint)
+        except (OSError, msgspec.DecodeError):
+            ckpt = None
+        if ckpt is not None and any(p.offset == offset for p in ckpt.positions):
+            return
+        time.sleep(0.05)
+    raise AssertionError("no checkpoint covered the log")
+
+
+def _final(p: subprocess.Popen[bytes]) -> tuple[dict[str, Any], bytes]:
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    assert line, "trajgrade exited without a verdict"
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    return json.loads(line), err
+
+
+@pytest.mark.parametrize("rotated_file_kept", [True, False])
+def test_rotation_while_down(tmp_path: Path, rotated_file_kept: bool) -> None:
+    (tmp_path / "p.yaml").write_text(POLICY)
+    log = tmp_path / "session.jsonl"
+    log.write_bytes(_events("view"))
+    p = _start(tmp_path)
+    _wait_for_checkpoint(tmp_path, log.stat().st_size)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)
+
+    # While down: the agent goes on (edit), the log is rotated, the rest of
+    # the session (bash, end) goes to a new file under the same name.
+    with log.open("ab") as f:
+        f.write(_events("edit"))
+    os.rename(log, tmp_path / "session.jsonl.1")
+    log.write_bytes(_events("bash", end=True))
+    if not rotated_file_kept:
+        (tmp_path / "session.jsonl.1").unlink()
+
+    verdict, err = _final(_start(tmp_path))
+    assert (verdict["trace_id"], verdict["grader"]) == ("session.jsonl", "order")
+    assert verdict["final"]
+    if rotated_file_kept:
+        assert verdict["outcome"] == "pass", verdict
+        assert b"source_tail_recovered" in err
+    else:
+        assert verdict["outcome"] == "error", verdict
+        assert "is gone" in verdict["evidence"]
+        assert b"source_tail_lost" in err

@@ -245,22 +245,3 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
-    """Sum of the group's committed offsets on ``topic``."""
-
-    async def go() -> int:
-        from aiokafka.admin import AIOKafkaAdminClient
-        from aiokafka.structs import TopicPartition
-
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-        await admin.start()
-        try:
-            tps = [TopicPartition(topic, p) for p in range(partitions)]
-            found = await admin.list_consumer_group_offsets(group, partitions=tps)
-        finally:
-            await admin.close()
-        return sum(max(o.offset, 0) for o in found.values())
-
-    return asyncio.run(go())

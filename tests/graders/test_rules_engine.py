@@ -82,3 +82,15 @@ def test_every_judged_call_gets_a_deny_decision(kind: str) -> None:
 def test_checkpoints_in_the_middle_of_a_trace_change_no_decision() -> None:
     events = recorded("codex/localpush_v0.104_redacted_118_calls.jsonl")
     assert _decisions(POLICY, events, restart_every=7) == _decisions(POLICY, events)
+
+
+@pytest.mark.parametrize(
+    ("on_fail", "action"), [("deny", Action.WARN), ("report", Action.REPORT)]
+)
+def test_a_rule_can_soften_its_decision_but_never_harden_it(
+    on_fail: str, action: Action
+) -> None:
+    """warn_at asks for warn: a deny grader warns; a report grader reports."""
+    text = f"graders:\n  - type: cost-budget\n    on_fail: {on_fail}\n    config: {{max_usd: 1.0, warn_at: 0.5}}\n"
+    warn = next(d for d in _decisions(text, recorded(SESSION)) if d.rule == "warn_at")
+    assert warn.action is action and warn.call_id == "toolu_01XK4qdtUEnYETQtLrNKXJBr"

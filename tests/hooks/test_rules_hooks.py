@@ -4,8 +4,13 @@ it; a dollar budget priced from the transcript stops the run."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +21,7 @@ pytestmark = pytest.mark.slow
 
 def _replay(agent: str, policy_text: str, tmp_path: Path) -> list[tuple[str, str]]:
     """(hook event, answer) of every recorded payload, in order."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     folder, name = RECORDED[agent]
     transcript = tmp_path / name
     shutil.copy(FIXTURES / folder / name, transcript)
@@ -60,3 +66,54 @@ def test_a_dollar_budget_priced_from_the_rollout_stops_the_run(tmp_path: Path) -
         "cost-budget" in g["hookSpecificOutput"]["permissionDecisionReason"]
         for g in gate
     )
+
+
+def test_serve_answers_like_the_cold_hooks(tmp_path: Path) -> None:
+    """The same recorded calls through one ``trajgrade serve`` daemon get
+    the cold hooks' answers."""
+    policy_text = 'graders:\n  - type: rate-limit\n    config: {match: ".*", max: 1, window: 60s}\n  - type: loop\n    config: {repeats: 2}\n'
+    cold = _replay("claude-code", policy_text, tmp_path / "cold")
+    policy = tmp_path / "p.yaml"
+    policy.write_text(policy_text)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "serve",
+            "-c",
+            str(policy),
+            "--port",
+            "0",
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        host, port = url.removeprefix("http://").split(":")
+        folder, name = RECORDED["claude-code"]
+        transcript = tmp_path / name
+        shutil.copy(FIXTURES / folder / name, transcript)
+        served = []
+        for p in payloads("claude-code", transcript):
+            conn = http.client.HTTPConnection(host, int(port), timeout=10)
+            try:
+                conn.request("POST", "/hook/claude-code", body=json.dumps(p))
+                resp = conn.getresponse()
+                assert resp.status == 200
+                served.append((p["hook_event_name"], resp.read().decode().strip()))
+            finally:
+                conn.close()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    gate = [a for e, a in served if e == "PreToolUse"]
+    assert gate == [a.strip() for e, a in cold if e == "PreToolUse"]
+    assert sum(bool(a) for a in gate) == 3

@@ -60,7 +60,8 @@ class OnFail(enum.StrEnum):
     """What a failed verdict of a grader should do to a live agent (``on_fail:``).
 
     A trajgrade-level key of every grader entry, in every layout. Omitted, it
-    is ``abort`` for metric thresholds (budgets: the run is over) and ``deny``
+    is ``abort`` for metric thresholds and ``cost-budget`` (budgets: the run
+    is over) and ``deny``
     for every other type (one call broke the policy: refuse that call).
     """
 
@@ -80,7 +81,14 @@ class OnFail(enum.StrEnum):
 
 #: Grader types whose failure means the run is spent, not one bad call.
 _ABORT_BY_DEFAULT: Final = frozenset(
-    {"token-budget", "tool-call-count", "turn-count", "error-count", "wall-time"}
+    {
+        "token-budget",
+        "tool-call-count",
+        "turn-count",
+        "error-count",
+        "wall-time",
+        "cost-budget",
+    }
 )
 
 

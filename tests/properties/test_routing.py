@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_engine import ReferenceEngine
 from strategies import TOOLS, streams, suites
+from test_guard_rules import _rule
 
 from trajgrade.config import compile_suite, decode_config
 from trajgrade.engine import Engine
@@ -71,7 +72,8 @@ def letta_config(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def mixed_suites(draw: st.DrawFn) -> Suite:
-    """The strategies' tool-calls/metric suites plus trajectory and letta graders."""
+    """The strategies' tool-calls/metric suites plus trajectory, letta,
+    coverage and rule graders."""
     case: SuiteCase = draw(suites(max_graders=4))
     graders = list(case.config["graders"])
     extra = draw(
@@ -79,6 +81,7 @@ def mixed_suites(draw: st.DrawFn) -> Suite:
             st.one_of(
                 st.tuples(st.just("tool_trajectory"), trajectory_config()),
                 st.tuples(st.just("letta-tool"), letta_config()),
+                _rule(),  # the stateful guard rules (judge every call)
                 st.tuples(
                     st.just("function_call_coverage"),
                     st.fixed_dictionaries(

@@ -204,12 +204,12 @@ class Engine:
                 route = routes[kind]
                 if kind is ToolResult:
                     cid = event.call_id  # type: ignore[union-attr]
-                    if (
-                        integrity
-                        and cid is not None
-                        and tr.calls.pop(cid, _GONE) is _GONE
-                    ):
-                        self._anomaly(tr, "orphan_result", cid, event)
+                    if integrity and cid is not None:
+                        calls = tr.calls
+                        if calls.pop(cid, _GONE) is _GONE:
+                            self._anomaly(tr, "orphan_result", cid, event)
+                        elif not calls:
+                            tr.calls = {}  # an emptied dict keeps its table
                 elif kind is TraceStart and tr.parked:
                     tr.unpark()  # it may bring what a settled grader waits for
             abort = tr.abort

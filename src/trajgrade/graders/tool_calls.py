@@ -383,6 +383,9 @@ class ToolCalls:
         if cid is None:
             cid = next(iter(pending))
         p = pending.pop(cid, None)
+        if not pending:
+            # An emptied dict keeps its table (~200 B per open trace).
+            state.pending = None
         if p is None:
             return None  # unknown, or a call no entry waits on
         text: str | None = None

@@ -132,10 +132,11 @@ class ToolTrajectory:
             done=met if self.mode == "any_order" else 0,
             counts=[0] * len(self._minimums),
             marks=[OPEN] * n,
-            at=[-1] * n,
-            got=[""] * n,
-            latency=[NONE] * n,
-            duration=[0.0] * n,
+            # Only the lists this mode reads are filled (per-trace memory).
+            at=[-1] * n if self.mode in ("in_order", "superset") else [],
+            got=[""] * n if self.mode == "exact" else [],
+            latency=[NONE] * n if self._latency else [],
+            duration=[0.0] * n if self._latency else [],
         )
 
     def step(self, state: TrajectoryState, event: Event) -> Decision | None:

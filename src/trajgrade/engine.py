@@ -232,7 +232,7 @@ class Engine:
                             if i in parkable:
                                 tr.park(i)
                             continue
-                        first = not tr.sealed[i]
+                        first = not tr.sealed >> i & 1
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:
                             out.append(v)
@@ -425,9 +425,9 @@ class Engine:
         if d.final:
             tr.states[i] = None
             tr.live -= 1
-        elif tr.sealed[i]:
+        elif tr.sealed >> i & 1:
             return None  # already reported as sealed; wait for the final one
-        tr.sealed[i] = True
+        tr.sealed |= 1 << i
         g = self._graders[i]
         self._n_verdicts += 1
         if early:
@@ -458,10 +458,9 @@ class Engine:
         for i, st in enumerate(tr.states):
             if st is None:
                 continue
-            d = closing_decision(
-                decide(self._graders[i].finish, st), tr.tainted, sealed=tr.sealed[i]
-            )
-            first = not tr.sealed[i]
+            first = not tr.sealed >> i & 1
+            d = decide(self._graders[i].finish, st)
+            d = closing_decision(d, tr.tainted, sealed=not first)
             v = self._stamp(tr, i, d, early=False)
             if v is not None:
                 out.append(v)

@@ -161,7 +161,9 @@ class _Trace:
     ) -> None:
         self.id = trace_id
         self.states = states
-        self.sealed = [False] * len(states)
+        #: Bit i: grader i's outcome was reported (sealed); an int, not a
+        #: list of bools (per-trace memory).
+        self.sealed = 0
         self.live = len(states)
         self.events = 0
         self.opened_at = opened_at
@@ -201,7 +203,7 @@ class _Trace:
             opened_at=self.opened_at,
             last_ts=self.last_ts,
             tainted=self.tainted,
-            sealed=list(self.sealed),
+            sealed=[bool(self.sealed >> i & 1) for i in range(len(states))],
             states=[None if st is None else enc(st) for st in states],
             open_calls=list(self.calls),
             seen_at=self.seen_at,
@@ -219,7 +221,7 @@ class _Trace:
         tr.events = snap.events
         tr.last_ts = snap.last_ts
         tr.tainted = snap.tainted
-        tr.sealed = list(snap.sealed)
+        tr.sealed = sum(1 << i for i, b in enumerate(snap.sealed) if b)
         tr.live = sum(st is not None for st in states)
         tr.calls = dict.fromkeys(snap.open_calls)
         tr.seen_at = snap.seen_at

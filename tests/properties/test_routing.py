@@ -27,6 +27,7 @@ from test_guard_rules import _rule
 
 from trajgrade.config import compile_suite, decode_config
 from trajgrade.engine import Engine
+from trajgrade.graders import tool_calls, tool_trajectory
 
 if TYPE_CHECKING:
     from strategies import Stream, SuiteCase
@@ -136,6 +137,9 @@ def test_engine_equals_the_reference_engine(
     want, decisions = _reference(suite, stream)
     assert got == want
     assert engine.decisions == decisions
+    # The containers states share where their mode never writes stay empty.
+    assert tool_trajectory._EMPTY == [] and tool_trajectory._NO_OPEN == {}
+    assert tool_calls._NO_COUNTS == []
 
 
 def test_the_reference_engine_can_tell_a_difference() -> None:

@@ -95,6 +95,9 @@ class ToolCallsState(msgspec.Struct, array_like=True, gc=False):
 
 
 _PLAN_CACHE_MAX: Final = 4096
+#: The ``counts`` of every state of a grader without required entries
+#: (never written; tests/properties/test_routing.py checks it stays empty).
+_NO_COUNTS: Final[list[int]] = []
 
 
 class _NamePlan:
@@ -202,9 +205,10 @@ class ToolCalls:
 
     # ------------------------------------------------------------ contract
     def start(self) -> ToolCallsState:
-        return ToolCallsState(
-            counts=[0] * len(self._required), unmet=len(self._required)
-        )
+        n = len(self._required)
+        # Without required entries the counts are never written: one shared
+        # empty list (per-trace memory).
+        return ToolCallsState(counts=[0] * n if n else _NO_COUNTS, unmet=n)
 
     def step(self, state: ToolCallsState, event: Event) -> Decision | None:
         handler = self.handlers.get(type(event))

@@ -37,7 +37,7 @@ from trajgrade.cli_options import (
     regex_timeout_option,
     tick_option,
 )
-from trajgrade.graders._agents import AGENT_NAMES
+from trajgrade.graders.matching._agents import AGENT_NAMES
 from trajgrade.kafka.options import (  # kafka
     current_kafka_options,
     current_metrics_options,
@@ -381,7 +381,7 @@ def _idle_timeout(given: float | None, *, live: bool) -> float | None:
 def check(config_path: str, allow_code: bool, agents: tuple[str, ...]) -> None:
     """Validate a config; print every error with file, line and field."""
     from trajgrade.graders import BuildContext
-    from trajgrade.graders.agent_check import agent_warnings
+    from trajgrade.graders.matching.agent_check import agent_warnings
 
     suite = load_policy(config_path, BuildContext(allow_code=allow_code))
     for agent in agents:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 
-from trajgrade.graders._agentv_args import ARGS_MODES, ArgsMode, js_key
 from trajgrade.graders._spec import ErrorList
+from trajgrade.graders.agentv._args import ARGS_MODES, ArgsMode, js_key
 
 if TYPE_CHECKING:
     from trajgrade.graders import BuildContext

@@ -35,9 +35,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.events import Event, Message, ToolCall, ToolResult
-from trajgrade.graders._agentv_args import actual_args, compile_args
-from trajgrade.graders._agentv_config import Spec, parse
-from trajgrade.graders._agentv_score import (
+from trajgrade.graders.agentv._args import actual_args, compile_args
+from trajgrade.graders.agentv._config import Spec, parse
+from trajgrade.graders.agentv._score import (
     ARGS,
     FAST,
     HIT,

@@ -205,7 +205,9 @@ class FunctionCallCoverage:
 
     # ------------------------------------------------------------ verdicts
     def _render(self, sample: Any) -> list[str]:
-        from trajgrade.graders._template_limits import render_bounded  # Jinja, lazily
+        from trajgrade.graders.aigo._template_limits import (
+            render_bounded,  # Jinja, lazily
+        )
 
         try:
             text = render_bounded(self._template, sample=sample)
@@ -290,7 +292,7 @@ def _compile(source: str) -> tuple[Template, bool]:
     # Imported here so that runs without this grader do not load Jinja.
     from jinja2 import StrictUndefined, TemplateSyntaxError, meta
 
-    from trajgrade.graders._template_limits import BoundedSandbox
+    from trajgrade.graders.aigo._template_limits import BoundedSandbox
 
     env = BoundedSandbox(undefined=StrictUndefined, autoescape=False)
     where = Location(field="function_calls")

@@ -74,7 +74,7 @@ def load(
     if not (callable(obj) and getattr(obj, marker, False)):
         msg = (
             f"Loaded object {spec} is not a valid @{role} decorated function. "
-            f"Please use the @{role} decorator (from trajgrade.graders.letta_tool import {role})."
+            f"Please use the @{role} decorator (from trajgrade.graders.letta.tool import {role})."
         )
         raise _fail(role, msg)
     if inspect.iscoroutinefunction(obj):

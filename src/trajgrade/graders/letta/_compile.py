@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.errors import ConfigError
-from trajgrade.graders import _letta_code
-from trajgrade.graders._letta_extract import (
+from trajgrade.graders.letta import _code as _letta_code
+from trajgrade.graders.letta._extract import (
     AfterMarker,
     Custom,
     Extractor,
@@ -34,7 +34,7 @@ from trajgrade.graders._letta_extract import (
     ToolArguments,
     ToolOutput,
 )
-from trajgrade.graders._letta_functions import (
+from trajgrade.graders.letta._functions import (
     BUILTIN_FUNCTIONS,
     InvalidPatternError,
     Sample,

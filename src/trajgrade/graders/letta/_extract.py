@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from trajgrade.errors import GradeError
-from trajgrade.graders._letta_functions import run_timed
+from trajgrade.graders.letta._functions import run_timed
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -154,7 +154,7 @@ class PatternFind(Extractor):
             slot.text, slot.error = found, None
 
     def _find(self, text: str) -> str | None:
-        from trajgrade.graders._letta_regex import findall  # loads regex
+        from trajgrade.graders.letta._regex import findall  # loads regex
 
         method = (
             functools.partial(findall, self.compiled)

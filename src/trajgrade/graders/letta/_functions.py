@@ -21,7 +21,7 @@ when Python's ``re`` accepts it (so errors carry upstream's ``re.error``
 text); it is then rewritten so that the ``regex`` module, whose per-call
 timeout is the ReDoS guard, matches exactly what ``re`` matches (see
 ``_letta_regex``). A timeout is a
-:class:`~trajgrade.graders._match.MatchTimeout`, an ``error`` verdict.
+:class:`~trajgrade.graders.matching._match.MatchTimeout`, an ``error`` verdict.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import msgspec
 import regex
 
 from trajgrade.errors import GradeError
-from trajgrade.graders._match import MatchTimeout
+from trajgrade.graders.matching._match import MatchTimeout
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -186,7 +186,7 @@ class InvalidPatternError(Exception):
 def compile_pattern(source: str) -> regex.Pattern[str]:
     """Compile Python regex syntax to match exactly as ``re`` does (see
     ``_letta_regex``); InvalidPatternError where upstream's ``re`` fails."""
-    from trajgrade.graders._letta_regex import compile_re
+    from trajgrade.graders.letta._regex import compile_re
 
     try:
         return compile_re(source)

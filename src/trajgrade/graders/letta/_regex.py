@@ -19,7 +19,7 @@ flag-free equivalents. The result has no flags, so ``regex``'s own Unicode
 tables never decide anything, and it runs with ``regex``'s timeout.
 
 This module is letta's alone: other graders' user patterns have their own
-engines and semantics (``trajgrade.graders._match``).
+engines and semantics (``trajgrade.graders.matching._match``).
 """
 
 from __future__ import annotations

@@ -61,9 +61,10 @@ from trajgrade.events import (
     TraceStart,
     TurnStart,
 )
-from trajgrade.graders._letta_compile import compile_extractor, compile_function
-from trajgrade.graders._letta_extract import Extractor, Slot
-from trajgrade.graders._letta_functions import (
+from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders.letta._compile import compile_extractor, compile_function
+from trajgrade.graders.letta._extract import Extractor, Slot
+from trajgrade.graders.letta._functions import (
     EMPTY_SUBMISSION,
     EMPTY_TRAJECTORY,
     GradeResult,
@@ -74,7 +75,6 @@ from trajgrade.graders._letta_functions import (
     is_per_turn,
     sample_problem,
 )
-from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.verdicts import Decision, Outcome
 
 if TYPE_CHECKING:

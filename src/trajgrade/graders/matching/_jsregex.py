@@ -20,8 +20,8 @@ from typing import NoReturn
 
 import regex
 
-from trajgrade.graders._jsliteral import CONTROL as _CONTROL
-from trajgrade.graders._jsliteral import JSRegexError, literal_of
+from trajgrade.graders.matching._jsliteral import CONTROL as _CONTROL
+from trajgrade.graders.matching._jsliteral import JSRegexError, literal_of
 
 __all__ = ("FLAGS", "JSRegexError", "compile_js", "literal_of", "translate")
 

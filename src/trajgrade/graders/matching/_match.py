@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade.errors import GradeError
-from trajgrade.graders._jsliteral import JSRegexError, literal_of
+from trajgrade.graders.matching._jsliteral import JSRegexError, literal_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -78,8 +78,8 @@ class Pattern:
                 return lambda s: s.endswith(text)
             return (lambda s: text in s) if text else (lambda s: True)
         # Only a real regex needs an engine (imported here: see _jsliteral).
-        from trajgrade.graders._jsregex import compile_js, translate
-        from trajgrade.graders._re2 import compile_re2
+        from trajgrade.graders.matching._jsregex import compile_js, translate
+        from trajgrade.graders.matching._re2 import compile_re2
 
         slow = _time_boxed(compile_js(source), source, self.field, timeout)
         fast = compile_re2(translate(source))

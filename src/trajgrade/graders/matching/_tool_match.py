@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from trajgrade.graders._agents import KINDS, UNION, kinds_of_name
-from trajgrade.graders._match import NameMatcher, Pattern
 from trajgrade.graders._spec import ConfigBase, ErrorList
-from trajgrade.graders._views import call_kind, view_of
+from trajgrade.graders.matching._agents import KINDS, UNION, kinds_of_name
+from trajgrade.graders.matching._match import NameMatcher, Pattern
+from trajgrade.graders.matching._views import call_kind, view_of
 
 if TYPE_CHECKING:
     from trajgrade.events import ToolCall
-    from trajgrade.graders._jsliteral import JSRegexError
+    from trajgrade.graders.matching._jsliteral import JSRegexError
 
 __all__ = (
     "ArgMissingError",
@@ -226,7 +226,7 @@ class Matcher:
         return True
 
     def _programs_match(self, pattern: Pattern, command: str) -> bool:
-        from trajgrade.graders._shell import programs
+        from trajgrade.graders.matching._shell import programs
 
         found = programs(command)
         if any(pattern.search(name) for name in found.names):

@@ -21,7 +21,7 @@ import functools
 import posixpath
 from typing import TYPE_CHECKING, Any
 
-from trajgrade.graders._agents import UNION
+from trajgrade.graders.matching._agents import UNION
 
 if TYPE_CHECKING:
     import re

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from trajgrade.graders._agents import AGENTS, MCP_PREFIX, UNION, Tool
+from trajgrade.graders.matching._agents import AGENTS, MCP_PREFIX, UNION, Tool
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from trajgrade.config import Suite
-    from trajgrade.graders._tool_match import Matcher
+    from trajgrade.graders.matching._tool_match import Matcher
 
 __all__ = ("agent_warnings", "matcher_warnings")
 

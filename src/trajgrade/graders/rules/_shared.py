@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade._digest import blake2b
-from trajgrade.graders._jsliteral import JSRegexError
-from trajgrade.graders._tool_match import ArgMissingError, Matcher, ToolMatch
-from trajgrade.graders.metric_threshold import parse_duration_ms
+from trajgrade.graders.matching._jsliteral import JSRegexError
+from trajgrade.graders.matching._tool_match import ArgMissingError, Matcher, ToolMatch
+from trajgrade.graders.vally.metric_threshold import parse_duration_ms
 
 if TYPE_CHECKING:
     from trajgrade.events import ToolCall
@@ -147,7 +147,7 @@ def arg_values(call: ToolCall, key: str) -> list[str]:
     ``path`` and ``url`` the call's view (Claude Code's ``file_path``,
     every path of an ``apply_patch``, ...), else the argument itself."""
     if key in VIEWS:
-        from trajgrade.graders._views import view_of
+        from trajgrade.graders.matching._views import view_of
 
         return view_of(call, key) or []
     value = (call.args or {}).get(key)

@@ -27,9 +27,9 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 
 from trajgrade.events import Event, ToolCall, Usage
-from trajgrade.graders._prices import ModelPrice, PriceBook
-from trajgrade.graders._rules import aborts
 from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders.rules._prices import ModelPrice, PriceBook
+from trajgrade.graders.rules._shared import aborts
 from trajgrade.verdicts import Action, Decision, Judgement, Outcome
 
 __all__ = ("GRADER_TYPES", "CostBudget", "CostBudgetConfig", "CostState")

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 import msgspec
 
 from trajgrade.events import Event, ToolCall, ToolResult
-from trajgrade.graders._match import js_stringify
-from trajgrade.graders._rules import (
+from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders.matching._match import js_stringify
+from trajgrade.graders.rules._shared import (
     MatcherSpec,
     aborts,
     arg_values,
@@ -44,12 +45,11 @@ from trajgrade.graders._rules import (
     matches,
     parse_window,
 )
-from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.verdicts import Decision, Judgement, Outcome
 
 if TYPE_CHECKING:
-    from trajgrade.graders._secrets import SecretScanner
-    from trajgrade.graders._tool_match import Matcher
+    from trajgrade.graders.matching._tool_match import Matcher
+    from trajgrade.graders.rules._secrets import SecretScanner
 
 __all__ = ("GRADER_TYPES", "Flow", "FlowConfig", "FlowState", "SecretTrigger")
 
@@ -140,7 +140,7 @@ class Flow:
         self._min_length = config.min_length
         self._scanner: SecretScanner | None = None
         if self._secret is not None:
-            from trajgrade.graders._secrets import SecretScanner
+            from trajgrade.graders.rules._secrets import SecretScanner
 
             self._scanner = SecretScanner()
         #: The trigger waits for results (a result filter, or bind: result).

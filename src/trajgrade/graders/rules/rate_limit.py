@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import msgspec
 
 from trajgrade.events import Event, ToolCall
-from trajgrade.graders._rules import (
+from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders.rules._shared import (
     MatcherSpec,
     aborts,
     call_label,
@@ -33,11 +34,10 @@ from trajgrade.graders._rules import (
     matches,
     parse_window,
 )
-from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.verdicts import Decision, Judgement, Outcome
 
 if TYPE_CHECKING:
-    from trajgrade.graders._tool_match import Matcher
+    from trajgrade.graders.matching._tool_match import Matcher
 
 __all__ = ("GRADER_TYPES", "RateLimit", "RateLimitConfig", "RateLimitState")
 

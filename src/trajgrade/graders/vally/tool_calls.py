@@ -35,10 +35,10 @@ from typing import Any, Final
 import msgspec
 
 from trajgrade.events import Event, ToolCall, ToolResult, TurnStart
-from trajgrade.graders._jsliteral import JSRegexError
-from trajgrade.graders._match import js_stringify
 from trajgrade.graders._spec import ConfigBase, ErrorList
-from trajgrade.graders._tool_match import (
+from trajgrade.graders.matching._jsliteral import JSRegexError
+from trajgrade.graders.matching._match import js_stringify
+from trajgrade.graders.matching._tool_match import (
     ArgMissingError,
     Matcher,
     ToolMatch,

@@ -19,18 +19,10 @@ from trajgrade._locate import (
     Path as _Path,
 )
 from trajgrade._locate import (
-    convert_all,
-    duplicate_keys,
-    line_map,
-    one_line,
     parse_path,
-    relocate,
-    render,
-    yaml_line,
 )
-from trajgrade.config import GraderSpec, OnFail, SuiteConfig, default_on_fail
-from trajgrade.errors import ConfigError, ConfigErrors, Location
-
+from trajgrade.config import GraderSpec, OnFail, SuiteConfig
+from trajgrade.errors import ConfigError, Location
 
 _LAYOUTS: Final = (
     "trajgrade/vally: graders: [{type, name?, config}]",

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -41,6 +40,9 @@ from trajgrade._locate import (
 )
 from trajgrade.errors import ConfigError, ConfigErrors, Location
 from trajgrade.graders import BuildContext, Grader, lookup
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 __all__ = (
     "ConfigWarning",
@@ -217,6 +219,7 @@ def decode_config(
     import yaml
 
     from trajgrade import _yaml
+    from trajgrade._config_layouts import _read_layout
 
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     node: yaml.Node | None = None
@@ -273,8 +276,6 @@ def _schema_of(node: Any) -> Any:
             if key == "scorers" and isinstance(vnode, yaml.SequenceNode):
                 return Schema.YAML_1_1
     return Schema.YAML_1_2
-
-
 
 
 # ------------------------------------------------------------------ compiling

@@ -32,7 +32,8 @@ What counts as a fail (decided once, here):
 :meth:`Actions.observe` is synchronous and never blocks, so a runner calls it
 right after flushing verdicts to its sink (a command never sees a verdict
 the sink has not written). anyio is imported only where commands run, so
-the CLI can import this module for its options at no cost.
+the CLI can import this module for its options at no cost (the options
+themselves are :mod:`trajgrade.action_options`).
 """
 
 from __future__ import annotations
@@ -40,15 +41,14 @@ from __future__ import annotations
 import os
 import signal
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final
 
-import click
 import msgspec
 
 from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from trajgrade.config import OnFail
 
@@ -56,12 +56,8 @@ __all__ = (
     "MAX_QUEUED",
     "ActionOptions",
     "Actions",
-    "action_options",
-    "parse_signal_target",
     "verdict_env",
 )
-
-F = TypeVar("F", bound="Callable[..., Any]")
 
 #: Failed traces waiting for a free ``--on-fail`` slot; more are dropped and
 #: counted (a flood of failing traces must not grow memory without bound).
@@ -399,5 +395,3 @@ def verdict_env(v: Verdict, mark: str | None = None) -> dict[str, str]:
     if cut:
         env["TRAJGRADE_TRUNCATED"] = ",".join(cut)
     return env
-
-

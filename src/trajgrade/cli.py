@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
 from trajgrade._gc import settle as settle_gc
-from trajgrade.actions import ActionOptions, action_options
+from trajgrade.action_options import action_options
 from trajgrade.cli_options import (
     EXIT_USAGE,
     allow_code_option,
@@ -44,6 +44,9 @@ from trajgrade.kafka.options import (  # kafka
     kafka_options,
 )
 from trajgrade.telemetry.options import current_telemetry, telemetry_options, wire
+
+if TYPE_CHECKING:
+    from trajgrade.actions import ActionOptions
 
 __all__ = ("main",)
 

@@ -12,7 +12,6 @@ The wiring (sources, task group, signals, servers) stays in ``runner``.
 from __future__ import annotations
 
 import os
-import signal
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,6 @@ from trajgrade.errors import Location, SourceError
 from trajgrade.exit_status import RunSummary, dropped_counts
 from trajgrade.pipeline import Grading, SourceDecoder
 from trajgrade.reporting import log_anomalies, report_problems
-from trajgrade.sources import StreamSource
 from trajgrade.sources.stream import trace_name
 from trajgrade.state import STATE_VERSION, Checkpoint, Position, StateStore
 from trajgrade.tracking import TrackedInput, identity_matches
@@ -39,6 +37,7 @@ if TYPE_CHECKING:
     from trajgrade.runner import RunOptions
     from trajgrade.sinks import Sink
     from trajgrade.sinks.decisions import DecisionWriter
+    from trajgrade.sources import StreamSource
     from trajgrade.sources.live import Closed, LiveFiles, Opened
     from trajgrade.status import StatusLine
     from trajgrade.telemetry.receiver import OtlpReceiver

@@ -26,43 +26,35 @@ Shutdown: SIGINT/SIGTERM stop reading. Without state, every open trace is
 closed as at end of input; with state, open traces are checkpointed instead,
 to be continued by the next run. A second signal exits at once (status 130),
 even while a write to a stalled stdout blocks the loop.
+
+This module wires sources, tasks and signals; the run's state and the steps
+the tasks take on it (read, emit, tick, checkpoint, finish) are
+:class:`trajgrade._run_state._Run`.
 """
 
 from __future__ import annotations
 
-import os
 import signal
-import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import msgspec
 
+from trajgrade._run_state import _Run
 from trajgrade._signals import graceful_signals
-from trajgrade.engine import Engine
-from trajgrade.errors import Location, SourceError
-from trajgrade.exit_status import RunSummary, dropped_counts
-from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
-from trajgrade.reporting import log_anomalies, report_problems
+from trajgrade.errors import SourceError
+from trajgrade.exit_status import RunSummary
+from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES
 from trajgrade.sources import StreamSource, open_source
-from trajgrade.sources.stream import trace_name
-from trajgrade.state import STATE_VERSION, Checkpoint, Position, StateStore
 from trajgrade.telemetry import OtlpOptions
-from trajgrade.tracking import TrackedInput, identity_matches
-from trajgrade.verdicts import Outcome, Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from trajgrade.actions import ActionOptions, Actions
+    from trajgrade.actions import ActionOptions
     from trajgrade.config import Suite
-    from trajgrade.metrics import Metrics
     from trajgrade.sinks import Sink
-    from trajgrade.sinks.decisions import DecisionWriter
-    from trajgrade.sources.live import Closed, LiveFiles, Opened
+    from trajgrade.sources.live import LiveFiles
     from trajgrade.status import StatusLine
-    from trajgrade.telemetry.receiver import OtlpReceiver
 
 __all__ = ("RunOptions", "RunSummary", "run")
 
@@ -105,7 +97,6 @@ class RunOptions(msgspec.Struct, kw_only=True):
     def live(self) -> bool:
         """Inputs are followed (or received) rather than read once."""
         return self.follow or bool(self.watch) or self.otlp is not None
-
 
 
 async def run(

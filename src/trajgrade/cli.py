@@ -8,6 +8,13 @@ Commands::
     trajgrade formats                       list input formats
     trajgrade convert [INPUT ...]           write the canonical events of any log
     trajgrade stats [INPUT ...]             per-trace counts the graders see
+    trajgrade run -c POLICY -- AGENT ...    grade an agent's live output, stop it on a fail
+    trajgrade hook / serve                  grade an agent from its hooks
+
+``grade`` is defined here; ``check``, ``graders``, ``formats``, ``convert`` and
+``stats`` in :mod:`trajgrade.cli_inspect`, ``run`` in :mod:`trajgrade.cli_run`,
+``hook`` and ``serve`` in :mod:`trajgrade.hooks.cli`; the options they share
+in :mod:`trajgrade.cli_options`.
 
 Exit status of ``grade``: see :data:`trajgrade.exit_status.EXIT_CODES` (0 all
 passed, 1 a fail or error, 2 usage/config error, 5 nothing graded, 130 forced).
@@ -24,6 +31,7 @@ import click
 from trajgrade._gc import settle as settle_gc
 from trajgrade.action_options import action_options
 from trajgrade.cli_options import (
+    EXIT_FAILED,
     EXIT_USAGE,
     allow_code_option,
     check_format,
@@ -37,7 +45,6 @@ from trajgrade.cli_options import (
     regex_timeout_option,
     tick_option,
 )
-from trajgrade.graders.matching._agents import AGENT_NAMES
 from trajgrade.kafka.options import (  # kafka
     current_kafka_options,
     current_metrics_options,
@@ -49,9 +56,6 @@ if TYPE_CHECKING:
     from trajgrade.actions import ActionOptions
 
 __all__ = ("main",)
-
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
 
 
 def _stdout_error(exc: BaseException) -> OSError | None:
@@ -367,14 +371,17 @@ def _idle_timeout(given: float | None, *, live: bool) -> float | None:
     return given or None
 
 
-
-
-# wrapper
-
-
-
-
+# The other commands live in their own modules; they are added here.
+from trajgrade.cli_inspect import check, convert, formats, graders, stats  # noqa: E402
+from trajgrade.cli_run import run  # noqa: E402  # wrapper
 from trajgrade.hooks.cli import hook, serve  # noqa: E402  # hooks
+
+main.add_command(check)
+main.add_command(graders)
+main.add_command(formats)
+main.add_command(convert)
+main.add_command(stats)
+main.add_command(run)  # wrapper
 
 main.add_command(hook)  # hooks
 main.add_command(serve)  # hooks

@@ -21,7 +21,7 @@ from trajgrade.graders.matching._agents import AGENT_NAMES
 __all__ = ("check", "convert", "formats", "graders", "stats")
 
 
-@main.command()
+@click.command()
 @config_option("Grader config to validate.")
 @click.option(
     "--allow-code",
@@ -49,7 +49,7 @@ def check(config_path: str, allow_code: bool, agents: tuple[str, ...]) -> None:
     )
 
 
-@main.command()
+@click.command()
 def graders() -> None:
     """List the grader types, one line each."""
     from trajgrade.graders import provider, registry
@@ -67,7 +67,7 @@ def graders() -> None:
         click.echo(f"{kind:<{width}}  {t.summary}{also}{plugin}")
 
 
-@main.command()
+@click.command()
 def formats() -> None:
     """List the input formats, one line each."""
     from trajgrade.formats import BUILTIN
@@ -77,7 +77,7 @@ def formats() -> None:
         click.echo(f"{name:<{width}}  {BUILTIN[name].summary}")
 
 
-@main.command()
+@click.command()
 @click.argument("inputs", nargs=-1, type=str)
 @click.option(
     "--format",
@@ -103,7 +103,7 @@ def convert(inputs: tuple[str, ...], fmt: str) -> None:
     sys.exit(EXIT_FAILED if errors else EXIT_OK)
 
 
-@main.command()
+@click.command()
 @click.argument("inputs", nargs=-1, type=str)
 @click.option(
     "--format",

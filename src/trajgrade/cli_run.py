@@ -29,7 +29,7 @@ from trajgrade.cli_options import (
 __all__ = ("run",)
 
 
-@main.command(
+@click.command(
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
 @config_option(

@@ -37,6 +37,7 @@ SPLIT_MEMORY: Final = 10_000
 
 
 class _Grader(_RunState):
+    """The run's state, plus what the rebalance listener and the loop call."""
 
     # ------------------------------------------------------------ rebalances
     async def revoked(self, tps: Any) -> None:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__: tuple[str, ...] = ()
 
 
-class _Grader:
+class _RunState:
     """Everything one Kafka run holds; the loop and the listener share it."""
 
     def __init__(

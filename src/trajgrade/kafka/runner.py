@@ -34,49 +34,39 @@ Shutdown: SIGINT/SIGTERM finish the current batch (flushed, checkpointed,
 committed), then the consumer leaves the group so its partitions move at
 once. Open traces stay open: their state is in the changelog for whoever
 takes the partitions next. A second signal exits at once (status 130).
+
+This module holds the consumer loop and its wiring; the assignment and
+grading steps are :mod:`trajgrade.kafka.grading`, the run's state and its
+output side (verdicts, changelog, commits, metrics) :mod:`trajgrade.kafka.run_state`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
-import time
-from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import click
-import msgspec
 
 from trajgrade._signals import graceful_signals
 from trajgrade.errors import SourceError
-from trajgrade.exit_status import dropped_counts
 from trajgrade.kafka.assignment import (
-    ADMIN_TIMEOUT,
-    AssignGuard,
     ensure_internal_topics,
 )
-from trajgrade.kafka.changelog import restore_partitions
+from trajgrade.kafka.grading import _Grader
 from trajgrade.kafka.options import client_settings
-from trajgrade.kafka.partition import PartitionWorker
-from trajgrade.kafka.sink import CLOSE_TIMEOUT, LocalSink, TopicSink, acked
-from trajgrade.runner import RunSummary
-from trajgrade.verdicts import Outcome
+from trajgrade.kafka.sink import CLOSE_TIMEOUT, LocalSink, TopicSink
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+    from collections.abc import Callable, Coroutine, Sequence
 
-    from anyio.abc import TaskGroup
-
-    from trajgrade.actions import ActionOptions, Actions
+    from trajgrade.actions import ActionOptions
     from trajgrade.config import Suite
     from trajgrade.kafka.options import KafkaOptions
-    from trajgrade.kafka.partition import Problem
     from trajgrade.kafka.sink import VerdictSink
-    from trajgrade.metrics import Metrics
-    from trajgrade.runner import RunOptions
+    from trajgrade.runner import RunOptions, RunSummary
     from trajgrade.sinks import Sink
-    from trajgrade.verdicts import Verdict
 
 __all__ = ("run_kafka", "runner_for")
 
@@ -88,7 +78,6 @@ MAX_RECORDS: Final = 10_000
 POLL_MS: Final = 100
 #: Longest a fetch waits for more records (latency bound at low rates).
 FETCH_WAIT_MS: Final = 20
-
 
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:

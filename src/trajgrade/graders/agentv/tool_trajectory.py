@@ -4,7 +4,7 @@
 Modes: ``any_order`` (per-tool minimum counts), ``in_order`` (a scanning
 cursor), ``exact`` (position by position), ``superset`` (each expected item
 takes the first unused matching call), ``subset`` (every call must match an
-item). Names compare with ``==``; arguments as in ``_agentv_args``; each
+item). Names compare with ``==``; arguments as in ``_args``; each
 ``max_duration_ms`` is an extra aspect, judged from the matched call's
 ``tool_result.duration_ms`` (none: neutral, dropped from the denominator,
 with a warning in ``metadata.warnings``). hits/misses/aspects/score are
@@ -333,7 +333,7 @@ class _ToolTrajectoryType:
     aliases = ("tool-trajectory",)
     summary = "agentv: tool_trajectory - minimum counts, in-order / exact / superset / subset sequences, args and latency"
     origin = "agentv"
-    #: Parsed leniently in build, as agentv's parser does (see _agentv_config).
+    #: Parsed leniently in build, as agentv's parser does (see _config).
     config_type: Any = dict[str, Any]
 
     def build(

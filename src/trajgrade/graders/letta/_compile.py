@@ -1,6 +1,6 @@
 """Compiling a letta-tool config: the extractor (and its options), the function.
 
-Names that are not built in go to ``_letta_code`` (``path.py:func`` with
+Names that are not built in go to ``_code`` (``path.py:func`` with
 ``--allow-code``, or an entry point).
 
 letta-evals reads extractor options with ``config["key"]`` and

@@ -21,7 +21,7 @@ upstream function would return on the trajectory seen so far:
   dicts (attribute access works too: ``msg.content``); keeping it is
   unavoidable, since user code may read any of it.
 
-Options are checked and compiled in ``_letta_compile``.
+Options are checked and compiled in ``_compile``.
 """
 
 from __future__ import annotations

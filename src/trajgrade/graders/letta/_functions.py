@@ -20,7 +20,7 @@ Regexes use Python's syntax and semantics. A pattern is accepted exactly
 when Python's ``re`` accepts it (so errors carry upstream's ``re.error``
 text); it is then rewritten so that the ``regex`` module, whose per-call
 timeout is the ReDoS guard, matches exactly what ``re`` matches (see
-``_letta_regex``). A timeout is a
+``_regex``). A timeout is a
 :class:`~trajgrade.graders.matching._match.MatchTimeout`, an ``error`` verdict.
 """
 
@@ -185,7 +185,7 @@ class InvalidPatternError(Exception):
 
 def compile_pattern(source: str) -> regex.Pattern[str]:
     """Compile Python regex syntax to match exactly as ``re`` does (see
-    ``_letta_regex``); InvalidPatternError where upstream's ``re`` fails."""
+    ``_regex``); InvalidPatternError where upstream's ``re`` fails."""
     from trajgrade.graders.letta._regex import compile_re
 
     try:

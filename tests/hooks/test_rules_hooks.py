@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from tests.hooks._replay import FIXTURES, RECORDED, payloads, run_hook
+from tests.hooks._serve import serving
 
 pytestmark = pytest.mark.slow
 
@@ -75,26 +72,7 @@ def test_serve_answers_like_the_cold_hooks(tmp_path: Path) -> None:
     cold = _replay("claude-code", policy_text, tmp_path / "cold")
     policy = tmp_path / "p.yaml"
     policy.write_text(policy_text)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trajgrade",
-            "serve",
-            "-c",
-            str(policy),
-            "--port",
-            "0",
-            "--state-dir",
-            str(tmp_path / "state"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
+    with serving(policy, tmp_path / "state") as (url, _):
         host, port = url.removeprefix("http://").split(":")
         folder, name = RECORDED["claude-code"]
         transcript = tmp_path / name
@@ -109,11 +87,6 @@ def test_serve_answers_like_the_cold_hooks(tmp_path: Path) -> None:
                 served.append((p["hook_event_name"], resp.read().decode().strip()))
             finally:
                 conn.close()
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
     gate = [a for e, a in served if e == "PreToolUse"]
     assert gate == [a.strip() for e, a in cold if e == "PreToolUse"]
     assert sum(bool(a) for a in gate) == 3

@@ -509,6 +509,13 @@ def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Where verdicts go (default: stderr; '-': stdout, only with --agent-output FILE).",
 )
+@click.option(
+    "--decisions",
+    "decisions_path",
+    metavar="PATH",
+    default=None,
+    help='Also write every guard decision as a JSON line with "type": "decision" to PATH (appended; \'-\': stdout, only with --agent-output FILE). See docs/guard.md.',
+)
 @output_option
 @click.option(
     "--stop-on",
@@ -544,6 +551,7 @@ def run(
     fmt: str,
     agent_output: str,
     verdicts_path: str | None,
+    decisions_path: str | None,
     output: str,
     stop_on: str,
     grace: float,
@@ -579,9 +587,11 @@ def run(
     tlog.configure(level="warning" if quiet else log_level)
     logger = tlog.get_logger()
     check_format(fmt)
-    if verdicts_path == "-" and agent_output == "-":
-        msg = "stdout carries the agent's output; send it to a file with --agent-output FILE to get verdicts on stdout"
-        raise click.BadParameter(msg, param_hint="--verdicts")
+    for given, hint in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
+        if given == "-" and agent_output == "-":
+            what = hint.removeprefix("--")
+            msg = f"stdout carries the agent's output; send it to a file with --agent-output FILE to get {what} on stdout"
+            raise click.BadParameter(msg, param_hint=hint)
     suite = load_policy(
         config_path, BuildContext(regex_timeout=regex_timeout, allow_code=allow_code)
     )
@@ -624,6 +634,7 @@ def run(
             tick_interval=tick_interval,
             max_line_bytes=max_line_bytes,
             trace_id=trace_id,
+            decisions=decisions_path,
         )
         settle_gc()
         try:

@@ -9,8 +9,8 @@ asyncio-only). Each loop iteration takes a batch from
    that no trace it names is open or closed on another partition of ours;
 2. fires the runner's clock (wall-time budgets), ``--idle-timeout`` and the
    ``--max-open-traces`` cap;
-3. writes the verdicts and waits until they are flushed (stdout) or
-   acknowledged (``--verdicts-topic``);
+3. writes the verdicts, then the guard decisions, and waits until they are
+   flushed (stdout, ``--decisions``) or acknowledged (``--verdicts-topic``);
 4. then writes the changed traces' state to the changelog;
 5. once those writes are acknowledged, commits the input offsets of the
    batch. Step 5 runs in the background while the next batch is graded
@@ -76,7 +76,8 @@ if TYPE_CHECKING:
     from trajgrade.metrics import Metrics
     from trajgrade.runner import RunOptions
     from trajgrade.sinks import Sink
-    from trajgrade.verdicts import Verdict
+    from trajgrade.sinks.decisions import DecisionWriter
+    from trajgrade.verdicts import GuardDecision, Verdict
 
 __all__ = ("run_kafka", "runner_for")
 
@@ -130,6 +131,8 @@ class _Grader:
         #: On-fail actions (--on-fail, --signal, --fail-fast) and the event
         #: that ends the run.
         self.actions: Actions | None = None
+        #: ``--decisions PATH|-``: the decision stream (also on the topic).
+        self.decision_file: DecisionWriter | None = None
         self.stop: anyio.Event | None = None
         self.clocked = any(g.uses_clock for g in suite.graders)
         self.consumer: Any = None
@@ -275,7 +278,7 @@ class _Grader:
                 verdicts.extend(out)
                 commits[tp] = decoded.end
             verdicts.extend(self._housekeeping(now, touched))
-            await self._emit(verdicts)
+            await self._emit(verdicts, self._decisions())
             sends = await self._checkpoint(touched)
             while len(self._settling) >= SETTLING_MAX:
                 await self._settling[0].wait()
@@ -433,8 +436,25 @@ class _Grader:
         return out
 
     # ------------------------------------------------------------ durability
-    async def _emit(self, verdicts: Sequence[Verdict]) -> None:
+    def _decisions(self) -> list[GuardDecision]:
+        """The guard decisions the batch made, drained from every engine."""
+        out: list[GuardDecision] = []
+        for worker in self.workers.values():
+            made = worker.engine.decisions
+            if made:
+                out.extend(made)
+                made.clear()
+        return out
+
+    async def _emit(
+        self, verdicts: Sequence[Verdict], decisions: Sequence[GuardDecision] = ()
+    ) -> None:
+        if decisions:
+            self.out.send_decisions(decisions)
         if not verdicts:
+            if decisions:
+                await self.out.flush()
+                self._decided(decisions)
             return
         if self.split:
             verdicts = [self._mark_split(v) for v in verdicts]
@@ -448,9 +468,19 @@ class _Grader:
             self.metrics.count_verdicts(verdicts)
         self.out.send(verdicts)
         await self.out.flush()
+        if self.actions is not None:
+            self.actions.observe(verdicts)
+        self._decided(decisions)
+
+    def _decided(self, decisions: Sequence[GuardDecision]) -> None:
+        """After the flush: ``--decisions``, then the actions (a decision
+        trips --fail-fast/--signal as in the file runner)."""
+        if decisions and self.decision_file is not None:
+            self.decision_file.send(decisions)
         actions = self.actions
         if actions is not None:
-            actions.observe(verdicts)
+            if decisions:
+                actions.observe_decisions(decisions)
             if actions.stop_requested and self.stop is not None:
                 self.summary.stopped = True
                 self.stop.set()  # --fail-fast: finish this batch, commit, leave
@@ -636,6 +666,14 @@ async def run_kafka(
         out = TopicSink(producer, kafka.verdicts_topic)
     grader = _Grader(suite, options, kafka, out, log, metrics)
     grader.producer, grader.admin = producer, admin
+    if options.decisions is not None:
+        from trajgrade.sinks.decisions import open_decisions
+
+        try:
+            grader.decision_file = open_decisions(options.decisions)
+        except OSError as exc:
+            msg = f"cannot write guard decisions to {options.decisions}: {exc.strerror or exc}; check the path"
+            raise SourceError(msg) from None
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -754,6 +792,8 @@ async def run_kafka(
                     log.warning("client_stop_failed", reason=repr(exc))
         if server is not None:
             server.close()
+        if grader.decision_file is not None:
+            grader.decision_file.close()
     if grader.fatal is not None:
         raise grader.fatal
     return grader.finish()

@@ -30,7 +30,6 @@ __all__ = (
     "render",
     "validation_error",
     "yaml_line",
-    "yaml_loader",
 )
 
 Path = tuple[str | int, ...]
@@ -166,24 +165,10 @@ def render(path: Path) -> str:
     return out
 
 
-def yaml_loader() -> Any:
-    """PyYAML's safe loader (the C one when PyYAML was built with it).
-
-    PyYAML is imported here, not at module import: a cached, already
-    validated config (the hook path) never needs it.
-    """
+def line_map(root: Any) -> dict[Path, int]:
+    """Line of every field path in a composed YAML node tree (see trajgrade._yaml)."""
     import yaml
 
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def line_map(text: str) -> dict[Path, int]:
-    import yaml
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return {}
     out: dict[Path, int] = {}
 
     def walk(node: yaml.Node, path: Path) -> None:
@@ -235,7 +220,7 @@ def one_line(exc: Exception) -> str:
     return " ".join(": ".join(parts).split())
 
 
-def duplicate_keys(text: str) -> list[tuple[Path, int, int]]:
+def duplicate_keys(root: Any) -> list[tuple[Path, int, int]]:
     """Mapping keys written twice: (path, first line, repeated line).
 
     YAML keeps only the last value of a repeated key, so a second ``graders:``
@@ -243,10 +228,6 @@ def duplicate_keys(text: str) -> list[tuple[Path, int, int]]:
     """
     import yaml
 
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return []
     found: list[tuple[Path, int, int]] = []
 
     def walk(node: yaml.Node, path: Path) -> None:

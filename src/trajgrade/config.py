@@ -38,7 +38,6 @@ from trajgrade._locate import (
     relocate,
     render,
     yaml_line,
-    yaml_loader,
 )
 from trajgrade.errors import ConfigError, ConfigErrors, Location
 from trajgrade.graders import BuildContext, Grader, lookup
@@ -61,7 +60,8 @@ class OnFail(enum.StrEnum):
     """What a failed verdict of a grader should do to a live agent (``on_fail:``).
 
     A trajgrade-level key of every grader entry, in every layout. Omitted, it
-    is ``abort`` for metric thresholds (budgets: the run is over) and ``deny``
+    is ``abort`` for metric thresholds and ``cost-budget`` (budgets: the run
+    is over) and ``deny``
     for every other type (one call broke the policy: refuse that call).
     """
 
@@ -81,7 +81,14 @@ class OnFail(enum.StrEnum):
 
 #: Grader types whose failure means the run is spent, not one bad call.
 _ABORT_BY_DEFAULT: Final = frozenset(
-    {"token-budget", "tool-call-count", "turn-count", "error-count", "wall-time"}
+    {
+        "token-budget",
+        "tool-call-count",
+        "turn-count",
+        "error-count",
+        "wall-time",
+        "cost-budget",
+    }
 )
 
 
@@ -209,27 +216,63 @@ def decode_config(
     """
     import yaml
 
+    from trajgrade import _yaml
+
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    lines = line_map(text)
+    node: yaml.Node | None = None
     try:
-        doc = (
-            msgspec.json.decode(text) if json else yaml.load(text, Loader=yaml_loader())
-        )
+        if json:
+            doc = msgspec.json.decode(text)
+            try:  # JSON is YAML 1.2: its node marks give the line numbers
+                node = _yaml.compose(text, _yaml.Schema.YAML_1_2)
+            except yaml.YAMLError:
+                node = None
+        else:
+            node = _yaml.compose(text, _yaml.Schema.YAML_1_2)
+            schema = _schema_of(node)
+            if schema is not _yaml.Schema.YAML_1_2:
+                node = _yaml.compose(text, schema)
+            doc = _yaml.construct(node, schema)
     except (msgspec.DecodeError, UnicodeDecodeError, yaml.YAMLError) as exc:
         line = yaml_line(exc)
         msg = f"not valid {'JSON' if json else 'YAML'}: {one_line(exc)}; fix the syntax"
+        if isinstance(exc, _yaml.AliasLimitError):
+            msg = str(exc.problem)
         raise ConfigError(msg, location=Location(file=name, line=line)) from None
+    lines = line_map(node)
     repeated = [
         ConfigError(
             f"key `{path[-1]}` is written twice (first on line {first}); YAML keeps only "
             "the last one, so the first would be ignored: merge the two or remove one",
             location=Location(file=name, line=line, field=render(path)),
         )
-        for path, first, line in duplicate_keys(text)
+        for path, first, line in duplicate_keys(node)
     ]
     if repeated:
         raise ConfigErrors(repeated) if len(repeated) > 1 else repeated[0]
     return _read_layout(doc, name=name, lines=lines, base_dir=base_dir)
+
+
+def _schema_of(node: Any) -> Any:
+    """The YAML version of the upstream whose layout the file is in.
+
+    agentv and vally (trajgrade's own layout) are TypeScript and read YAML
+    1.2; letta-evals reads YAML 1.1 with PyYAML, and so do AI GO! configs
+    (a Python tool; its parser is not published, PyYAML is assumed). The
+    layout keys are plain words, resolved alike by both versions.
+    """
+    import yaml
+
+    from trajgrade._yaml import Schema
+
+    if isinstance(node, yaml.MappingNode):
+        for knode, vnode in node.value:
+            key = knode.value if isinstance(knode, yaml.ScalarNode) else None
+            if key == "graders" and isinstance(vnode, yaml.MappingNode):
+                return Schema.YAML_1_1
+            if key == "scorers" and isinstance(vnode, yaml.SequenceNode):
+                return Schema.YAML_1_1
+    return Schema.YAML_1_2
 
 
 _LAYOUTS: Final = (

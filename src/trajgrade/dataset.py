@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from trajgrade import _yaml
 from trajgrade._depth import decode_bounded
 from trajgrade._locate import one_line, yaml_line
 from trajgrade.errors import InputError, Location
@@ -55,7 +56,7 @@ def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, 
             doc = (
                 decode_bounded(msgspec.json, data)
                 if name.endswith(".json")
-                else yaml.safe_load(data)
+                else _yaml.safe_load(data)  # datasets are letta/AI GO! (YAML 1.1)
             )
         except (msgspec.DecodeError, UnicodeDecodeError, yaml.YAMLError) as exc:
             msg = f"cannot parse dataset: {one_line(exc)}"

@@ -84,6 +84,10 @@ class ToolCall(_Base, tag="tool_call", frozen=True):
     args: dict[str, Any] | None = None
     #: Arguments exactly as the source wrote them, when it wrote a string.
     args_raw: str | None = None
+    #: Arguments that are JSON but neither an object nor a string (``null``,
+    #: a number, an array), as JSON text: agentv compares such an ``input`` as
+    #: the value it is, unlike a missing one.
+    args_json: str | None = None
     #: The (sub)agent that made the call, when the format distinguishes them.
     agent: str | None = None
 

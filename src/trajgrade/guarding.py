@@ -35,6 +35,15 @@ if TYPE_CHECKING:
 
 __all__ = ("AbortState", "Guard", "call_key", "error_judgement", "verdict_rule")
 
+#: Actions from mildest to hardest: a Judgement's ``action`` may only soften.
+_SEVERITY: Final = {
+    Action.REPORT: 0,
+    Action.WARN: 1,
+    Action.ASK: 2,
+    Action.DENY: 3,
+    Action.ABORT: 4,
+}
+
 #: Aborted-trace state: (grader index, rule, reason).
 AbortState = tuple[int, str, str]
 
@@ -114,6 +123,10 @@ class Guard:
                 continue
             if abort is not None and i == abort[0]:
                 stopper_judged = True
+            action = self.actions[i]
+            if j.action is not None and _SEVERITY[j.action] < _SEVERITY[action]:
+                # A grader may soften its ruling (a budget's warn_at), never harden it.
+                action = j.action
             self.decisions.append(
                 self.decision(
                     tr.id,
@@ -124,9 +137,14 @@ class Guard:
                     call=call,
                     at_event=tr.events,
                     ts=tr.last_ts,
+                    action=action,
                 )
             )
-            if tr.abort is None and self.aborts(i, j.outcome):
+            if (
+                tr.abort is None
+                and action is Action.ABORT
+                and j.outcome is Outcome.FAIL
+            ):
                 self._abort(tr, i, j.rule, j.reason)
         if abort is not None and not stopper_judged:
             # (A budget that aborted judges the later calls itself.)

@@ -83,6 +83,11 @@ class Judgement(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     #: evaluated on it (a missing argument, a regex timeout); fail-closed
     #: guards deny it, fail-open ones let it run with a warning.
     outcome: Outcome = Outcome.FAIL
+    #: A milder action the grader asks for on this call instead of its
+    #: ``on_fail`` (a budget's ``warn_at`` notice is ``warn``): the guard uses
+    #: whichever of the two is milder (report < warn < ask < deny < abort), so
+    #: a grader can soften but never harden its entry's ``on_fail``.
+    action: Action | None = None
 
 
 class GuardDecision(

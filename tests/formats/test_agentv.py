@@ -121,6 +121,8 @@ def test_usage_cost_and_text_are_mapped() -> None:
         }
     )
     assert events == [
+        # agentv's CLI provider answers a record without messages with its text.
+        Message(trace_id="a", role="assistant", text="done"),
         Usage(
             trace_id="a",
             input_tokens=10,
@@ -160,8 +162,12 @@ def test_records_are_traces_with_ids_and_line_numbers() -> None:
     events, _, lines = _feed(
         {"id": "x", "output": []}, {"output_messages": []}, {"output": []}
     )
-    assert [e.trace_id for e in events] == ["x", "a#2", "a#3"]
-    assert lines == [1, 2, 3]
+    assert [e.trace_id for e in events if isinstance(e, TraceEnd)] == [
+        "x",
+        "a#2",
+        "a#3",
+    ]
+    assert lines == [1, 1, 2, 2, 3, 3]
 
 
 def test_bad_records_are_located_and_charged_to_their_trace() -> None:
@@ -180,6 +186,7 @@ def test_bad_records_are_located_and_charged_to_their_trace() -> None:
 def test_detection_claims_agentv_records_only() -> None:
     """agentv records are detected; vally, OpenResponses, letta and canonical ones are not claimed."""
     assert detect(b'{"output_messages": []}') == "agentv"
+    assert detect(b'{"output": []}') == "agentv"
     assert detect(b'{"output": [{"role": "assistant", "content": "x"}]}') == "agentv"
     assert (
         detect(b'{"text": "t", "trace": [{"type": "tool_call", "name": "a"}]}')
@@ -253,3 +260,90 @@ def test_agentv_transcript_lines_are_one_trace_per_test_id() -> None:
     assert row["trace_id"] == "imported-codex-config-fix"
     assert row["tool_calls"] == {"Read": 1, "Grep": 1, "Edit": 1}  # SOURCES.md: 3
     assert (row["results"], row["unanswered"]) == (3, 0)
+
+
+def _calls(record: dict[str, object]) -> list[ToolCall]:
+    events, errors, _ = _feed(record)
+    assert errors == []
+    return [e for e in events if isinstance(e, ToolCall)]
+
+
+def test_null_and_other_json_inputs_are_kept_as_values() -> None:
+    """agentv compares `input: null` (and numbers, arrays) as values; a missing input is undefined."""
+    inputs = [{"tool": "a", "input": None}, {"tool": "b", "input": [1]}, {"tool": "c"}]
+    calls = _calls({"output": [{"role": "assistant", "tool_calls": inputs}]})
+    assert [(c.args, c.args_raw, c.args_json) for c in calls] == [
+        (None, None, "null"),
+        (None, None, "[1]"),
+        (None, None, None),
+    ]
+
+
+def test_output_wins_over_output_messages() -> None:
+    """parseOutputContent reads `output ?? output_messages`: output, even when empty."""
+    both = {
+        "output": [{"role": "assistant", "tool_calls": [{"tool": "a"}]}],
+        "output_messages": [{"role": "assistant", "tool_calls": [{"tool": "b"}]}],
+    }
+    assert [c.name for c in _calls(both)] == ["a"]
+    events, _, _ = _feed({**both, "output": [], "text": 7})
+    assert events[0] == Message(trace_id="a", role="assistant", text="7")
+    assert not any(isinstance(e, ToolCall) for e in events)
+
+
+def test_a_record_without_messages_is_one_assistant_message() -> None:
+    """The CLI provider answers with the record's text, else with the record itself."""
+    events, _, _ = _feed({"output_messages": [], "text": "done"}, {"id": "r"})
+    messages = [e for e in events if isinstance(e, Message)]
+    assert [m.text for m in messages] == ["done", '{"id":"r"}']
+
+
+def test_negative_call_durations_are_kept() -> None:
+    """agentv drops only a negative record-level duration: `a completed in -5ms`."""
+    s = suite(
+        """
+        execution:
+          evaluators:
+            - name: t
+              type: tool_trajectory
+              mode: in_order
+              expected: [{tool: a, max_duration_ms: 100}]
+        """
+    )
+    record = {
+        "duration_ms": -3,
+        "output": [
+            {"role": "assistant", "tool_calls": [{"tool": "a", "duration_ms": -5}]}
+        ],
+    }
+    result = grade_bytes(s, json.dumps(record).encode() + b"\n", source="r.jsonl")
+    final = next(v for v in result.verdicts if v.final)
+    assert (
+        final.passed and final.metadata["hits"][1] == "a completed in -5ms (max: 100ms)"
+    )
+
+
+def test_null_input_follows_agentv_args_matching() -> None:
+    """superset with `args: {}` matches a null input; keyed superset/subset throw upstream (error)."""
+
+    def grade(entry: str) -> object:
+        s = suite(
+            "execution:\n  evaluators:\n    - name: t\n      type: tool_trajectory\n"
+            f"      mode: in_order\n      expected: [{entry}]\n"
+        )
+        record = {
+            "output": [
+                {"role": "assistant", "tool_calls": [{"tool": "a", "input": None}]}
+            ]
+        }
+        result = grade_bytes(s, json.dumps(record).encode() + b"\n", source="r.jsonl")
+        return next(v for v in result.verdicts if v.final)
+
+    assert grade("{tool: a, args: {}, args_match: superset}").passed
+    assert not grade("{tool: a, args: {}, args_match: exact}").passed  # {} is not null
+    for mode in ("superset", "subset"):
+        v = grade(f"{{tool: a, args: {{q: 1}}, args_match: {mode}}}")
+        assert (
+            v.outcome is Outcome.ERROR
+            and "Cannot convert undefined or null" in v.evidence
+        )

@@ -217,8 +217,10 @@ def test_stream_json_run_is_one_trace_ended_by_its_result() -> None:
         ),
         TurnStart(trace_id=tid, source="user"),
     ]
+    # The reported total ($0.005) would count the session twice on top of the
+    # usage of its assistant lines: the remaining tokens are priced instead.
     assert events[-2:] == [
-        Usage(trace_id=tid, output_tokens=95, cost_usd=0.005),
+        Usage(trace_id=tid, output_tokens=95, model="claude-opus-4-8"),
         TraceEnd(trace_id=tid, result="done", is_error=False),
     ]
     stopped = _read(_raw("live_v2.1.197_blocking_continue-false_stream.jsonl"))
@@ -489,6 +491,19 @@ def test_cli_grades_claude_code_logs_end_to_end(run_cli, tmp_path: Path) -> None
         ("4c2ddfdc", "tool-calls"): ("pass", None),
         ("4c2ddfdc", "token-budget"): ("fail", 252638),
     }
+
+
+def test_a_result_without_earlier_usage_keeps_the_reported_cost() -> None:
+    """Only the real init and result lines of a stream: the total cost is
+    the cost of the result's tokens, and a dollar budget takes it."""
+    lines = [
+        line
+        for line in _raw(STREAM).splitlines(keepends=True)
+        if b'"type":"result"' in line or b'"subtype":"init"' in line
+    ]
+    usage = [e for e in _read(b"".join(lines)) if isinstance(e, Usage)]
+    assert [u.cost_usd for u in usage] == [0.005]
+    assert usage[0].output_tokens > 0
 
 
 def test_lines_are_counted_only_for_a_location_and_stay_right_around_blank_lines() -> (

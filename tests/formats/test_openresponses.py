@@ -97,6 +97,7 @@ def test_a_real_responses_object_becomes_one_trace() -> None:
             output_tokens=52,
             cache_read_tokens=128,
             reasoning_tokens=32,
+            model="o4-mini-2025-04-16",
         ),
         TraceEnd(trace_id=tid),
     ]

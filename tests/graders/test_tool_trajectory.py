@@ -48,14 +48,16 @@ def final(s: Suite, events: list[Event]) -> Verdict:
 
 
 # ------------------------------------------------------------------ modes
-def test_any_order_is_final_at_the_call_that_meets_the_last_minimum() -> None:
-    """Extra calls never lower any_order hits, so the pass is final when the last minimum is met."""
+def test_any_order_seals_at_the_last_minimum_and_counts_the_whole_trace() -> None:
+    """Extra calls never lower any_order hits, so the pass is sealed when the last
+    minimum is met; the final verdict counts every call, as agentv's texts do."""
     s = tt("mode: any_order\nminimums: {search: 2, fetch: 1}")
-    out = run(s, [call("search"), call("fetch"), call("search"), call("x"), end()])
-    ((idx, v),) = out
-    assert idx == 2 and v.final and v.early and v.passed and v.score == 1
+    events = [call("search"), call("fetch"), call("search"), call("search"), end()]
+    (idx, sealed), (last, v) = run(s, events)
+    assert idx == 2 and not sealed.final and sealed.passed and sealed.score == 1
+    assert last == 4 and v.final and v.passed and v.score == 1
     assert v.metadata["hits"] == [
-        "search: called 2 times (required >=2)",
+        "search: called 3 times (required >=2)",
         "fetch: called 1 times (required >=1)",
     ]
 
@@ -72,23 +74,23 @@ def test_any_order_scores_the_fraction_of_minimums_met() -> None:
 def test_any_order_zero_minimums_pass_at_the_first_output() -> None:
     """Minimums of 0 are met from the start, but only output rules out 'no trace'."""
     out = run(tt("mode: any_order\nminimums: {a: 0}"), [say("hi", "user"), say()])
-    ((idx, v),) = out
-    assert idx == 1 and v.final and v.passed
+    (idx, sealed), (last, v) = out
+    assert idx == 1 and sealed.passed and last == 2 and v.final and v.passed
 
 
 def test_fractional_minimum_needs_the_next_whole_count() -> None:
     """A minimum of 1.5 is met by the second call, as `actual >= 1.5` is."""
     out = run(tt("mode: any_order\nminimums: {a: 1.5}"), [call("a"), call("a")])
-    ((idx, v),) = out
+    (idx, v), _ = out
     assert idx == 1 and "required >=1.5" in v.evidence
 
 
-def test_in_order_is_final_when_the_cursor_passes_the_last_item() -> None:
+def test_in_order_is_sealed_when_the_cursor_passes_the_last_item() -> None:
     """Other calls between items are skipped; the last item's call decides."""
     s = tt("mode: in_order\nexpected: [{tool: a}, {tool: b}]")
     out = run(s, [call("a"), call("x"), call("b"), call("b"), end()])
-    ((idx, v),) = out
-    assert idx == 2 and v.final and v.passed
+    (idx, sealed), (last, v) = out
+    assert idx == 2 and sealed.passed and last == 4 and v.final and v.passed
     assert v.metadata["hits"] == ["Found a at position 0", "Found b at position 2"]
 
 
@@ -115,23 +117,23 @@ def test_in_order_missing_item_consumes_the_rest_of_the_trace() -> None:
 
 
 def test_exact_decides_each_position_as_its_call_arrives() -> None:
-    """A wrong tool at position 0 of 2 seals the fail at once; filling position 1 makes it final."""
+    """A wrong tool at position 0 of 2 seals the fail at once; the final verdict comes at the end."""
     s = tt("mode: exact\nexpected: [{tool: a}, {tool: b}]")
     out = run(s, [call("x"), call("b"), end()])
     (idx, sealed), (last, v) = out
     assert idx == 0 and not sealed.final and sealed.outcome is Outcome.FAIL
-    assert last == 1 and v.final and v.score == 0.5
+    assert last == 2 and v.final and v.score == 0.5
     assert v.metadata["misses"] == ["Position 0: expected a, got x"]
 
 
 def test_exact_extra_calls_do_not_lower_the_score() -> None:
-    """As in agentv, calls beyond the expected length are a reported miss, not an aspect."""
+    """As in agentv, calls beyond the expected length are a reported miss, not an
+    aspect: the pass is sealed at the first call, the final verdict reports the miss."""
     s = tt("mode: exact\nexpected: [{tool: a}]")
-    batch = final(s, [call("a"), call("b"), end()])
-    early = run(s, [call("a"), call("b"), end()])
-    assert batch.score == 1 and batch.passed
-    ((idx, v),) = early
-    assert idx == 0 and v.final and v.metadata["misses"] == []
+    (idx, sealed), (last, v) = run(s, [call("a"), call("b"), end()])
+    assert idx == 0 and not sealed.final and sealed.passed
+    assert last == 2 and v.final and v.score == 1 and v.passed
+    assert v.metadata["misses"] == ["Expected 1 tool calls, got 2"]
 
 
 def test_exact_short_trace_misses_the_tail() -> None:
@@ -147,8 +149,8 @@ def test_latency_waits_for_the_duration_on_the_result() -> None:
     """A matched item with max_duration_ms is final only when its call's result brings a duration."""
     s = tt("mode: in_order\nexpected: [{tool: Read, max_duration_ms: 100}]")
     out = run(s, [call("Read", "c1"), call("x", "c2"), took("c1", 45), end()])
-    ((idx, v),) = out
-    assert idx == 2 and v.final and v.metadata["aspects"] == 2
+    (idx, sealed), (_, v) = out
+    assert idx == 2 and sealed.passed and v.final and v.metadata["aspects"] == 2
     assert v.metadata["hits"][1] == "Read completed in 45ms (max: 100ms)"
 
 
@@ -182,8 +184,8 @@ def test_superset_gives_each_item_the_first_unused_matching_call() -> None:
     v = final(s, [call("s"), end()])
     assert v.score == 0.5 and v.metadata["hits"] == ["Found s at position 0"]
     out = run(s, [call("x"), call("s"), call("s"), end()])
-    ((idx, v2),) = out
-    assert idx == 2 and v2.final and v2.passed
+    (idx, sealed), (_, v2) = out
+    assert idx == 2 and sealed.passed and v2.final and v2.passed
 
 
 def test_subset_is_decided_only_at_the_end() -> None:

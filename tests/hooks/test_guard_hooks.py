@@ -8,14 +8,13 @@ import copy
 import http.client
 import json
 import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from tests.hooks._replay import hook_cmd, payloads, run_hook
+from tests.hooks._serve import serving
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -114,35 +113,8 @@ def serve_fixture(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[st
     policy = tmp_path / "p.yaml"
     text, flags = getattr(request, "param", (GUARD, ()))
     policy.write_text(text)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trajgrade",
-            "serve",
-            "-c",
-            str(policy),
-            "--port",
-            "0",
-            "--state-dir",
-            str(tmp_path / "state"),
-            *flags,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:")
+    with serving(policy, tmp_path / "state", *flags) as (url, _):
         yield url
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def _post(

@@ -7,12 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from tests.hooks._replay import POLICY, payloads, read_verdicts, run_hook
+from tests.hooks._serve import serving
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -24,39 +24,14 @@ pytestmark = pytest.mark.slow
 def server_fixture(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trajgrade",
-            "serve",
-            "-c",
-            str(policy),
-            "--port",
-            "0",
-            "--state-dir",
-            str(tmp_path / "state"),
-            "--verdicts",
-            str(tmp_path / "v.jsonl"),
-        ],
-        stdout=subprocess.PIPE,
+    with serving(
+        policy,
+        tmp_path / "state",
+        "--verdicts",
+        str(tmp_path / "v.jsonl"),
         stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), (
-            proc.stderr.read() if proc.stderr else ""
-        )
+    ) as (url, proc):
         yield url, tmp_path, proc
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def _post(url: str, agent: str, payload: dict[str, object]) -> tuple[int, str]:

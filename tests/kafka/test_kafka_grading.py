@@ -8,7 +8,6 @@ allowed only as identical re-emits, checked by ``finals``).
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 import urllib.request
@@ -21,25 +20,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _kafka as k
 
 pytestmark = pytest.mark.slow
-
-
-def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
-    """Sum of the group's committed offsets on ``topic``."""
-
-    async def go() -> int:
-        from aiokafka.admin import AIOKafkaAdminClient
-        from aiokafka.structs import TopicPartition
-
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-        await admin.start()
-        try:
-            tps = [TopicPartition(topic, p) for p in range(partitions)]
-            found = await admin.list_consumer_group_offsets(group, partitions=tps)
-        finally:
-            await admin.close()
-        return sum(max(o.offset, 0) for o in found.values())
-
-    return asyncio.run(go())
 
 
 def _assigned(g: k.Grader) -> list[int] | None:
@@ -108,7 +88,7 @@ def test_restart_continues_from_committed_offsets(
     first = k.Grader(tmp_path, "first", args)
     try:
         k.wait_for(
-            lambda: _committed(kafka_bootstrap, group, topic, 2) == half,
+            lambda: k.committed(kafka_bootstrap, group, topic, 2) == half,
             30,
             "the first half to be committed",
         )
@@ -189,7 +169,7 @@ def test_sigkill_survivor_restores_state(kafka_bootstrap: str, tmp_path: Path) -
         )
         k.produce(kafka_bootstrap, topic, k.keyed(events[:half]))
         k.wait_for(
-            lambda: _committed(kafka_bootstrap, group, topic, 4) == half,
+            lambda: k.committed(kafka_bootstrap, group, topic, 4) == half,
             30,
             "the first half to be committed",
         )
@@ -321,7 +301,7 @@ def test_trace_on_two_partitions_is_reported(
         # The second half goes to partition 1 once the first is graded, so
         # the split is seen while the trace is open on partition 0.
         k.wait_for(
-            lambda: _committed(kafka_bootstrap, group, topic, 2) == len(first),
+            lambda: k.committed(kafka_bootstrap, group, topic, 2) == len(first),
             30,
             "partition 0 to be graded",
         )
@@ -355,7 +335,7 @@ def test_state_of_another_config_is_refused(
     first = k.Grader(tmp_path, "first", args)
     try:
         k.wait_for(
-            lambda: _committed(kafka_bootstrap, group, topic, 1) == len(events),
+            lambda: k.committed(kafka_bootstrap, group, topic, 1) == len(events),
             30,
             "the events to be committed",
         )

@@ -63,6 +63,7 @@ class _Message(msgspec.Struct, frozen=True, gc=False):
     id: str | None = None
     content: str | list[Block] | None = None
     usage: TokenCounts | None = None
+    model: str | None = None
 
 
 class Record(msgspec.Struct, frozen=True, gc=False):
@@ -177,7 +178,11 @@ def call_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def usage_event(
-    u: TokenCounts, tid: str, ts: float | None, cost: float | None = None
+    u: TokenCounts,
+    tid: str,
+    ts: float | None,
+    cost: float | None = None,
+    model: str | None = None,
 ) -> Usage:
     """Anthropic usage as canonical usage: ``input_tokens`` counts every prompt
     token, cached ones included (the OpenAI convention the other formats use),
@@ -192,6 +197,7 @@ def usage_event(
         cache_read_tokens=read,
         cache_write_tokens=write,
         cost_usd=cost,
+        model=model,
     )
 
 
@@ -211,17 +217,23 @@ def init_metadata(rec: Record) -> dict[str, Any] | None:
 
 
 def result_events(
-    rec: Record, tid: str, ts: float | None, counted: list[int]
+    rec: Record,
+    tid: str,
+    ts: float | None,
+    counted: list[int],
+    model: str | None = None,
 ) -> list[Event]:
     """A stream-json ``result``: the tokens its session totals hold beyond
-    ``counted`` (never negative) with the run's cost, an error if it failed,
-    and the end of the trace."""
+    ``counted`` (never negative), of ``model``; the run's total cost when
+    nothing was ``counted`` before (it is the session's total, not the cost
+    of these tokens); an error if it failed; and the end of the trace."""
     out: list[Event] = []
     more = [0, 0, 0, 0]
     if rec.usage is not None:
         total = counts(usage_event(rec.usage, tid, ts))
         more = [max(0, t - c) for t, c in zip(total, counted, strict=True)]
-    if any(more) or rec.total_cost_usd is not None:
+    cost = None if any(counted) else rec.total_cost_usd
+    if any(more) or cost is not None:
         out.append(
             Usage(
                 trace_id=tid,
@@ -230,7 +242,8 @@ def result_events(
                 output_tokens=more[1],
                 cache_read_tokens=more[2],
                 cache_write_tokens=more[3],
-                cost_usd=rec.total_cost_usd,
+                cost_usd=cost,
+                model=model,
             )
         )
     failed = rec.is_error is True or rec.subtype not in (None, "success")

@@ -2,11 +2,15 @@
 
 Two record shapes (seed 001 and agentv's CLI provider / JSONL results):
 
-* ``{"id"?, "text"?, "output_messages" | "output": [message, ...],
+* ``{"id"?, "text"?, "output" | "output_messages": [message, ...],
   "token_usage"?: {"input", "output", "cached"?}, "cost_usd"?, "duration_ms"?}``
   with messages ``{"role", "content"?, "tool_calls"?: [{"tool", "input"?,
   "output"?, "id"?, "timestamp"? | "start_time"?, "end_time"?,
-  "duration_ms"?, "status"?}]}``;
+  "duration_ms"?, "status"?}]}``, read as agentv's CLI provider
+  (``parseOutputContent``) reads it: ``output`` wins over ``output_messages``
+  when both are lists (even an empty one), and a record without messages
+  becomes one assistant message with its ``text`` (JavaScript's ``String()``
+  of it), else the record's JSON text;
 * the legacy static trace ``{"text"?, "trace": [{"type": "tool_call" |
   "tool_result", "id", "name", "input" | "output", "timestamp" |
   "startTime"}]}``, read as agentv's ``cat-trace.ts`` converts it: results
@@ -19,13 +23,15 @@ a message without content still counts as output for ``tool_trajectory``'s
 when the call carries ``output``, ``duration_ms`` or ``status``. ``input``
 is kept as agentv uses it: an object becomes ``args``; a string is *not*
 parsed and stays in ``args_raw`` (so object expectations never match it);
-any other JSON value is kept as its JSON text in ``args_raw``.
-``duration_ms`` (a number >= 0; agentv drops negative ones) goes on the
-ToolResult; durations are never derived from start/end times, as in agentv.
-A result needs a call id to pair with: calls without ``id`` get
-``agentv-call-<n>`` (n = the call's index in the record). ``token_usage`` and
-``cost_usd`` become one Usage event; ``text`` is the TraceEnd result. The
-record's own ``duration_ms`` has no canonical event and is not read.
+any other JSON value, ``null`` included, is kept as its JSON text in
+``args_json`` (agentv compares it as that value; a missing ``input`` is
+undefined). ``duration_ms`` (any number: agentv keeps a negative per-call
+duration) goes on the ToolResult; durations are never derived from start/end
+times, as in agentv. A result needs a call id to pair with: calls without
+``id`` get ``agentv-call-<n>`` (n = the call's index in the record).
+``token_usage`` and ``cost_usd`` become one Usage event; ``text`` is the
+TraceEnd result. The record's own ``duration_ms`` has no canonical event and
+is not read.
 
 Trace id: the record's ``id``, else the source's default trace for the first
 record and ``<default>#<n>`` for the n-th. Every record ends with TraceEnd.
@@ -42,6 +48,7 @@ from trajgrade.errors import InputError, Location
 from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.vally import parse_timestamp
+from trajgrade.graders._agentv_args import js_number
 
 __all__ = ("FORMAT", "FORMATS", "AgentvReader")
 
@@ -135,15 +142,25 @@ class _Record:
     def read(self) -> None:
         doc = self.record
         text = doc.get("text")
+        # agentv's CLI provider (parseOutputContent) reads `output ??
+        # output_messages`: `output` wins when both are there, even when empty.
         key = next(
-            (k for k in ("output_messages", "output") if isinstance(doc.get(k), list)),
+            (k for k in ("output", "output_messages") if isinstance(doc.get(k), list)),
             None,
         )
-        if key is not None:
+        if key is not None and doc[key]:
             for i, msg in enumerate(doc[key]):
                 self._message(msg, f"{key}[{i}]")
-        elif isinstance(doc.get("trace"), list):
+        elif key is None and isinstance(doc.get("trace"), list):
             self._legacy(doc["trace"], text if isinstance(text, str) else "")
+        else:
+            # No messages: the provider answers with one assistant message,
+            # the record's `text` (as JavaScript's String() prints it), else
+            # the record itself, so a record is never "no trace" upstream.
+            content = js_string(text) if "text" in doc else _ENCODE.encode(doc).decode()
+            self.events.append(
+                Message(trace_id=self.tid, role="assistant", text=content)
+            )
         self._usage(doc.get("token_usage"), doc.get("cost_usd"))
         self.events.append(TraceEnd(trace_id=self.tid, result=text))
 
@@ -191,7 +208,9 @@ class _Record:
                 isinstance(e, dict) and e.get("type") == "tool_call" and e.get("name")
             ):
                 continue
-            call = {"tool": e["name"], "input": e.get("input"), "id": e.get("id")}
+            call = {"tool": e["name"], "id": e.get("id")}
+            if "input" in e:
+                call["input"] = e["input"]
             call["timestamp"] = e.get("timestamp", e.get("startTime"))
             cid = e.get("id")
             result = outputs.get(cid) if isinstance(cid, str) else None
@@ -211,10 +230,12 @@ class _Record:
         assert isinstance(call, dict)
         index = self.calls
         self.calls += 1
-        args, raw = _input(call.get("input"))
+        args, raw, json_args = _input(call)
         ts = parse_timestamp(call.get("timestamp", call.get("start_time")))
+        # Any number, negative ones included: agentv's CLI provider drops only a
+        # negative record-level duration_ms and reports "a completed in -5ms".
         duration = call.get("duration_ms")
-        if not _is_amount(duration):
+        if not _is_number(duration):
             duration = None
         status = call.get("status")
         is_error = (
@@ -234,6 +255,7 @@ class _Record:
                 call_id=cid,
                 args=args,
                 args_raw=raw,
+                args_json=json_args,
             )
         )
         if not returned:
@@ -275,18 +297,46 @@ def _is_amount(value: Any) -> bool:
     )
 
 
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
 def _count(value: Any) -> int:
     return int(value) if _is_amount(value) else 0
 
 
-def _input(value: Any) -> tuple[dict[str, Any] | None, str | None]:
+def _input(
+    call: dict[str, Any],
+) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """(args, args_raw, args_json): an object, a string, or any other JSON value
+    (``null`` included: agentv compares a null input, unlike a missing one)."""
+    if "input" not in call:
+        return None, None, None
+    value = call["input"]
     if isinstance(value, dict):
-        return value, None
-    if value is None:
-        return None, None
+        return value, None, None
     if isinstance(value, str):
-        return None, value
-    return None, _ENCODE.encode(value).decode()
+        return None, value, None
+    return None, None, _ENCODE.encode(value).decode()
+
+
+def js_string(value: Any) -> str:
+    """JavaScript's ``String(value)`` for a JSON value."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return js_number(value)
+    if isinstance(value, list):
+        return ",".join("" if v is None else js_string(v) for v in value)
+    return "[object Object]"
 
 
 def _text(content: Any) -> str:
@@ -318,7 +368,7 @@ class _AgentvFormat:
         if not isinstance(output, list):
             return False
         if not output:
-            return isinstance(record.get("text"), str) or "token_usage" in record
+            return True  # agentv's CLI record with no messages ("type"/"object" excluded above)
         # OpenResponses items carry a "type"; agentv messages carry a role.
         first = output[0]
         return isinstance(first, dict) and "type" not in first and "role" in first

@@ -171,7 +171,17 @@ class AtifReader(DocumentReader):
         metrics = step.get("metrics")
         if isinstance(metrics, dict) and step.get("is_copied_context") is not True:
             self._metered = True
-            self._usage(metrics, "metrics", tid, ts, sid, events, errors)
+            model = step.get("model_name")
+            self._usage(
+                metrics,
+                "metrics",
+                tid,
+                ts,
+                sid,
+                events,
+                errors,
+                model=model if isinstance(model, str) and model else None,
+            )
 
     def _calls(
         self,
@@ -267,6 +277,8 @@ class AtifReader(DocumentReader):
         sid: int | None,
         events: list[Event],
         errors: list[InputError],
+        *,
+        model: str | None = None,
     ) -> None:
         """``metrics`` (a step's) or ``final_metrics`` (its keys have a
         ``total_`` prefix) as one usage event."""
@@ -284,6 +296,7 @@ class AtifReader(DocumentReader):
                 cost_usd=float(cost)
                 if isinstance(cost, int | float) and not isinstance(cost, bool)
                 else None,
+                model=model or _text(self._agent.get("model_name")),
             )
         )
         errors.extend(
@@ -326,3 +339,7 @@ FORMAT: Final = _AtifFormat()
 
 #: What this module contributes to the registry.
 FORMATS: Final = (FORMAT,)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -64,8 +64,11 @@ Decisions:
    unanswered for the engine to report; no result is invented.
 6. stream-json assistant lines carry the usage of the response's start
    (``output_tokens`` 1); the run's ``result`` has session totals, so it adds
-   the difference per field (never negative) and the cost. A run cut off
-   before ``result`` undercounts output tokens.
+   the difference per field (never negative), priced by the last
+   response's model. Its ``total_cost_usd`` is the session's total, not the
+   cost of those tokens, so it is the usage event's ``cost_usd`` only when no
+   earlier line reported usage (else a dollar budget would count the session
+   twice). A run cut off before ``result`` undercounts output tokens.
 7. Timestamps are ``timestamp`` (stream-json has them on ``user`` lines only).
    ``duration_ms`` is left empty: most tools record none.
 8. A line that is not JSON, or whose fields have the wrong type, is an input
@@ -141,7 +144,7 @@ _SEEN_MAX: Final = 4096
 class _Session:
     """What one session needs between lines."""
 
-    __slots__ = ("counted", "implicit_turn", "pending")
+    __slots__ = ("counted", "implicit_turn", "model", "pending")
 
     def __init__(self) -> None:
         #: Per (sub)agent: the open response's id and its latest usage.
@@ -151,6 +154,8 @@ class _Session:
         self.counted = [0, 0, 0, 0]
         #: An ``init`` opened a turn that no prompt or response has claimed.
         self.implicit_turn = False
+        #: The model of the latest response (prices the ``result``'s tokens).
+        self.model: str | None = None
 
 
 class ClaudeCodeReader:
@@ -251,7 +256,7 @@ class ClaudeCodeReader:
             self._system(rec, s, tid, ts, events)
         elif kind == "result":
             self._flush(s, events)
-            events.extend(result_events(rec, tid, ts, s.counted))
+            events.extend(result_events(rec, tid, ts, s.counted, s.model))
             del self._sessions[tid]
         elif rec.message is None:
             msg = f"a `{kind}` line needs a `message` object; fix the producer or the line"
@@ -315,7 +320,8 @@ class ClaudeCodeReader:
                 )
         if msg.usage is None:
             return
-        usage = usage_event(msg.usage, tid, ts)
+        usage = usage_event(msg.usage, tid, ts, model=msg.model)
+        s.model = msg.model or s.model
         if msg.id is None:
             self._emit(s, usage, None, events)  # nothing to de-duplicate on
         elif msg.id not in self._seen:

@@ -153,6 +153,8 @@ class CodexReader:
         #: Last timestamp text and its value: consecutive lines often share it.
         self._ts_text: object = None
         self._ts: float | None = None
+        #: The model of the current turn (``turn_context``), for usage events.
+        self._model: str | None = None
 
     def feed(
         self, buf: bytes | memoryview, first_line: int
@@ -230,6 +232,7 @@ class CodexReader:
             return
         self._tid = tid
         self._usage.reset()
+        self._model = None
         self._items.reset()
         self._turn = self._prompts = None
         self._marked = False
@@ -243,6 +246,8 @@ class CodexReader:
         elif kind == "event_msg":
             self._event(p, ts, events)
         elif kind == "turn_context":
+            model = p.get("model")
+            self._model = model if isinstance(model, str) and model else self._model
             turn = p.get("turn_id")
             if isinstance(turn, str):
                 self._turn_marker(turn, ts, events)
@@ -289,7 +294,7 @@ class CodexReader:
                     info.get("total_token_usage"), where, self._tid, ts
                 )
                 if usage is not None:
-                    events.append(usage)
+                    events.append(msgspec.structs.replace(usage, model=self._model))
         elif kind == "user_message":
             # ≤ 0.40 also announced injected context with kind != "plain".
             text = p.get("message")

@@ -78,6 +78,12 @@ __all__ = ("FORMAT", "FORMATS", "GeminiCliReader")
 _FINAL: Final = frozenset(("success", "error", "cancelled"))
 
 
+def _model(msg: dict[str, Any]) -> str | None:
+    """The ``model`` a message names (Gemini CLI writes it on each response)."""
+    model = msg.get("model")
+    return model if isinstance(model, str) and model else None
+
+
 def _result_of(raw: Any) -> Any:
     """The tool's output as decision 3 says."""
     if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], dict):
@@ -214,6 +220,7 @@ class GeminiCliReader(DocumentReader):
                     output_tokens=count(tokens, "output", bad) + thinking,
                     cache_read_tokens=count(tokens, "cached", bad),
                     reasoning_tokens=thinking,
+                    model=_model(msg),
                 )
             )
             errors.extend(

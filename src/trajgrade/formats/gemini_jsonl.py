@@ -311,6 +311,9 @@ class GeminiJsonlReader(RecordReader):
             output_tokens=count(tokens, "output", bad) + thinking,
             cache_read_tokens=count(tokens, "cached", bad),
             reasoning_tokens=thinking,
+            model=model
+            if isinstance(model := msg.get("model"), str) and model
+            else None,
         )
         errors.extend(
             self.error(

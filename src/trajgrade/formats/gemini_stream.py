@@ -66,6 +66,17 @@ __all__ = ("FORMAT", "FORMATS", "GeminiStreamReader")
 _OPEN_MAX: Final = 1024
 
 
+def _stats_model(stats: dict[str, Any]) -> str | None:
+    """The model of a ``result``'s totals: the one key of ``stats.models``
+    (``init`` names the requested model, often the router alias ``auto``);
+    None when several models shared the run."""
+    models = stats.get("models")
+    if isinstance(models, dict) and len(models) == 1:
+        (name,) = models
+        return name if isinstance(name, str) and name else None
+    return None
+
+
 class GeminiStreamReader(RecordReader):
     """Reads ``gemini -p --output-format stream-json`` output."""
 
@@ -255,6 +266,7 @@ class GeminiStreamReader(RecordReader):
                         input_tokens=counts["input_tokens"],
                         output_tokens=counts["output_tokens"],
                         cache_read_tokens=counts["cached"],
+                        model=_stats_model(stats),
                     )
                 )
         status = record.get("status")

@@ -196,6 +196,9 @@ class OpenHandsReader(DocumentReader):
                 or _count(prompt.get("cached_tokens")),
                 cache_write_tokens=_count(usage.get("cache_creation_input_tokens")),
                 reasoning_tokens=_count(completion.get("reasoning_tokens")),
+                model=model
+                if isinstance(model := response.get("model"), str) and model
+                else None,
             )
         ]
 

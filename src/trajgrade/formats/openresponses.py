@@ -300,7 +300,13 @@ class OpenResponsesReader(RecordReader):
         end_error = record.get("status") in _FAILED or None
         try:
             if record.get("usage") is not None:
-                events.append(_usage(record["usage"], tid))
+                model = record.get("model")
+                events.append(
+                    msgspec.structs.replace(
+                        _usage(record["usage"], tid),
+                        model=model if isinstance(model, str) and model else None,
+                    )
+                )
         except _BadItem as exc:
             msg = f"cannot read the response's usage: {exc.message}; fix the producer or the line"
             errors.append(self._error(msg, n, exc.field, tid))

@@ -107,6 +107,15 @@ class _Span:
     def ts(self) -> float:
         return self.start / 1e9
 
+    def _model(self) -> str | None:
+        """The model that answered (``gen_ai.response.model``), else the one
+        requested."""
+        for key in ("gen_ai.response.model", "gen_ai.request.model"):
+            value = self.attrs.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
     def _model_call(self) -> list[Event]:
         events: list[Event] = [
             TurnStart(trace_id=self.trace, ts=self.ts, source="agent")
@@ -124,6 +133,7 @@ class _Span:
                     cache_write_tokens=self._count(
                         "gen_ai.usage.cache_creation.input_tokens"
                     ),
+                    model=self._model(),
                 )
             )
         if self.failed:

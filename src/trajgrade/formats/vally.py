@@ -183,6 +183,7 @@ class VallyReader(RecordReader):
                 ts=ts,
                 input_tokens=int(d.get("inputTokens", 0) or 0),
                 output_tokens=int(d.get("outputTokens", 0) or 0),
+                model=m if isinstance(m := d.get("model"), str) and m else None,
             )
         if kind == "error":
             return AgentError(trace_id=tid, ts=ts, message=str(d.get("message", "")))

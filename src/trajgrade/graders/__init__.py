@@ -134,6 +134,10 @@ BUILTIN_MODULES: Final[Mapping[str, str]] = {
     "tool-trajectory": "tool_trajectory",
     "letta-tool": "letta_tool",
     "function_call_coverage": "function_call_coverage",
+    "cost-budget": "cost_budget",
+    "rate-limit": "rate_limit",
+    "loop": "loop",
+    "flow": "flow",
 }
 
 

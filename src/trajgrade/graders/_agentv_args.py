@@ -9,8 +9,11 @@ agentv's ``tool-trajectory.ts`` on JSON values as Python holds them:
   in order, objects by key set and values.
 * The actual arguments are what the call carried: its object (``args``), or
   else its raw string (``args_raw``: agentv does not parse a JSON-string
-  input, so an object expectation never equals it), or else *undefined*.
-  Object operations on a string see what ``Object.keys`` sees: its indices.
+  input, so an object expectation never equals it), or else any other JSON
+  value (``args_json``: ``null``, numbers, arrays), or else *undefined*.
+  Object operations see what JavaScript sees: a string's or an array's keys
+  are its indices (and ``Object.hasOwn`` sees ``length``), numbers have no
+  keys, and ``null`` throws a TypeError (an ``error`` verdict here).
 * ``superset`` is partial at the top level only; nested values compare with
   full ``deep_equal``. A field list compares dot paths and skips paths the
   expectation does not set.
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from trajgrade.errors import GradeError
     from trajgrade.events import ToolCall
 
 __all__ = (
@@ -83,21 +87,56 @@ def deep_equal(a: Any, b: Any) -> bool:
 
 def actual_args(call: ToolCall) -> Any:
     """The value agentv would compare: the input object, a raw string input,
-    or undefined."""
+    any other JSON input as that value (``null`` too), or undefined."""
     if call.args is not None:
         return call.args
     if call.args_raw is not None:
         return call.args_raw
+    if call.args_json is not None:
+        import msgspec  # only agentv records carry args_json
+
+        try:
+            return msgspec.json.decode(call.args_json)
+        except msgspec.DecodeError:
+            return UNDEFINED
     return UNDEFINED
 
 
-def _own(value: Any) -> dict[str, Any]:
-    # Object.keys / Object.hasOwn: a string's own keys are its indices.
+#: What node says when Object.keys / Object.hasOwn meet null.
+NULL_OBJECT: Final = "TypeError: Cannot convert undefined or null to object"
+
+
+def _keys(value: Any) -> dict[str, Any]:
+    """``Object.keys`` as key -> value: a string's or an array's indices."""
     if isinstance(value, dict):
         return value
-    if isinstance(value, str):
-        return {str(i): ch for i, ch in enumerate(value)}
-    return {}
+    if value is None:
+        raise _null_input()
+    if isinstance(value, str | list):
+        return {str(i): v for i, v in enumerate(value)}
+    return {}  # numbers and booleans have no own enumerable keys
+
+
+def _has_own(value: Any, key: str) -> Any:
+    """``Object.hasOwn(value, key)``: the own value, or UNDEFINED."""
+    if isinstance(value, dict):
+        return value.get(key, UNDEFINED)
+    if value is None:
+        raise _null_input()
+    if isinstance(value, str | list):
+        if key == "length":
+            return len(value)
+        return _keys(value).get(key, UNDEFINED)
+    return UNDEFINED
+
+
+def _null_input() -> GradeError:
+    from trajgrade.errors import GradeError
+
+    return GradeError(
+        f"the call's input is null, and agentv's args matching throws here ({NULL_OBJECT}); "
+        "give the call an object input, or use args_match: exact or ignore"
+    )
 
 
 def _path(value: Any, path: str) -> Any:
@@ -138,8 +177,11 @@ def compile_args(
         def superset(actual: Any) -> bool:
             if actual is UNDEFINED:
                 return False
-            own = _own(actual)
-            return all(k in own and deep_equal(v, own[k]) for k, v in expected.items())
+            for k, v in expected.items():
+                own = _has_own(actual, k)
+                if own is UNDEFINED or not deep_equal(v, own):
+                    return False
+            return True
 
         return superset
     if mode == "subset":
@@ -149,7 +191,7 @@ def compile_args(
                 return False
             return all(
                 k in expected and deep_equal(v, expected[k])
-                for k, v in _own(actual).items()
+                for k, v in _keys(actual).items()
             )
 
         return subset

@@ -26,6 +26,7 @@ Options are checked and compiled in ``_letta_compile``.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -153,7 +154,13 @@ class PatternFind(Extractor):
             slot.text, slot.error = found, None
 
     def _find(self, text: str) -> str | None:
-        method = self.compiled.findall if self.search_all else self.compiled.search
+        from trajgrade.graders._letta_regex import findall  # loads regex
+
+        method = (
+            functools.partial(findall, self.compiled)
+            if self.search_all
+            else self.compiled.search
+        )
         out = run_timed(
             method,
             text,

@@ -16,11 +16,12 @@ and does no I/O, and a grader that awaits is one that does I/O per trace;
 is a config error. A sync function that returns an awaitable gets an
 ``error`` verdict.
 
-Regexes use Python's syntax. A pattern is accepted exactly when Python's
-``re`` accepts it (so errors carry upstream's ``re.error`` text) and is then
-run on the ``regex`` module, whose per-call timeout is the ReDoS guard: a
-timeout is a :class:`~trajgrade.graders._match.MatchTimeout`, an ``error``
-verdict.
+Regexes use Python's syntax and semantics. A pattern is accepted exactly
+when Python's ``re`` accepts it (so errors carry upstream's ``re.error``
+text); it is then rewritten so that the ``regex`` module, whose per-call
+timeout is the ReDoS guard, matches exactly what ``re`` matches (see
+``_letta_regex``). A timeout is a
+:class:`~trajgrade.graders._match.MatchTimeout`, an ``error`` verdict.
 """
 
 from __future__ import annotations
@@ -183,10 +184,12 @@ class InvalidPatternError(Exception):
 
 
 def compile_pattern(source: str) -> regex.Pattern[str]:
-    """Compile Python regex syntax; InvalidPatternError as upstream would fail."""
+    """Compile Python regex syntax to match exactly as ``re`` does (see
+    ``_letta_regex``); InvalidPatternError where upstream's ``re`` fails."""
+    from trajgrade.graders._letta_regex import compile_re
+
     try:
-        re.compile(source)
-        return regex.compile(source)
+        return compile_re(source)
     except (re.error, regex.error) as exc:
         raise InvalidPatternError(str(exc)) from None
 

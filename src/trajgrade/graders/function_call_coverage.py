@@ -205,8 +205,10 @@ class FunctionCallCoverage:
 
     # ------------------------------------------------------------ verdicts
     def _render(self, sample: Any) -> list[str]:
+        from trajgrade.graders._template_limits import render_bounded  # Jinja, lazily
+
         try:
-            text = self._template.render(sample=sample)
+            text = render_bounded(self._template, sample=sample)
         except Exception as exc:  # user template code: any failure is its error
             from jinja2.exceptions import SecurityError  # loaded with the template
 
@@ -287,9 +289,10 @@ def _compile(source: str) -> tuple[Template, bool]:
     """The compiled template and whether it reads ``sample``."""
     # Imported here so that runs without this grader do not load Jinja.
     from jinja2 import StrictUndefined, TemplateSyntaxError, meta
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+    from trajgrade.graders._template_limits import BoundedSandbox
+
+    env = BoundedSandbox(undefined=StrictUndefined, autoescape=False)
     where = Location(field="function_calls")
     try:
         tree = env.parse(source)

@@ -18,15 +18,16 @@ superset, as documented (``agentv_compat`` selects a release's behaviour);
 ``exact`` ignores extra trailing calls in the score, as agentv does; an
 ``in_order`` args mismatch consumes the call and the item is not retried.
 
-Streaming: a Decision is *final* once outcome, score and aspects cannot
-change: any_order when every minimum is met; in_order when the cursor passed
+Streaming: a *sealed* decision (outcome fixed, and the guard's answer with
+it) is sent as soon as the outcome cannot change: when the score itself is
+settled (any_order when every minimum is met; in_order when the cursor passed
 the last item; exact when every position is filled; superset when every item
-is matched; each also waiting for the durations its latency checks need.
-Texts then describe the trace up to that event (a later call would raise an
-any_order count or add exact's unscored length miss). Before that, a *sealed*
-decision is sent as soon as the bounds of the score settle the outcome (e.g.
-one in_order miss out of two items at threshold 0.8). subset, whose score
-every call moves, is final only at the end of the trace.
+is matched; each also waiting for the durations its latency checks need), or
+earlier when the bounds of the score decide the threshold (e.g. one in_order
+miss out of two items at threshold 0.8). The *final* decision always comes at
+the end of the trace, because agentv's texts describe the whole trace: a
+later call raises an any_order count ("called 2 times") or adds exact's
+unscored "Expected 1 tool calls, got 2".
 """
 
 from __future__ import annotations
@@ -252,15 +253,14 @@ class ToolTrajectory:
 
     # ------------------------------------------------------------ decisions
     def _after(self, state: TrajectoryState) -> Decision | None:
-        if self._settled(state):
-            return self._decide(state, final=True)
-        if state.sealed:
+        # Outcome and score may settle before the trace ends, but agentv's
+        # texts describe the whole trace (a later call raises an any_order
+        # count or adds exact's "Expected N tool calls, got M"): a settled
+        # trace gets a sealed verdict now and its final one at the end.
+        if state.sealed or not (self._settled(state) or self._decided(state)):
             return None
-        low, high = self._bounds(state)
-        if low >= self.threshold or high < self.threshold:
-            state.sealed = True
-            return self._decide(state, final=False)
-        return None
+        state.sealed = True
+        return self._decide(state, final=False)
 
     def _settled(self, state: TrajectoryState) -> bool:
         if not state.output or state.waiting:
@@ -273,6 +273,11 @@ class ToolTrajectory:
         if mode == "subset":
             return False
         return state.done == n  # in_order cursor / superset matches
+
+    def _decided(self, state: TrajectoryState) -> bool:
+        """The bounds of the score are on one side of the threshold."""
+        low, high = self._bounds(state)
+        return self.threshold <= low or high < self.threshold
 
     def _bounds(self, state: TrajectoryState) -> tuple[float, float]:
         """The lowest and highest score the trace can still end with."""

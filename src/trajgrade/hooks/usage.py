@@ -47,11 +47,12 @@ SEEN_MAX: Final = 256
 READ_MAX: Final = 8 * 1024 * 1024
 
 _ANY: Final = msgspec.json.Decoder()
-#: Cheap pre-filters: lines without these bytes carry no usage.
+#: Cheap pre-filters: lines without these bytes carry no usage (Codex names
+#: its model in ``turn_context`` lines, apart from its token counts).
 _MARKS: Final = {
-    "claude-code": b'"usage"',
-    "codex": b'"token_count"',
-    "gemini": b'"tokens"',
+    "claude-code": (b'"usage"',),
+    "codex": (b'"token_count"', b'"turn_context"'),
+    "gemini": (b'"tokens"',),
 }
 
 
@@ -66,6 +67,8 @@ class Cursor(msgspec.Struct, kw_only=True):
     seen: dict[str, list[int]] = msgspec.field(default_factory=dict)
     #: Codex: the last running totals.
     totals: list[int] | None = None
+    #: Codex: the model of the current turn (``turn_context``).
+    model: str | None = None
 
 
 def read_usage(agent: str, path: str | None, cursor: Cursor) -> list[Usage]:
@@ -94,10 +97,10 @@ def read_usage(agent: str, path: str | None, cursor: Cursor) -> list[Usage]:
     if end < 0:
         return []
     cursor.offset += end + 1
-    mark = _MARKS[agent]
+    marks = _MARKS[agent]
     out: list[Usage] = []
     for line in data[:end].split(b"\n"):
-        if mark not in line:
+        if not any(mark in line for mark in marks):
             continue
         try:
             rec = decode_bounded(_ANY, line)
@@ -124,6 +127,7 @@ def _by_message(agent: str, rec: dict[str, Any], cursor: Cursor) -> Usage | None
         msg = rec.get("message")
         if rec.get("type") != "assistant" or not isinstance(msg, dict):
             return None
+        model = _text(msg.get("model"))
         mid, u = msg.get("id"), msg.get("usage")
         if not isinstance(u, dict):
             return None
@@ -140,6 +144,7 @@ def _by_message(agent: str, rec: dict[str, Any], cursor: Cursor) -> Usage | None
         mid, t = rec.get("id"), rec.get("tokens")
         if rec.get("type") != "gemini" or not isinstance(t, dict):
             return None
+        model = _text(rec.get("model"))
         thoughts = _int(t, "thoughts")
         counts = [
             _int(t, "input") + _int(t, "tool"),
@@ -154,7 +159,7 @@ def _by_message(agent: str, rec: dict[str, Any], cursor: Cursor) -> Usage | None
         if len(cursor.seen) > SEEN_MAX:
             del cursor.seen[next(iter(cursor.seen))]
         counts = [max(0, c - b) for c, b in zip(counts, before, strict=True)]
-    return _usage(counts)
+    return _usage(counts, model)
 
 
 _CODEX_KEYS: Final = (
@@ -168,6 +173,9 @@ _CODEX_KEYS: Final = (
 
 def _codex(rec: dict[str, Any], cursor: Cursor) -> Usage | None:
     payload = rec.get("payload")
+    if rec.get("type") == "turn_context" and isinstance(payload, dict):
+        cursor.model = _text(payload.get("model")) or cursor.model
+        return None
     if not isinstance(payload, dict) or payload.get("type") != "token_count":
         return None
     info = payload.get("info")
@@ -181,10 +189,14 @@ def _codex(rec: dict[str, Any], cursor: Cursor) -> Usage | None:
     cursor.totals = totals
     if last is not None and all(t >= s for t, s in zip(totals, last, strict=True)):
         totals = [t - s for t, s in zip(totals, last, strict=True)]
-    return _usage(totals)
+    return _usage(totals, cursor.model)
 
 
-def _usage(counts: list[int]) -> Usage | None:
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _usage(counts: list[int], model: str | None) -> Usage | None:
     if not any(counts):
         return None
     inp, out, read, write, reasoning = counts
@@ -194,4 +206,5 @@ def _usage(counts: list[int]) -> Usage | None:
         cache_read_tokens=read,
         cache_write_tokens=write,
         reasoning_tokens=reasoning,
+        model=model,
     )

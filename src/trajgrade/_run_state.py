@@ -134,6 +134,10 @@ class _Run:
         self.emit(verdicts)
         if self.decisions is not None:
             self.decisions.send(decisions)
+        # The telemetry tee (--export-otlp) takes decisions; plain sinks do not.
+        send = getattr(self.sink, "send_decisions", None)
+        if send is not None:
+            send(decisions)
         if self.actions is not None:
             self.actions.observe_decisions(decisions)
 

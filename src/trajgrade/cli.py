@@ -217,9 +217,6 @@ def grade(
     from trajgrade.runner import RunOptions, run
 
     if (kafka := current_kafka_options()) is not None:  # kafka
-        if decisions_path is not None:
-            msg = "--decisions is not supported with Kafka input yet; grade the topic without it"
-            raise click.UsageError(msg)
         from trajgrade.kafka.runner import runner_for  # kafka
 
         run = runner_for(kafka, inputs=inputs)  # kafka

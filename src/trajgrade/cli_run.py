@@ -51,6 +51,13 @@ __all__ = ("run",)
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Where verdicts go (default: stderr; '-': stdout, only with --agent-output FILE).",
 )
+@click.option(
+    "--decisions",
+    "decisions_path",
+    metavar="PATH",
+    default=None,
+    help='Also write every guard decision as a JSON line with "type": "decision" to PATH (appended; \'-\': stdout, only with --agent-output FILE). See docs/guard.md.',
+)
 @output_option
 @click.option(
     "--stop-on",
@@ -86,6 +93,7 @@ def run(
     fmt: str,
     agent_output: str,
     verdicts_path: str | None,
+    decisions_path: str | None,
     output: str,
     stop_on: str,
     grace: float,
@@ -121,9 +129,11 @@ def run(
     tlog.configure(level="warning" if quiet else log_level)
     logger = tlog.get_logger()
     check_format(fmt)
-    if verdicts_path == "-" and agent_output == "-":
-        msg = "stdout carries the agent's output; send it to a file with --agent-output FILE to get verdicts on stdout"
-        raise click.BadParameter(msg, param_hint="--verdicts")
+    for given, hint in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
+        if given == "-" and agent_output == "-":
+            what = hint.removeprefix("--")
+            msg = f"stdout carries the agent's output; send it to a file with --agent-output FILE to get {what} on stdout"
+            raise click.BadParameter(msg, param_hint=hint)
     suite = load_policy(
         config_path, BuildContext(regex_timeout=regex_timeout, allow_code=allow_code)
     )
@@ -166,6 +176,7 @@ def run(
             tick_interval=tick_interval,
             max_line_bytes=max_line_bytes,
             trace_id=trace_id,
+            decisions=decisions_path,
         )
         settle_gc()
         try:

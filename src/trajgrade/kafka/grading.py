@@ -165,7 +165,7 @@ class _Grader(_RunState):
                 verdicts.extend(out)
                 commits[tp] = decoded.end
             verdicts.extend(self._housekeeping(now, touched))
-            await self._emit(verdicts)
+            await self._emit(verdicts, self._decisions())
             sends = await self._checkpoint(touched)
             while len(self._settling) >= SETTLING_MAX:
                 await self._settling[0].wait()

@@ -3,7 +3,7 @@
 :class:`_RunState` is the run's state, shared by the poll loop and the
 rebalance listener (engines by partition, open-trace owners, the summary,
 the consumer and producer), and everything that leaves the run: verdicts
-flushed to the sink (``_emit``), changed traces' state queued to the
+and guard decisions flushed to the sink (``_emit``), changed traces' state queued to the
 changelog (``_checkpoint``), input offsets committed in batch order once
 that state is acknowledged (``_settle``, ``_commit``), problems logged and
 metrics updated (``_report``, ``_account``), the summary (``finish``).
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from trajgrade.kafka.sink import VerdictSink
     from trajgrade.metrics import Metrics
     from trajgrade.runner import RunOptions
-    from trajgrade.verdicts import Verdict
+    from trajgrade.sinks.decisions import DecisionWriter
+    from trajgrade.verdicts import GuardDecision, Verdict
 
 __all__: tuple[str, ...] = ()
 
@@ -74,6 +75,8 @@ class _RunState:
         #: On-fail actions (--on-fail, --signal, --fail-fast) and the event
         #: that ends the run.
         self.actions: Actions | None = None
+        #: ``--decisions PATH|-``: the decision stream (also on the topic).
+        self.decision_file: DecisionWriter | None = None
         self.stop: anyio.Event | None = None
         self.clocked = any(g.uses_clock for g in suite.graders)
         self.consumer: Any = None
@@ -124,8 +127,25 @@ class _RunState:
             done.set()
 
     # ------------------------------------------------------------ durability
-    async def _emit(self, verdicts: Sequence[Verdict]) -> None:
+    def _decisions(self) -> list[GuardDecision]:
+        """The guard decisions the batch made, drained from every engine."""
+        out: list[GuardDecision] = []
+        for worker in self.workers.values():
+            made = worker.engine.decisions
+            if made:
+                out.extend(made)
+                made.clear()
+        return out
+
+    async def _emit(
+        self, verdicts: Sequence[Verdict], decisions: Sequence[GuardDecision] = ()
+    ) -> None:
+        if decisions:
+            self.out.send_decisions(decisions)
         if not verdicts:
+            if decisions:
+                await self.out.flush()
+                self._decided(decisions)
             return
         if self.split:
             verdicts = [self._mark_split(v) for v in verdicts]
@@ -139,9 +159,19 @@ class _RunState:
             self.metrics.count_verdicts(verdicts)
         self.out.send(verdicts)
         await self.out.flush()
+        if self.actions is not None:
+            self.actions.observe(verdicts)
+        self._decided(decisions)
+
+    def _decided(self, decisions: Sequence[GuardDecision]) -> None:
+        """After the flush: ``--decisions``, then the actions (a decision
+        trips --fail-fast/--signal as in the file runner)."""
+        if decisions and self.decision_file is not None:
+            self.decision_file.send(decisions)
         actions = self.actions
         if actions is not None:
-            actions.observe(verdicts)
+            if decisions:
+                actions.observe_decisions(decisions)
             if actions.stop_requested and self.stop is not None:
                 self.summary.stopped = True
                 self.stop.set()  # --fail-fast: finish this batch, commit, leave

@@ -9,8 +9,8 @@ asyncio-only). Each loop iteration takes a batch from
    that no trace it names is open or closed on another partition of ours;
 2. fires the runner's clock (wall-time budgets), ``--idle-timeout`` and the
    ``--max-open-traces`` cap;
-3. writes the verdicts and waits until they are flushed (stdout) or
-   acknowledged (``--verdicts-topic``);
+3. writes the verdicts, then the guard decisions, and waits until they are
+   flushed (stdout, ``--decisions``) or acknowledged (``--verdicts-topic``);
 4. then writes the changed traces' state to the changelog;
 5. once those writes are acknowledged, commits the input offsets of the
    batch. Step 5 runs in the background while the next batch is graded
@@ -157,6 +157,14 @@ async def run_kafka(
         out = TopicSink(producer, kafka.verdicts_topic)
     grader = _Grader(suite, options, kafka, out, log, metrics)
     grader.producer, grader.admin = producer, admin
+    if options.decisions is not None:
+        from trajgrade.sinks.decisions import open_decisions
+
+        try:
+            grader.decision_file = open_decisions(options.decisions)
+        except OSError as exc:
+            msg = f"cannot write guard decisions to {options.decisions}: {exc.strerror or exc}; check the path"
+            raise SourceError(msg) from None
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -275,6 +283,8 @@ async def run_kafka(
                     log.warning("client_stop_failed", reason=repr(exc))
         if server is not None:
             server.close()
+        if grader.decision_file is not None:
+            grader.decision_file.close()
     if grader.fatal is not None:
         raise grader.fatal
     return grader.finish()

@@ -1,20 +1,45 @@
-"""trajgrade: a streaming grader for AI-agent trajectories.
+"""trajgrade: a streaming grader and guard for AI-agent trajectories.
 
-Reading map (start at the top):
+Reading map. A pure, synchronous **core** (events in; verdicts and per-call
+guard decisions out; no I/O, no clock, no logging) sits inside **edges** that
+read, write, wait, and talk to processes and brokers. tests/test_public_api.py
+keeps the two lists below: every module is on exactly one, and no core
+module imports an I/O, clock, logging or async library, or an edge module.
 
-* ``events.py``    the canonical event model every grader sees
-* ``verdicts.py``  outcomes, decisions, verdicts and the finality rule
-* ``engine.py``    routes events to per-trace grader state; emits verdicts
-* ``graders/``     one module per grader type (vally, …) plus the registry
-* ``config.py``    config files: decode, locate errors, compile a Suite
-* ``formats/``     upstream log formats -> canonical events (sans-IO)
-* ``pipeline.py``  bytes -> lines -> events -> engine, without I/O
-* ``runner.py``, ``sources/``, ``sinks/``, ``cli.py``  the async edges
-* ``api.py``       StreamGrader: the pipeline for embedding (feed, finish, async)
-* ``actions.py``, ``wrapper.py``  on-fail actions; ``trajgrade run`` (watch an agent)
+Core (start at the top):
 
-Everything above ``runner.py`` is pure and synchronous: no I/O, no clock, no
-logging. The public API is re-exported here, lazily.
+* ``events``        the canonical event model every grader sees
+* ``verdicts``      outcomes, decisions, verdicts and the finality rule
+* ``errors``        typed errors that carry the place and the fix
+* ``engine``, ``engine_state``, ``guarding``  per-trace grader state, verdicts,
+  and a decision for every tool call
+* ``graders/``      the grader contract and registry; ``matching/`` (regexes,
+  tool matchers, per-agent tool tables) and one subpackage per upstream:
+  ``vally/``, ``agentv/``, ``letta/``, ``aigo/``, and trajgrade's own guard
+  ``rules/``
+* ``formats/``      upstream log formats -> canonical events (sans-IO)
+* ``config``, ``_config_layouts``  config files: decode, recognise the
+  layout, compile a Suite (``load_config`` is the core's one file read)
+* ``pipeline``      bytes -> lines -> events -> engine
+* ``_locate``, ``_yaml``, ``_digest``, ``_depth``  their helpers (error
+  locations, YAML 1.1/1.2, ids, nesting limits)
+
+Edges:
+
+* ``api``           StreamGrader: the pipeline for embedding (feed, finish, async)
+* ``runner``, ``_run_state``, ``sources/``, ``sinks/``, ``tracking``,
+  ``rotation``, ``state``  grade files, pipes and followed logs; checkpoints
+* ``kafka/``        grade a Kafka topic: consumer loop, grading steps, output
+* ``hooks/``, ``http_edge``, ``http_options``  answer agents' hook calls
+* ``wrapper``, ``actions``, ``action_options``  ``trajgrade run``; on-fail actions
+* ``telemetry/``, ``metrics``, ``log``, ``status``, ``reporting``  OTLP,
+  Prometheus, structured logs, the status line
+* ``cli``, ``cli_inspect``, ``cli_run``, ``cli_options``, ``_entry``,
+  ``__main__``  the command line
+* ``convert``, ``dataset``, ``exit_status``, ``agents_reference``, ``_gc``,
+  ``_signals``, ``_version``, ``examples/``  the rest of the tooling
+
+The public API is re-exported here, lazily.
 """
 
 from __future__ import annotations

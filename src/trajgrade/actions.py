@@ -32,7 +32,8 @@ What counts as a fail (decided once, here):
 :meth:`Actions.observe` is synchronous and never blocks, so a runner calls it
 right after flushing verdicts to its sink (a command never sees a verdict
 the sink has not written). anyio is imported only where commands run, so
-the CLI can import this module for its options at no cost.
+the CLI can import this module for its options at no cost (the options
+themselves are :mod:`trajgrade.action_options`).
 """
 
 from __future__ import annotations
@@ -40,15 +41,14 @@ from __future__ import annotations
 import os
 import signal
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final
 
-import click
 import msgspec
 
 from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from trajgrade.config import OnFail
 
@@ -56,12 +56,8 @@ __all__ = (
     "MAX_QUEUED",
     "ActionOptions",
     "Actions",
-    "action_options",
-    "parse_signal_target",
     "verdict_env",
 )
-
-F = TypeVar("F", bound="Callable[..., Any]")
 
 #: Failed traces waiting for a free ``--on-fail`` slot; more are dropped and
 #: counted (a flood of failing traces must not grow memory without bound).
@@ -399,121 +395,3 @@ def verdict_env(v: Verdict, mark: str | None = None) -> dict[str, str]:
     if cut:
         env["TRAJGRADE_TRUNCATED"] = ",".join(cut)
     return env
-
-
-# ------------------------------------------------------------------ CLI
-def parse_signal_target(text: str) -> tuple[int, int]:
-    """``PID[:SIGNAL]`` -> (pid, signal number); SIGNAL is a name (TERM,
-    SIGINT) or a number, SIGTERM when omitted. Raises ValueError with the fix."""
-    pid_text, _, sig_text = text.partition(":")
-    try:
-        pid = int(pid_text)
-    except ValueError:
-        pid = 0
-    if pid <= 0:
-        msg = f"{text!r}: expected PID[:SIGNAL] with a positive process id, e.g. 1234 or 1234:INT"
-        raise ValueError(msg)
-    if not sig_text:
-        return pid, int(signal.SIGTERM)
-    name = sig_text.upper()
-    try:
-        if name.isdigit():
-            return pid, int(signal.Signals(int(name)))
-        return pid, int(
-            signal.Signals[name if name.startswith("SIG") else f"SIG{name}"]
-        )
-    except (KeyError, ValueError):
-        msg = f"{text!r}: unknown signal {sig_text!r}; use a name such as TERM, INT, HUP, USR1 or a number"
-        raise ValueError(msg) from None
-
-
-def _signal_targets(
-    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
-) -> list[tuple[int, int]]:
-    try:
-        return [parse_signal_target(v) for v in value]
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-
-
-_OPTION_NAMES: Final = (
-    "fail_fast",
-    "on_fail",
-    "on_fail_timeout",
-    "on_fail_concurrency",
-    "signal_targets",
-)
-
-
-@overload
-def action_options(f: F, /) -> F: ...
-@overload
-def action_options(
-    f: None = None, /, *, fail_fast: bool = True
-) -> Callable[[F], F]: ...
-def action_options(f: F | None = None, /, *, fail_fast: bool = True) -> Any:
-    """Click decorator: add ``--fail-fast``, ``--on-fail``, ``--on-fail-timeout``,
-    ``--on-fail-concurrency`` and ``--signal``; the command receives them as
-    one ``actions: ActionOptions`` keyword argument.
-
-    ``@action_options`` or ``@action_options(fail_fast=False)`` (for commands
-    where stopping has its own option, such as ``run``).
-    """
-
-    def decorate(func: F) -> F:
-        import functools
-
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            values = {k: kwargs.pop(k) for k in _OPTION_NAMES if k in kwargs}
-            values["signal_targets"] = list(values.get("signal_targets") or [])
-            kwargs["actions"] = ActionOptions(**values)
-            return func(*args, **kwargs)
-
-        options = [
-            click.option(
-                "--on-fail",
-                "on_fail",
-                metavar="CMD",
-                default=None,
-                help="Shell command run once per failed trace (fail or error), with the verdict as JSON on stdin and in TRAJGRADE_* variables.",
-            ),
-            click.option(
-                "--on-fail-timeout",
-                type=click.FloatRange(min=0.001),
-                default=30.0,
-                show_default=True,
-                help="Seconds an --on-fail command may run before it is killed.",
-            ),
-            click.option(
-                "--on-fail-concurrency",
-                type=click.IntRange(min=1),
-                default=4,
-                show_default=True,
-                help="--on-fail commands running at once.",
-            ),
-            click.option(
-                "--signal",
-                "signal_targets",
-                metavar="PID[:SIGNAL]",
-                multiple=True,
-                callback=_signal_targets,
-                help="Send SIGNAL (default TERM) to PID at the first fail; repeatable.",
-            ),
-        ]
-        if fail_fast:
-            options.append(
-                click.option(
-                    "--fail-fast",
-                    is_flag=True,
-                    help="Stop at the first fail: finish the open traces and exit.",
-                )
-            )
-        decorated: Any = wrapper
-        for option in reversed(options):
-            decorated = option(decorated)
-        return decorated  # type: ignore[no-any-return]
-
-    if f is not None:
-        return decorate(f)
-    return decorate

@@ -8,6 +8,13 @@ Commands::
     trajgrade formats                       list input formats
     trajgrade convert [INPUT ...]           write the canonical events of any log
     trajgrade stats [INPUT ...]             per-trace counts the graders see
+    trajgrade run -c POLICY -- AGENT ...    grade an agent's live output, stop it on a fail
+    trajgrade hook / serve                  grade an agent from its hooks
+
+``grade`` is defined here; ``check``, ``graders``, ``formats``, ``convert`` and
+``stats`` in :mod:`trajgrade.cli_inspect`, ``run`` in :mod:`trajgrade.cli_run`,
+``hook`` and ``serve`` in :mod:`trajgrade.hooks.cli`; the options they share
+in :mod:`trajgrade.cli_options`.
 
 Exit status of ``grade``: see :data:`trajgrade.exit_status.EXIT_CODES` (0 all
 passed, 1 a fail or error, 2 usage/config error, 5 nothing graded, 130 forced).
@@ -17,13 +24,14 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
 from trajgrade._gc import settle as settle_gc
-from trajgrade.actions import ActionOptions, action_options
+from trajgrade.action_options import action_options
 from trajgrade.cli_options import (
+    EXIT_FAILED,
     EXIT_USAGE,
     allow_code_option,
     check_format,
@@ -37,7 +45,6 @@ from trajgrade.cli_options import (
     regex_timeout_option,
     tick_option,
 )
-from trajgrade.graders._agents import AGENT_NAMES
 from trajgrade.kafka.options import (  # kafka
     current_kafka_options,
     current_metrics_options,
@@ -45,10 +52,10 @@ from trajgrade.kafka.options import (  # kafka
 )
 from trajgrade.telemetry.options import current_telemetry, telemetry_options, wire
 
-__all__ = ("main",)
+if TYPE_CHECKING:
+    from trajgrade.actions import ActionOptions
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
+__all__ = ("main",)
 
 
 def _stdout_error(exc: BaseException) -> OSError | None:
@@ -210,9 +217,6 @@ def grade(
     from trajgrade.runner import RunOptions, run
 
     if (kafka := current_kafka_options()) is not None:  # kafka
-        if decisions_path is not None:
-            msg = "--decisions is not supported with Kafka input yet; grade the topic without it"
-            raise click.UsageError(msg)
         from trajgrade.kafka.runner import runner_for  # kafka
 
         run = runner_for(kafka, inputs=inputs)  # kafka
@@ -364,298 +368,17 @@ def _idle_timeout(given: float | None, *, live: bool) -> float | None:
     return given or None
 
 
-@main.command()
-@config_option("Grader config to validate.")
-@click.option(
-    "--allow-code",
-    is_flag=True,
-    help="Also import graders/extractors named as path.py:function, to validate them.",
-)
-@click.option(
-    "--agent",
-    "agents",
-    multiple=True,
-    type=click.Choice(AGENT_NAMES),
-    help="Warn about tool matchers that can never work on this agent's tools (repeatable).",
-)
-def check(config_path: str, allow_code: bool, agents: tuple[str, ...]) -> None:
-    """Validate a config; print every error with file, line and field."""
-    from trajgrade.graders import BuildContext
-    from trajgrade.graders.agent_check import agent_warnings
-
-    suite = load_policy(config_path, BuildContext(allow_code=allow_code))
-    for agent in agents:
-        for warning in agent_warnings(suite, agent):
-            click.echo(f"warning: {agent}: {warning}", err=True)
-    click.echo(
-        f"{config_path}: ok, {len(suite.graders)} grader(s): {', '.join(g.name for g in suite.graders)}"
-    )
-
-
-@main.command()
-def graders() -> None:
-    """List the grader types, one line each."""
-    from trajgrade.graders import provider, registry
-
-    types = registry()
-    width = max(len(k) for k in types)
-    for kind in sorted(types):
-        t = types[kind]
-        if t.kind != kind:
-            continue  # an alias; listed with its type
-        origin = provider(kind)
-        plugin = "" if origin == "trajgrade" else f" [plugin: {origin}]"
-        aliases = getattr(t, "aliases", ())
-        also = f" (also: {', '.join(aliases)})" if aliases else ""
-        click.echo(f"{kind:<{width}}  {t.summary}{also}{plugin}")
-
-
-@main.command()
-def formats() -> None:
-    """List the input formats, one line each."""
-    from trajgrade.formats import BUILTIN
-
-    width = max(len(k) for k in BUILTIN)
-    for name in sorted(BUILTIN):
-        click.echo(f"{name:<{width}}  {BUILTIN[name].summary}")
-
-
-@main.command()
-@click.argument("inputs", nargs=-1, type=str)
-@click.option(
-    "--format",
-    "fmt",
-    default="auto",
-    show_default=True,
-    help="Input format: auto, or a name from `trajgrade formats`.",
-)
-def convert(inputs: tuple[str, ...], fmt: str) -> None:
-    """Write the canonical JSONL events any supported log is read as."""
-    from trajgrade import log as tlog
-    from trajgrade.convert import convert as run_convert
-    from trajgrade.errors import SourceError
-
-    tlog.configure(level="warning")
-    try:
-        errors = run_convert(
-            list(inputs) or ["-"], fmt=fmt, out=sys.stdout.buffer, log=tlog.get_logger()
-        )
-    except SourceError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    sys.exit(EXIT_FAILED if errors else EXIT_OK)
-
-
-@main.command()
-@click.argument("inputs", nargs=-1, type=str)
-@click.option(
-    "--format",
-    "fmt",
-    default="auto",
-    show_default=True,
-    help="Input format: auto, or a name from `trajgrade formats`.",
-)
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="One JSON object per trace instead of a table.",
-)
-def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
-    """Per trace: tool calls by name, results, unanswered calls, errors, turns, tokens, duration."""
-    import msgspec
-
-    from trajgrade import log as tlog
-    from trajgrade.convert import print_stats
-    from trajgrade.convert import stats as run_stats
-    from trajgrade.errors import SourceError
-
-    tlog.configure(level="warning")
-    try:
-        rows, errors = run_stats(list(inputs) or ["-"], fmt=fmt, log=tlog.get_logger())
-    except SourceError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    if as_json:
-        for row in rows:
-            sys.stdout.buffer.write(msgspec.json.encode(row) + b"\n")
-    else:
-        print_stats(rows)
-    sys.exit(EXIT_FAILED if errors else EXIT_OK)
-
-
-# wrapper
-
-
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
-)
-@config_option(
-    "Policy: a grader config (YAML or JSON); `on_fail:` marks what stops the agent."
-)
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@format_option("The agent's output format: auto, or a name from `trajgrade formats`.")
-@click.option(
-    "--agent-output",
-    default="-",
-    show_default=True,
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help="Where the agent's stdout goes, byte for byte ('-': our stdout).",
-)
-@click.option(
-    "--verdicts",
-    "verdicts_path",
-    default=None,
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help="Where verdicts go (default: stderr; '-': stdout, only with --agent-output FILE).",
-)
-@output_option
-@click.option(
-    "--stop-on",
-    type=click.Choice(["marked", "abort", "never"]),
-    default="marked",
-    show_default=True,
-    help="Which fails stop the agent: graders marked on_fail abort or deny, only abort, or never.",
-)
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0),
-    default=5.0,
-    show_default=True,
-    help="Seconds between SIGTERM and SIGKILL when stopping the agent.",
-)
-@tick_option
-@regex_timeout_option
-@max_line_bytes_option(
-    "Longer lines of the agent's output are passed through but not graded."
-)
-@click.option(
-    "--trace-id",
-    default=None,
-    help="Trace id of events that carry none (default: the command's name).",
-)
-@allow_code_option
-@log_level_option
-@quiet_option()
-@action_options(fail_fast=False)
-def run(
-    config_path: str,
-    command: tuple[str, ...],
-    fmt: str,
-    agent_output: str,
-    verdicts_path: str | None,
-    output: str,
-    stop_on: str,
-    grace: float,
-    tick_interval: float,
-    regex_timeout: float,
-    max_line_bytes: int,
-    trace_id: str | None,
-    allow_code: bool,
-    log_level: str,
-    quiet: bool,
-    actions: Any,
-) -> None:
-    """Start an agent, grade its live output, stop it on a fail.
-
-    \b
-    trajgrade run -c policy.yaml -- claude -p "..." --output-format stream-json --verbose
-    trajgrade run -c policy.yaml -- codex exec --json "..."
-
-    Exit status: 0 passed; 1 a verdict failed; 2 usage/config error or the
-    agent could not start; 3 trajgrade stopped the agent; 4 the agent failed
-    on its own; 128+N a signal N to trajgrade (forwarded) ended the run.
-    """
-    import contextlib
-    import functools
-
-    import anyio
-
-    from trajgrade import log as tlog
-    from trajgrade.errors import SourceError
-    from trajgrade.graders import BuildContext
-    from trajgrade.wrapper import WrapOptions, wrap
-
-    tlog.configure(level="warning" if quiet else log_level)
-    logger = tlog.get_logger()
-    check_format(fmt)
-    if verdicts_path == "-" and agent_output == "-":
-        msg = "stdout carries the agent's output; send it to a file with --agent-output FILE to get verdicts on stdout"
-        raise click.BadParameter(msg, param_hint="--verdicts")
-    suite = load_policy(
-        config_path, BuildContext(regex_timeout=regex_timeout, allow_code=allow_code)
-    )
-    with contextlib.ExitStack() as stack:
-        try:
-            agent_out = (
-                sys.stdout.buffer
-                if agent_output == "-"
-                else stack.enter_context(open(agent_output, "wb"))
-            )
-            if verdicts_path is None:
-                verdict_out = sys.stderr.buffer
-            elif verdicts_path == "-":
-                verdict_out = sys.stdout.buffer
-            else:
-                verdict_out = stack.enter_context(open(verdicts_path, "wb"))
-        except OSError as exc:
-            click.echo(
-                f"error: {exc.filename}: {exc.strerror}; check the path", err=True
-            )
-            sys.exit(EXIT_USAGE)
-        sink: Any
-        if output == "pretty" or (output == "auto" and verdict_out.isatty()):
-            import io
-
-            from trajgrade.sinks.jsonl import PrettySink
-
-            text = io.TextIOWrapper(verdict_out, encoding="utf-8", write_through=True)
-            stack.callback(text.detach)
-            sink = PrettySink(text, color=verdict_out.isatty())
-        else:
-            from trajgrade.sinks.jsonl import JsonlSink
-
-            sink = JsonlSink(verdict_out)
-        options = WrapOptions(
-            command=list(command),
-            fmt=fmt,
-            stop_on=stop_on,
-            grace=grace,
-            tick_interval=tick_interval,
-            max_line_bytes=max_line_bytes,
-            trace_id=trace_id,
-        )
-        settle_gc()
-        try:
-            summary = anyio.run(
-                functools.partial(
-                    wrap,
-                    suite,
-                    options,
-                    agent_out=agent_out,
-                    sink=sink,
-                    log=logger,
-                    actions=actions,
-                )
-            )
-        except SourceError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_USAGE)
-    stopped = summary.stopped_by
-    logger.info(
-        "run_finished",
-        agent_exit=summary.agent_exit,
-        exit_code=summary.exit_code,
-        stopped_by=None if stopped is None else stopped.grader,
-        traces=summary.traces,
-        events=summary.events,
-        verdicts={str(k): v for k, v in summary.verdicts.items()},
-        input_errors=summary.input_errors,
-    )
-    sys.exit(summary.exit_code)
-
-
+# The other commands live in their own modules; they are added here.
+from trajgrade.cli_inspect import check, convert, formats, graders, stats  # noqa: E402
+from trajgrade.cli_run import run  # noqa: E402  # wrapper
 from trajgrade.hooks.cli import hook, serve  # noqa: E402  # hooks
+
+main.add_command(check)
+main.add_command(graders)
+main.add_command(formats)
+main.add_command(convert)
+main.add_command(stats)
+main.add_command(run)  # wrapper
 
 main.add_command(hook)  # hooks
 main.add_command(serve)  # hooks

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from trajgrade.graders import BuildContext
 
 __all__ = (
+    "EXIT_FAILED",
+    "EXIT_OK",
     "EXIT_USAGE",
     "allow_code_option",
     "check_format",
@@ -31,7 +33,10 @@ __all__ = (
     "tick_option",
 )
 
-#: Exit status of a usage or config error.
+#: Exit status of the commands: all passed / a fail or error (see
+#: trajgrade.exit_status for ``grade``) / a usage or config error.
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 
 F = TypeVar("F", bound="Callable[..., Any]")

@@ -14,6 +14,9 @@ Channels (the agent's output stays byte-exact):
 * the agent's stderr -> our stderr, untouched (inherited);
 * verdicts -> stderr, or ``--verdicts FILE`` (``-``: stdout, only when the
   agent's output goes to a file);
+* guard decisions -> ``--decisions FILE`` (``-``: stdout, under the same
+  condition; after the verdicts of the same event), else only the actions
+  (stop, log) see them;
 * logs (why the agent was stopped, its exit status) -> stderr.
 
 Stopping: the first guard decision (or verdict) with outcome ``fail`` from
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
 
     from trajgrade.config import Suite
     from trajgrade.sinks import Sink
+    from trajgrade.sinks.decisions import DecisionWriter
 
 __all__ = (
     "EXIT_AGENT_FAILED",
@@ -122,6 +126,8 @@ class WrapOptions(msgspec.Struct, kw_only=True):
     trace_id: str | None = None
     cwd: str | None = None
     env: dict[str, str] | None = None
+    #: ``--decisions``: where guard decisions go (``-``: stdout); None: not written.
+    decisions: str | None = None
 
 
 class WrapSummary(msgspec.Struct, kw_only=True):
@@ -172,6 +178,17 @@ class _Wrap:
         self.stopping: anyio.Event = anyio.Event()
         self._failed: dict[str, None] = {}
         self._signals = 0
+        self.decisions: DecisionWriter | None = None
+        if options.decisions is not None:
+            from trajgrade.sinks.decisions import open_decisions
+
+            try:
+                self.decisions = open_decisions(options.decisions)
+            except OSError as exc:
+                msg = f"cannot write guard decisions: {exc.strerror or exc}; check the path"
+                raise SourceError(
+                    msg, location=Location(file=options.decisions)
+                ) from None
 
     # ------------------------------------------------------------ verdicts
     def emit(self, verdicts: Sequence[Verdict]) -> None:
@@ -206,6 +223,8 @@ class _Wrap:
         """Act on guard decisions: a fail whose action is in ``--stop-on``
         stops the agent (a retried forbidden call too, whatever verdicts
         said before); shadow-mode and could-not-judge decisions are logged."""
+        if self.decisions is not None:
+            self.decisions.send(decisions)
         self.actions.observe_decisions(decisions)  # logs the warnings
         for d in decisions:
             if (
@@ -305,6 +324,8 @@ class _Wrap:
         self.emit(self.engine.finish())
         self.engine.anomalies.clear()
         self.sink.close()
+        if self.decisions is not None:
+            self.decisions.close()
         stats = self.engine.statistics()
         s = self.summary
         s.events = stats.events

@@ -288,7 +288,7 @@ def test_per_tier_rates_equal_genai_prices_own_calculation(
     from genai_prices import Usage as GUsage
     from genai_prices import calc_price
 
-    from trajgrade.graders._prices import LATEST, PriceBook
+    from trajgrade.graders.rules._prices import LATEST, PriceBook
 
     tokens = {
         "input_tokens": fresh + read + write,

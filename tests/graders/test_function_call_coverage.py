@@ -17,7 +17,7 @@ from tests._support import call, end, finals, run, suite
 from trajgrade.engine import Engine, TraceSnapshot
 from trajgrade.errors import ConfigError
 from trajgrade.events import Event, Message, TraceStart
-from trajgrade.graders.function_call_coverage import CoverageState, parse_required
+from trajgrade.graders.aigo.function_call_coverage import CoverageState, parse_required
 from trajgrade.pipeline import grade_bytes
 from trajgrade.verdicts import Outcome, Verdict
 

@@ -10,7 +10,7 @@ import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trajgrade.graders._jsregex import (
+from trajgrade.graders.matching._jsregex import (
     FLAGS,
     JSRegexError,
     compile_js,

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajgrade.graders._letta_functions import (
+from trajgrade.graders.letta._functions import (
     InvalidPatternError,
     compile_pattern,
     run_timed,
 )
-from trajgrade.graders._letta_regex import findall
-from trajgrade.graders._match import MatchTimeout
+from trajgrade.graders.letta._regex import findall
+from trajgrade.graders.matching._match import MatchTimeout
 
 #: Where the `regex` module and `re` disagree (the issue's examples).
 TEXTS = [

@@ -21,7 +21,7 @@ from trajgrade.dataset import load_dataset
 from trajgrade.errors import ConfigError, ConfigErrors
 from trajgrade.events import Event, Message, TraceEnd, TraceStart
 from trajgrade.formats.letta import LettaReader
-from trajgrade.graders.letta_tool import GradeResult, Sample, grader
+from trajgrade.graders.letta.tool import GradeResult, Sample, grader
 from trajgrade.pipeline import grade_bytes
 from trajgrade.verdicts import Outcome, Verdict
 
@@ -502,7 +502,7 @@ def test_entry_point_functions_are_found_by_name(
     (tmp_path / "shouty.py").write_text(
         textwrap.dedent(
             """\
-            from trajgrade.graders.letta_tool import GradeResult, grader
+            from trajgrade.graders.letta.tool import GradeResult, grader
 
             @grader
             def shouting(sample, submission) -> GradeResult:

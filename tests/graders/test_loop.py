@@ -8,7 +8,7 @@ from tests.graders._guard import drive, grader, recorded
 
 from trajgrade.errors import ConfigError, ConfigErrors
 from trajgrade.events import ToolCall
-from trajgrade.graders._rules import fingerprint
+from trajgrade.graders.rules._shared import fingerprint
 from trajgrade.verdicts import Outcome
 
 

@@ -8,7 +8,7 @@ from tests._support import call, end, finals, one, run, turn, usage
 from trajgrade import Engine
 from trajgrade.errors import ConfigError
 from trajgrade.events import AgentError, Message
-from trajgrade.graders.metric_threshold import parse_duration_ms
+from trajgrade.graders.vally.metric_threshold import parse_duration_ms
 from trajgrade.verdicts import Outcome
 
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from trajgrade.graders._jsregex import compile_js, translate
-from trajgrade.graders._match import BREAKER_TRIPS, MatchTimeout, Pattern
-from trajgrade.graders._re2 import to_re2
+from trajgrade.graders.matching._jsregex import compile_js, translate
+from trajgrade.graders.matching._match import BREAKER_TRIPS, MatchTimeout, Pattern
+from trajgrade.graders.matching._re2 import to_re2
 
 ALPHABET = "ab_1-. \n\r\t\u00a0\u2028\u00e9\u0661K\u212as\u017f\u0130i\ufeff"
 ATOMS = [

@@ -37,9 +37,9 @@ def test_compiling_a_policy_imports_only_its_graders() -> None:
         check=True,
         cwd=REPO,
     ).stdout
-    assert "metric_threshold" in out
-    assert "letta_tool" not in out
-    assert "function_call_coverage" not in out
+    assert "trajgrade.graders.vally.metric_threshold" in out
+    assert "trajgrade.graders.letta" not in out
+    assert "trajgrade.graders.aigo" not in out
 
 
 def test_a_literal_only_policy_does_not_load_the_regex_engine() -> None:

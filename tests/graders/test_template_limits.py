@@ -7,8 +7,8 @@ import time
 import pytest
 from jinja2.exceptions import SecurityError
 
-from trajgrade.graders._template_limits import MAX_TEMPLATE_TEXT, render_bounded
-from trajgrade.graders.function_call_coverage import _compile
+from trajgrade.graders.aigo._template_limits import MAX_TEMPLATE_TEXT, render_bounded
+from trajgrade.graders.aigo.function_call_coverage import _compile
 
 BOMBS = {
     "repeat": '{{ "x" * 300000000 }}',

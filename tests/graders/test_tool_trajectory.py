@@ -16,8 +16,8 @@ from trajgrade.config import Suite
 from trajgrade.errors import ConfigError, ConfigErrors
 from trajgrade.events import Event, Message, ToolCall, ToolResult
 from trajgrade.graders import BuildContext, lookup
-from trajgrade.graders._agentv_args import UNDEFINED, compile_args, deep_equal
-from trajgrade.graders.tool_trajectory import TrajectoryState
+from trajgrade.graders.agentv._args import UNDEFINED, compile_args, deep_equal
+from trajgrade.graders.agentv.tool_trajectory import TrajectoryState
 from trajgrade.verdicts import Outcome, Verdict
 
 KEY = ("t", "tool_trajectory")

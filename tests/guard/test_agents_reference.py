@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trajgrade.agents_reference import render
-from trajgrade.graders._agents import AGENTS, KINDS
+from trajgrade.graders.matching._agents import AGENTS, KINDS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 

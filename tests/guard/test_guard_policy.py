@@ -23,7 +23,7 @@ from tests._support import finals, suite
 
 from trajgrade.events import Event, ToolCall
 from trajgrade.formats import detect, open_reader
-from trajgrade.graders._tool_match import ArgMissingError, Matcher, ToolMatch
+from trajgrade.graders.matching._tool_match import ArgMissingError, Matcher, ToolMatch
 from trajgrade.hooks.payloads import OpenCall, translate
 from trajgrade.verdicts import Outcome
 

@@ -12,9 +12,20 @@ from hypothesis import strategies as st
 from tests._support import finals, one
 
 from trajgrade.events import ToolCall
-from trajgrade.graders._agents import AGENTS, KINDS, UNION, VIEWS, kinds_of_name
-from trajgrade.graders._tool_match import ArgMissingError, Matcher, ToolMatch
-from trajgrade.graders._views import call_kind, normal_paths, patch_paths, view_of
+from trajgrade.graders.matching._agents import (
+    AGENTS,
+    KINDS,
+    UNION,
+    VIEWS,
+    kinds_of_name,
+)
+from trajgrade.graders.matching._tool_match import ArgMissingError, Matcher, ToolMatch
+from trajgrade.graders.matching._views import (
+    call_kind,
+    normal_paths,
+    patch_paths,
+    view_of,
+)
 from trajgrade.verdicts import Outcome
 
 

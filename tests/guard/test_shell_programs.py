@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajgrade.events import ToolCall
-from trajgrade.graders._shell import MAX_DEPTH, programs
-from trajgrade.graders._tool_match import Matcher, ToolMatch
+from trajgrade.graders.matching._shell import MAX_DEPTH, programs
+from trajgrade.graders.matching._tool_match import Matcher, ToolMatch
 
 
 @pytest.mark.parametrize(
@@ -176,7 +176,7 @@ def test_the_parser_is_not_imported_until_a_program_filter_runs() -> None:
     """The hook path imports the matcher; tree-sitter only comes with use."""
     code = (
         "import sys, msgspec\n"
-        "from trajgrade.graders._tool_match import Matcher, ToolMatch\n"
+        "from trajgrade.graders.matching._tool_match import Matcher, ToolMatch\n"
         "from trajgrade.events import ToolCall\n"
         "m = Matcher(msgspec.convert({'kind': 'shell', 'command': 'x'}, ToolMatch), 'd', 1.0)\n"
         "m.matches_call(ToolCall(name='Bash', args={'command': 'ls'}))\n"
@@ -196,7 +196,7 @@ def test_the_grammar_loaded_directly_is_the_packages() -> None:
     import tree_sitter
     import tree_sitter_bash
 
-    from trajgrade.graders._shell import _bash_grammar
+    from trajgrade.graders.matching._shell import _bash_grammar
 
     direct = tree_sitter.Language(_bash_grammar())
     public = tree_sitter.Language(tree_sitter_bash.language())

@@ -12,7 +12,7 @@ import pytest
 
 from trajgrade.events import ToolCall
 from trajgrade.formats import detect, detect_document, open_reader
-from trajgrade.graders._views import call_kind, view_of
+from trajgrade.graders.matching._views import call_kind, view_of
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FOLDERS = (

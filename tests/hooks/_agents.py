@@ -128,7 +128,8 @@ def hook_command(
     agent: str, policy: Path, state: Path, verdicts: Path, log: Path
 ) -> str:
     """``python -m trajgrade hook AGENT -c POLICY …`` as a shell command
-    whose stderr goes to ``log`` (the agent may swallow it)."""
+    whose stderr goes to ``log`` (the agent may swallow it). Decisions go to
+    ``decisions.jsonl`` beside ``verdicts``."""
     return " ".join(
         [
             sys.executable,
@@ -142,6 +143,8 @@ def hook_command(
             str(state),
             "--verdicts",
             str(verdicts),
+            "--decisions",
+            str(verdicts.with_name("decisions.jsonl")),
             "2>>" + str(log),
         ]
     )

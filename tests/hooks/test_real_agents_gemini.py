@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from tests.hooks._agents import (
@@ -36,9 +36,6 @@ from tests.hooks._agents import (
 from tests.hooks._replay import FIXTURES
 
 from trajgrade.hooks.install import merged
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 pytestmark = pytest.mark.slow
 
@@ -90,33 +87,34 @@ class Run:
 
 
 @pytest.fixture(name="gemini_run")
-def gemini_run_fixture(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
-    """A function running Gemini CLI with ``trajgrade hook gemini -c POLICY``."""
+def gemini_run_fixture(tmp_path: Path) -> tuple[Any, Path]:
+    """A function running Gemini CLI with ``trajgrade hook gemini -c POLICY``
+    against the corpus script (or ``script``: ``__WORK__`` is the work
+    directory), and the work directory."""
     exe = _gemini()
     work = tmp_path / "work"
     work.mkdir()
-    script = tmp_path / "script.json"
-    script.write_text(
-        (HARNESS / "gemini_script.json").read_text().replace("__WORK__", str(work))
-    )
-    srv = tmp_path / "srv"
-    with fake_server(HARNESS / "fake_gemini.py", script, srv) as port:
 
-        def run(policy_text: str) -> Run:
-            policy = tmp_path / "p.yaml"
-            policy.write_text(policy_text)
-            home = tmp_path / "home"
-            (home / ".gemini").mkdir(parents=True)
-            command = hook_command(
-                "gemini",
-                policy,
-                tmp_path / "state",
-                tmp_path / "v.jsonl",
-                tmp_path / "hook.err",
-            )
-            (home / ".gemini" / "settings.json").write_text(
-                json.dumps(merged(SETTINGS, "gemini", command=command))
-            )
+    def run(policy_text: str, script_text: str | None = None) -> Run:
+        script = tmp_path / "script.json"
+        text = script_text or (HARNESS / "gemini_script.json").read_text()
+        script.write_text(text.replace("__WORK__", str(work)))
+        policy = tmp_path / "p.yaml"
+        policy.write_text(policy_text)
+        home = tmp_path / "home"
+        (home / ".gemini").mkdir(parents=True)
+        command = hook_command(
+            "gemini",
+            policy,
+            tmp_path / "state",
+            tmp_path / "v.jsonl",
+            tmp_path / "hook.err",
+        )
+        (home / ".gemini" / "settings.json").write_text(
+            json.dumps(merged(SETTINGS, "gemini", command=command))
+        )
+        srv = tmp_path / "srv"
+        with fake_server(HARNESS / "fake_gemini.py", script, srv) as port:
             env = base_env(home) | {
                 "GEMINI_API_KEY": "dummy-key-for-fake-server",
                 "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{port}",
@@ -138,12 +136,12 @@ def gemini_run_fixture(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
                 timeout=90,
                 check=False,
             )
-            out = Run(proc, srv)
-            assert out.events, proc.stderr[-2000:]
-            assert_hook_ran_cleanly(tmp_path, "gemini")
-            return out
+        out = Run(proc, srv)
+        assert out.events, proc.stderr[-2000:]
+        assert_hook_ran_cleanly(tmp_path, "gemini")
+        return out
 
-        yield run, work
+    return run, work
 
 
 def test_gemini_disallowed_write_is_blocked(

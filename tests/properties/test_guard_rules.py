@@ -20,7 +20,7 @@ from tests.graders._guard import drive
 from trajgrade.config import Suite, compile_suite, decode_config
 from trajgrade.engine import Engine
 from trajgrade.events import Event, ToolCall, Usage
-from trajgrade.graders._rules import fingerprint
+from trajgrade.graders.rules._shared import fingerprint
 from trajgrade.pipeline import grade_bytes
 from trajgrade.verdicts import Outcome, Verdict
 

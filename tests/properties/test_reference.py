@@ -1,7 +1,7 @@
 """Final verdicts (early or not) equal a naive whole-trace re-grade.
 
 The reference below is written from the documented semantics (the docstrings
-of ``graders/tool_calls.py`` and ``graders/metric_threshold.py``), as plain
+of ``graders/vally/tool_calls.py`` and ``graders/vally/metric_threshold.py``), as plain
 functions over a trace's whole event list: pairing, steps, counts and the
 sequence cursor are recomputed from scratch for every prefix they need, and
 the first decisive event of the trace wins. Regexes are the simple ones from

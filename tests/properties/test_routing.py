@@ -27,7 +27,8 @@ from test_guard_rules import _rule
 
 from trajgrade.config import compile_suite, decode_config
 from trajgrade.engine import Engine
-from trajgrade.graders import tool_calls, tool_trajectory
+from trajgrade.graders.agentv import tool_trajectory
+from trajgrade.graders.vally import tool_calls
 
 if TYPE_CHECKING:
     from strategies import Stream, SuiteCase

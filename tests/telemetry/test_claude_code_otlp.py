@@ -85,6 +85,20 @@ def _run_claude(
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def _exported(sink: OtlpSink, verdicts: int) -> bool:
+    """Every verdict's record and the Write's deny decision arrived."""
+    got = sink.records()
+    denied = any(
+        r["attributes"].get("gen_ai.tool.name") == "Write"
+        and r["attributes"].get("gen_ai.evaluation.score.label") == "deny"
+        for r in got
+    )
+    return (
+        denied
+        and sum("trajgrade.verdict.id" in r["attributes"] for r in got) >= verdicts
+    )
+
+
 @pytest.mark.parametrize("protocol", ["http/json", "http/protobuf"])
 def test_claude_code_exports_to_trajgrade(
     fake_model: tuple[int, Path, Path], tmp_path: Path, protocol: str
@@ -121,12 +135,26 @@ def test_claude_code_exports_to_trajgrade(
 
     # --export-otlp: every verdict as a gen_ai.evaluation.result record.
     deadline = time.monotonic() + 10
-    while len(sink.records()) < len(verdicts) and time.monotonic() < deadline:
+    while not _exported(sink, len(verdicts)) and time.monotonic() < deadline:
         time.sleep(0.1)
     sink.close()
     assert sink.statuses[0] == 503
-    records = sink.records()
+    every = sink.records()
+    # Guard decisions are exported beside the verdicts (trajgrade.guard.rule).
+    records = [r for r in every if "trajgrade.verdict.id" in r["attributes"]]
+    decisions = [
+        r["attributes"] for r in every if "trajgrade.guard.rule" in r["attributes"]
+    ]
+    assert len(records) + len(decisions) == len(every)
     assert len(records) == len(verdicts)
+    assert ("no-notes", "deny", "Write") in {
+        (
+            d["gen_ai.evaluation.name"],
+            d["gen_ai.evaluation.score.label"],
+            d.get("gen_ai.tool.name"),
+        )
+        for d in decisions
+    }
     assert {r["event_name"] for r in records} == {"gen_ai.evaluation.result"}
     assert {r["resource"]["service.name"] for r in records} == {"trajgrade"}
     by_name = {

@@ -48,7 +48,7 @@ from trajgrade.errors import InputError, Location
 from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.vally import parse_timestamp
-from trajgrade.graders._agentv_args import js_number
+from trajgrade.graders.agentv._args import js_number
 
 __all__ = ("FORMAT", "FORMATS", "AgentvReader")
 

@@ -124,20 +124,20 @@ class GraderType(Protocol):
 #: loads only the graders it names (the hook path's start-up time).
 #: tests/graders/test_registry.py checks this table against the modules.
 BUILTIN_MODULES: Final[Mapping[str, str]] = {
-    "tool-calls": "tool_calls",
-    "token-budget": "metric_threshold",
-    "tool-call-count": "metric_threshold",
-    "turn-count": "metric_threshold",
-    "error-count": "metric_threshold",
-    "wall-time": "metric_threshold",
-    "tool_trajectory": "tool_trajectory",
-    "tool-trajectory": "tool_trajectory",
-    "letta-tool": "letta_tool",
-    "function_call_coverage": "function_call_coverage",
-    "cost-budget": "cost_budget",
-    "rate-limit": "rate_limit",
-    "loop": "loop",
-    "flow": "flow",
+    "tool-calls": "vally.tool_calls",
+    "token-budget": "vally.metric_threshold",
+    "tool-call-count": "vally.metric_threshold",
+    "turn-count": "vally.metric_threshold",
+    "error-count": "vally.metric_threshold",
+    "wall-time": "vally.metric_threshold",
+    "tool_trajectory": "agentv.tool_trajectory",
+    "tool-trajectory": "agentv.tool_trajectory",
+    "letta-tool": "letta.tool",
+    "function_call_coverage": "aigo.function_call_coverage",
+    "cost-budget": "rules.cost_budget",
+    "rate-limit": "rules.rate_limit",
+    "loop": "rules.loop",
+    "flow": "rules.flow",
 }
 
 

@@ -144,7 +144,7 @@ def _agent_warnings(config_path: str, agent: str) -> None:
     from trajgrade.config import load_suite
     from trajgrade.errors import ConfigError
     from trajgrade.graders import BuildContext
-    from trajgrade.graders.agent_check import agent_warnings
+    from trajgrade.graders.matching.agent_check import agent_warnings
 
     try:  # no code is imported at install time; `check` reports errors
         suite = load_suite(config_path, context=BuildContext(allow_code=False))

@@ -259,9 +259,7 @@ class PartitionWorker:
             for a in self.engine.anomalies
         )
         self.engine.anomalies.clear()
-        # The Kafka runner does not write guard decisions (``grade
-        # --decisions`` refuses --kafka): drop them so they cannot pile up.
-        self.engine.decisions.clear()
+        # (Guard decisions are drained by the runner, after every batch.)
         return out
 
     def problems(self) -> list[Problem]:

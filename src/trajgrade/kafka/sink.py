@@ -1,14 +1,21 @@
-"""Where a Kafka run's verdicts go: a topic, or the command's own sink.
+"""Where a Kafka run's verdicts and guard decisions go: a topic, or the
+command's own sink.
 
 :class:`TopicSink` writes each verdict to ``--verdicts-topic`` with the trace
 id as key (so all of a trace's verdicts land on one partition, in order) and
 the verdict JSON as value, byte for byte what the JSONL sink writes, plus a
 ``verdict-id`` header: a consumer can drop re-emitted duplicates without
-parsing the value. :meth:`flush` returns once the broker acknowledged every
-send (``acks=all``), which is what lets the runner commit input offsets.
+parsing the value. Guard decisions go to the same topic, after the batch's
+verdicts, as the decision stream's records (``"type": "decision"`` first)
+with a ``decision-id`` header (a digest of the record: a replayed batch
+decides the same calls identically, so a duplicate has the same id).
+:meth:`flush` returns once the broker acknowledged every send
+(``acks=all``), which is what lets the runner commit input offsets.
 
 :class:`LocalSink` adapts the command's stdout sink (JSONL or pretty) to the
-same async shape; its flush is a write plus ``flush()`` of stdout.
+same async shape; its flush is a write plus ``flush()`` of stdout. Decisions
+reach the sinks that take them (``--export-otlp``); ``--decisions PATH``
+is written by the runner after the flush.
 """
 
 from __future__ import annotations
@@ -17,13 +24,22 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 
+from trajgrade._digest import blake2b
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
     from trajgrade.sinks import Sink
-    from trajgrade.verdicts import Verdict
+    from trajgrade.verdicts import GuardDecision, Verdict
 
-__all__ = ("CLOSE_TIMEOUT", "LocalSink", "TopicSink", "VerdictSink", "acked")
+__all__ = (
+    "CLOSE_TIMEOUT",
+    "LocalSink",
+    "TopicSink",
+    "VerdictSink",
+    "acked",
+    "decision_id",
+)
 
 #: Seconds a Kafka client may take to stop (leave its group, flush what is
 #: queued): a dead broker must not hold the process's exit forever.
@@ -49,10 +65,19 @@ async def acked(sends: Sequence[Awaitable[Any]]) -> None:
         raise first
 
 
+def decision_id(encoded: bytes) -> str:
+    """The ``decision-id`` header of a decision record: a digest of its JSON
+    (the same call decided again on a replay gives the same record)."""
+    return blake2b(encoded, digest_size=8).hexdigest()
+
+
 class VerdictSink(Protocol):
-    """Verdicts out; ``flush`` returns once they are durable downstream."""
+    """Verdicts and decisions out; ``flush`` returns once they are durable
+    downstream."""
 
     def send(self, verdicts: Sequence[Verdict]) -> None: ...
+
+    def send_decisions(self, decisions: Sequence[GuardDecision]) -> None: ...
 
     async def flush(self) -> None: ...
 
@@ -66,6 +91,13 @@ class LocalSink:
     def send(self, verdicts: Sequence[Verdict]) -> None:
         self._sink.send(verdicts)
 
+    def send_decisions(self, decisions: Sequence[GuardDecision]) -> None:
+        # The telemetry tee (--export-otlp) takes decisions; stdout does not
+        # (``--decisions -`` is the runner's).
+        send = getattr(self._sink, "send_decisions", None)
+        if send is not None:
+            send(decisions)
+
     async def flush(self) -> None:
         self._sink.flush()
 
@@ -78,12 +110,17 @@ class TopicSink:
         self._topic = topic
         self._enc = msgspec.json.Encoder()
         self._queued: list[Verdict] = []
+        self._decisions: list[GuardDecision] = []
 
     def send(self, verdicts: Sequence[Verdict]) -> None:
         self._queued.extend(verdicts)
 
+    def send_decisions(self, decisions: Sequence[GuardDecision]) -> None:
+        self._decisions.extend(decisions)
+
     async def flush(self) -> None:
         queued, self._queued = self._queued, []
+        decisions, self._decisions = self._decisions, []
         send = self._producer.send
         enc = self._enc.encode
         pending = [
@@ -95,4 +132,14 @@ class TopicSink:
             )
             for v in queued
         ]
+        for d in decisions:
+            value = enc(d)
+            pending.append(
+                await send(
+                    self._topic,
+                    key=d.trace_id.encode(),
+                    value=value,
+                    headers=[("decision-id", decision_id(value).encode())],
+                )
+            )
         await acked(pending)

@@ -1,0 +1,233 @@
+"""Argument views of one tool call: its shell command, its path(s), its URL(s).
+
+A view is read through the tool's specs in :mod:`._agents`, then the
+argument of the view's own name (``command``, ``path``, ``url``); for a tool
+the tables do not know, that argument alone, which is exactly vally's lookup. ``None``
+means the call has no such view (vally's "configuration error" when a filter
+asks for it); a view that is present is never empty.
+
+Paths are normalised lexically (no file system: the guard runs beside the
+agent, not necessarily in its cwd): ``\\`` of a Windows drive path becomes
+``/``, ``.`` segments and repeated slashes go, ``..`` is resolved, a
+trailing slash is dropped. A relative path is seen in two spellings, plain
+(``src/a.ts``) and explicit (``./src/a.ts``), and a pattern matches the path
+if it matches either: ``./.env``, ``sub/../.env`` and ``/repo/.env`` all end
+in ``/.env``, while vally's ``^src/`` still matches ``src/a.ts``.
+"""
+
+from __future__ import annotations
+
+import functools
+import posixpath
+from typing import TYPE_CHECKING, Any
+
+from trajgrade.graders.matching._agents import UNION
+
+if TYPE_CHECKING:
+    import re
+
+    from trajgrade.events import ToolCall
+
+__all__ = ("call_kind", "command_of", "normal_paths", "patch_paths", "view_of")
+
+_PATCH_KEYS = ("input", "patch", "command")
+
+
+# Compiled on first use: most hook calls need neither (start-up time).
+@functools.cache
+def _patch_file() -> re.Pattern[str]:
+    import re
+
+    # apply_patch's file headers (Codex's patch format).
+    return re.compile(
+        r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
+        re.MULTILINE,
+    )
+
+
+@functools.cache
+def _url() -> re.Pattern[str]:
+    import re
+
+    return re.compile(r"\bhttps?://[^\s\"'<>()\[\]{}]+", re.IGNORECASE)
+
+
+def _drive(path: str) -> bool:
+    """A Windows drive path (``C:\\x`` or ``C:/x``)."""
+    return len(path) > 2 and path[1] == ":" and path[0].isalpha() and path[2] in "\\/"
+
+
+def call_kind(call: ToolCall) -> str | None:
+    """The kind of this call (None: an unknown tool)."""
+    tool = UNION.get(call.name)
+    if tool is None:
+        return "mcp" if call.name.startswith("mcp__") else None
+    if tool.by_arg is not None:
+        key, table = tool.by_arg
+        value = (call.args or {}).get(key)
+        for v, kind in table:
+            if value == v:
+                return kind
+    return tool.kind
+
+
+def view_of(call: ToolCall, view: str) -> list[str] | None:
+    """The values of ``view`` on this call: a one-item list for ``command``,
+    every path or URL otherwise; None when the call has none."""
+    args = call.args or {}
+    specs = _SPECS.get((call.name, view)) or _specs(call.name, view)
+    if specs == (view,):  # the common case: one string argument (vally's)
+        value = args.get(view)
+        if not isinstance(value, str):
+            return None
+        return normal_paths([value]) if view == "path" else [value]
+    values: list[str] = []
+    for spec in specs:
+        values.extend(_read(spec, args, call, view))
+        if values and view == "command":
+            break  # the first spelling present is the command
+    if not values:
+        return None
+    if view == "path":
+        return normal_paths(values)
+    return values
+
+
+_SPECS: dict[tuple[str, str], tuple[str, ...]] = {}
+
+
+def _specs(name: str, view: str) -> tuple[str, ...]:
+    """Where ``view`` is read on tool ``name`` (memoised: names repeat)."""
+    tool = UNION.get(name)
+    specs: tuple[str, ...] = (view,)
+    if tool is not None:
+        # The argument of the view's own name comes last: hand-written traces
+        # (agentv's `Read {path}`) spell it so.
+        specs = tuple(dict.fromkeys((*getattr(tool, view), view)))
+    if len(_SPECS) < 4096:
+        _SPECS[name, view] = specs
+    return specs
+
+
+def command_of(call: ToolCall) -> str | None:
+    """The shell command text of a call (an argv joined with shell quoting)."""
+    got = view_of(call, "command")
+    return None if got is None else got[0]
+
+
+def _read(spec: str, args: dict[str, Any], call: ToolCall, view: str) -> list[str]:
+    if spec == "@patch":
+        text = call.args_raw
+        for key in _PATCH_KEYS:
+            if text is not None:
+                break
+            value = args.get(key)
+            text = value if isinstance(value, str) else None
+        return patch_paths(text) if text is not None else []
+    if spec.startswith("@urls:"):
+        value = args.get(spec[6:])
+        return _url().findall(value) if isinstance(value, str) else []
+    if spec.startswith("@login_shell:"):
+        value = args.get(spec[13:])
+        return [_unwrap_login_shell(value)] if isinstance(value, str) else []
+    if spec.startswith("@word1:"):
+        value = args.get(spec[7:])
+        return _first_argument(value) if isinstance(value, str) else []
+    # `key` is a string (vally: anything else is no value); `key[]` a list:
+    # an argv for `command`, several paths or URLs otherwise.
+    listed = spec.endswith("[]")
+    values = _dig(args, (spec[:-2] if listed else spec).split("."))
+    if not listed:
+        return [v for v in values if isinstance(v, str)]  # "" too, as vally
+    if view == "command":
+        return [t for v in values if isinstance(v, list) and (t := _argv_text(v))]
+    return [
+        s for v in values if isinstance(v, list) for s in v if isinstance(s, str) and s
+    ]
+
+
+def _dig(value: Any, keys: list[str]) -> list[Any]:
+    """The values at a dotted path; ``k[]`` walks every item of list ``k``."""
+    found = [value]
+    for key in keys:
+        each = key.endswith("[]")
+        name = key[:-2] if each else key
+        nxt: list[Any] = []
+        for v in found:
+            got = v.get(name) if isinstance(v, dict) else None
+            if got is None:
+                continue
+            if each:
+                nxt.extend(got if isinstance(got, list) else ())
+            else:
+                nxt.append(got)
+        found = nxt
+    return found
+
+
+def _argv_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(s, str) for s in value):
+        import shlex
+
+        # An argv: quoted so that the text re-parses to the same words.
+        return shlex.join(value)
+    return ""
+
+
+_LOGIN_SHELLS = frozenset(("bash", "sh", "zsh"))
+
+
+def _unwrap_login_shell(command: str) -> str:
+    """The script of ``/bin/bash -lc '<script>'``, the wrapping `codex exec`
+    reports around the command the model wrote; anything else as it is."""
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    if (
+        len(argv) == 3
+        and argv[0].rsplit("/", 1)[-1] in _LOGIN_SHELLS
+        and argv[1] in ("-lc", "-c")
+    ):
+        return argv[2]
+    return command
+
+
+def _first_argument(line: str) -> list[str]:
+    import shlex
+
+    try:
+        words = shlex.split(line.split("\n", 1)[0])
+    except ValueError:
+        return []
+    return words[1:2]
+
+
+def patch_paths(text: str) -> list[str]:
+    """Every path an ``apply_patch`` text adds, updates, deletes or moves to."""
+    return [a or b for a, b in _patch_file().findall(text)]
+
+
+def normal_paths(paths: list[str]) -> list[str]:
+    """Each path normalised; a relative one also in its ``./`` spelling."""
+    out: list[str] = []
+    for p in paths:
+        if not p:
+            out.append(p)  # vally matches the empty string as it is
+            continue
+        if _drive(p):
+            p = p.replace("\\", "/")
+        norm = posixpath.normpath(p)
+        if norm.startswith("//"):
+            norm = "/" + norm.lstrip("/")  # normpath keeps a leading "//"
+        out.append(norm)
+        if not norm.startswith("/") and not _drive(norm):
+            if norm == ".":
+                continue
+            if not norm.startswith("../") and norm != "..":
+                out.append("./" + norm)
+    return out

@@ -1,0 +1,101 @@
+"""``trajgrade check --agent NAME``: tool matchers that can never work on NAME.
+
+A compiled grader that matches tool calls lists its matchers through a
+``matchers()`` method (``tool-calls`` does; so can any grader built on
+``_tool_match``). Each matcher is checked against the agent's table in
+``_agents``:
+
+* its name regex / kind selects none of the agent's tools: it never matches;
+* a ``command``/``path``/``url``/``program`` filter on a tool it selects that
+  has no such view: an ``error`` verdict on that tool's calls (vally's
+  configuration error), which a guard without ``--fail-closed`` lets run;
+* an ``args:`` key that none of the selected tools takes: it never matches.
+
+Warnings, not errors: a policy may cover several agents on purpose.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from trajgrade.graders.matching._agents import AGENTS, MCP_PREFIX, UNION, Tool
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from trajgrade.config import Suite
+    from trajgrade.graders.matching._tool_match import Matcher
+
+__all__ = ("agent_warnings", "matcher_warnings")
+
+#: Agents whose MCP tools are named ``mcp__<server>__<tool>``.
+_MCP_AGENTS: Final = frozenset(("claude-code", "codex", "canonical"))
+_SAMPLE_MCP: Final = MCP_PREFIX + "server__tool"
+
+
+def agent_warnings(suite: Suite, agent: str) -> list[str]:
+    """Every warning for ``agent``, each naming the grader and the entry."""
+    out: list[str] = []
+    for grader in suite.graders:
+        matchers = getattr(grader, "matchers", None)
+        if matchers is None:
+            continue
+        for m in matchers():
+            out.extend(f"{grader.name}: {text}" for text in matcher_warnings(m, agent))
+    return out
+
+
+def matcher_warnings(m: Matcher, agent: str) -> list[str]:
+    """What cannot work on ``agent`` in one matcher (empty: nothing)."""
+    tools = AGENTS[agent]
+    if not tools:
+        return []  # the application's own tools (openai-chat): nothing known
+    selected = {name: tool for name, tool in tools.items() if m.name(name)}
+    # str_replace_editor-like tools: keep them only if a chosen kind is theirs.
+    if m.kinds:
+        selected = {n: t for n, t in selected.items() if t.kinds() & m.kinds}
+    mcp = agent in _MCP_AGENTS and m.name(_SAMPLE_MCP)
+    where = f"{m.where} {m.label}"
+    if not selected and not mcp:
+        return [
+            f"{where} matches none of {agent}'s tools ({_names(tools)}); it never "
+            f"matches on {agent} (docs/agents.md lists them by kind)"
+        ]
+    out = []
+    for view in m.required_args:
+        lacking = [n for n, t in selected.items() if not _has_view(t, view)]
+        if lacking:
+            out.append(
+                f"{where} filters on {view!r}, but {agent}'s {_names(lacking)} "
+                f"{'has' if len(lacking) == 1 else 'have'} no {view}: "
+                f"{'its' if len(lacking) == 1 else 'their'} calls get an error "
+                f"verdict (a configuration error); narrow the entry with kind: or name:"
+            )
+    for key, _ in m.args:
+        known = [t for t in selected.values() if t.args]
+        complete = bool(known) and len(known) == len(selected) and not mcp
+        if complete and not any(key in t.args for t in known):
+            out.append(
+                f"{where} filters on args.{key}, which none of {agent}'s "
+                f"{_names(selected)} takes; it never matches on {agent}"
+                + _view_hint(key)
+            )
+    return out
+
+
+def _has_view(tool: Tool, view: str) -> bool:
+    specs: tuple[str, ...] = getattr(tool, view)
+    return bool(specs)
+
+
+def _view_hint(key: str) -> str:
+    for view in ("command", "path", "url"):
+        if any(key in getattr(t, view) for t in UNION.values()):
+            return f" (use the {view}: view, which reads the right argument per tool)"
+    return ""
+
+
+def _names(names: Iterable[Any]) -> str:
+    items = sorted(names)
+    shown = ", ".join(items[:8])
+    return shown + (f", … ({len(items)} tools)" if len(items) > 8 else "")

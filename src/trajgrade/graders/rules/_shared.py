@@ -1,0 +1,159 @@
+"""Pieces shared by trajgrade's stateful guard rules (rate-limit, loop, flow,
+cost-budget): durations, tool matchers, call fingerprints, event time.
+
+These rules judge every tool call (``judge``) from state their ``step`` left
+behind, so a call is judged exactly as often as it is stepped, in batch and
+live alike.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from trajgrade._digest import blake2b
+from trajgrade.graders.matching._jsliteral import JSRegexError
+from trajgrade.graders.matching._tool_match import ArgMissingError, Matcher, ToolMatch
+from trajgrade.graders.vally.metric_threshold import parse_duration_ms
+
+if TYPE_CHECKING:
+    from trajgrade.events import ToolCall
+    from trajgrade.graders._spec import ErrorList
+
+__all__ = (
+    "VIEWS",
+    "MatcherSpec",
+    "aborts",
+    "arg_values",
+    "call_label",
+    "compile_matcher",
+    "fingerprint",
+    "matches",
+    "parse_window",
+)
+
+#: A tool matcher as written: a name regex, or a vally ToolMatch mapping.
+MatcherSpec = str | ToolMatch
+
+#: Fields of ToolMatch that only ``tool-calls`` ``required`` entries take.
+_REQUIRED_ONLY: Final = ("min_count", "final", "at_step", "before_step")
+
+_ARGS_ENCODER: Final = msgspec.json.Encoder(order="sorted")
+
+
+def parse_window(value: Any, field: str, errors: ErrorList) -> float | None:
+    """A duration (``"60s"``, ``"5m"``, ``"1h30m"``, ``"500ms"``) in seconds;
+    records an error naming ``field`` for anything else."""
+    ms = parse_duration_ms(value) if isinstance(value, str) else None
+    if ms is None or ms <= 0 or not math.isfinite(ms):
+        hint = (
+            " (a bare number has no unit: write 60s, 5m or 1h)"
+            if isinstance(value, int | float) and not isinstance(value, bool)
+            else ""
+        )
+        errors.add(
+            field,
+            f'{field} must be a positive duration such as "60s", "5m", "1h" or "1m30s" '
+            f"(got {value!r}){hint}",
+        )
+        return None
+    return ms / 1000.0
+
+
+def compile_matcher(
+    spec: MatcherSpec,
+    field: str,
+    timeout: float,
+    errors: ErrorList,
+    *,
+    allow_result: bool = False,
+    credit: bool = False,
+) -> Matcher | None:
+    """Compile one tool matcher; errors are recorded under ``field``.
+    ``credit``: a match satisfies an obligation (flow's ``require``), so a
+    shell command whose programs cannot be read does not match ``program``;
+    everywhere else (limits, triggers, forbids) it does (fail closed)."""
+    tm = ToolMatch(name=spec) if isinstance(spec, str) else spec
+    bad = False
+    for key in _REQUIRED_ONLY:
+        if getattr(tm, key, None) is not None:
+            errors.add(
+                f"{field}.{key}",
+                f"{key} belongs to tool-calls 'required' entries, not to {field}; drop it",
+            )
+            bad = True
+    if not allow_result and tm.result is not None:
+        errors.add(
+            f"{field}.result",
+            f"{field} is decided when the call is made, before its result exists; "
+            "drop result (flow's `after` may match results)",
+        )
+        bad = True
+    if bad:
+        return None
+    try:
+        return Matcher(tm, field, timeout, unreadable_matches=not credit)
+    except JSRegexError as exc:
+        errors.add(field, str(exc))
+        return None
+
+
+def matches(m: Matcher, call: ToolCall) -> bool:
+    """The call side of ``m`` matches ``call``; a call that lacks the
+    ``command``/``path`` the matcher filters on does not match (these rules
+    have no vally "configuration error")."""
+    if not m.name(call.name):
+        return False
+    if not m.checks:
+        return True
+    try:
+        return m.matches_args(call)
+    except ArgMissingError:
+        return False
+
+
+def fingerprint(call: ToolCall) -> int:
+    """A stable 64-bit fingerprint of a call: its tool name and its arguments
+    as canonical JSON (keys sorted), or the raw argument text when the
+    arguments are not an object. Call ids and timestamps are not part of it."""
+    if call.args is not None:
+        try:
+            body = _ARGS_ENCODER.encode(call.args)
+        except (TypeError, msgspec.EncodeError):
+            body = repr(call.args).encode()
+    else:
+        body = (call.args_raw or "").encode()
+    h = blake2b(call.name.encode(), digest_size=8)
+    h.update(b"\x00")
+    h.update(body)
+    return int.from_bytes(h.digest(), "big")
+
+
+def aborts(grader: object) -> bool:
+    """The grader's ``on_fail`` is ``abort`` (``compile_suite`` marks it on
+    the grader). After such a grader failed, the engine refuses every later
+    call itself, so the rule judges only the call that failed the trace."""
+    return str(getattr(grader, "on_fail", "")) == "abort"
+
+
+#: Argument names read as the agent-independent views of ``_views``.
+VIEWS: Final = frozenset({"command", "path", "url"})
+
+
+def arg_values(call: ToolCall, key: str) -> list[str]:
+    """The string values of argument ``key`` on ``call``: for ``command``,
+    ``path`` and ``url`` the call's view (Claude Code's ``file_path``,
+    every path of an ``apply_patch``, ...), else the argument itself."""
+    if key in VIEWS:
+        from trajgrade.graders.matching._views import view_of
+
+        return view_of(call, key) or []
+    value = (call.args or {}).get(key)
+    return [value] if isinstance(value, str) and value else []
+
+
+def call_label(call: ToolCall) -> str:
+    """``call c1 to 'Bash'`` for messages."""
+    return f"call {call.call_id or '?'} to {call.name!r}"

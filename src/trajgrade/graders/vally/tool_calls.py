@@ -1,0 +1,524 @@
+"""vally ``tool-calls``: required / disallowed / sequence tool matchers, streaming.
+
+Semantics follow the vally documentation (seed 000); where it is silent the
+decision is recorded here and in docs/semantics.md ("vally tool-calls"):
+
+* A *completed* call is a ``tool_call`` paired with its ``tool_result`` by
+  ``call_id`` (a result without an id pairs with the oldest open call).
+  ``required`` counts completed calls only, as documented.
+* ``disallowed`` entries without a ``result`` filter fail the trace at the
+  ``tool_call`` itself, completed or not: that is what lets a runner block the
+  call. Entries with ``result`` fail when a matching result arrives.
+* ``sequence`` matches at invocation time; a call without a result counts.
+* Steps are counted by ``turn_start`` events: calls before the first one and
+  calls after the first one are both step 0 ("the first turn is step 0").
+* ``final: true`` means the last ``tool_call`` event of the trace matched the
+  entry and completed; any later call, finished or not, breaks it.
+* ``command``/``path`` absent (or not a string) on a call whose name matches
+  is the documented "configuration error": the grader gives an ``error``
+  verdict at that call. ``args`` absent is a plain non-match. trajgrade
+  reads ``command``/``path``/``url`` as argument views and adds ``kind`` and
+  ``program`` (``_tool_match``, docs/guard-matching.md); the rule holds for
+  every view.
+* Score is 1.0 on pass, 0.0 otherwise (vally documents only pass/fail).
+
+Streaming: a disallowed match, a configuration error, or a step window that
+closed without its call is final at once. With no ``disallowed`` and no
+``final`` entries, the grader passes as soon as every required count and the
+sequence are complete. Everything else is decided at the end of the trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from trajgrade.events import Event, ToolCall, ToolResult, TurnStart
+from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders.matching._jsliteral import JSRegexError
+from trajgrade.graders.matching._match import js_stringify
+from trajgrade.graders.matching._tool_match import (
+    ArgMissingError,
+    Matcher,
+    ToolMatch,
+    count_text,
+    regex_field,
+    validate,
+)
+from trajgrade.verdicts import Decision, Judgement, Outcome
+
+__all__ = (
+    "GRADER_TYPES",
+    "TOOL_CALLS",
+    "ToolCalls",
+    "ToolCallsConfig",
+    "ToolCallsState",
+    "ToolMatch",
+)
+
+
+class ToolCallsConfig(ConfigBase):
+    """vally's ``tool-calls`` config (at least one list must be given)."""
+
+    required: list[str | ToolMatch] | None = None
+    disallowed: list[str | ToolMatch] | None = None
+    sequence: list[str | ToolMatch] | None = None
+
+
+class Pending(msgspec.Struct, array_like=True, gc=False):
+    """A call waiting for its result."""
+
+    seq: int
+    #: Required entries whose call-side filters (name, args, step) matched.
+    req: int = 0
+    #: Disallowed entries with a ``result`` filter whose call side matched.
+    dis: int = 0
+
+
+class ToolCallsState(msgspec.Struct, array_like=True, gc=False):
+    """Per-trace state: counters, a cursor and the open calls, nothing else."""
+
+    counts: list[int]
+    turns: int = 0
+    calls: int = 0
+    cursor: int = 0
+    #: Required entries not yet satisfied by count.
+    unmet: int = 0
+    #: Required ``final`` entries satisfied by the latest call (once completed).
+    last_ok: int = 0
+    #: Open calls, oldest first; None for a call no entry is waiting on (kept
+    #: only so that a result without call_id pairs with the right call).
+    #: None until the first call is remembered: most open traces of a suite
+    #: that never reads results need no dict (per-trace memory).
+    pending: dict[str, Pending | None] | None = None
+
+
+_PLAN_CACHE_MAX: Final = 4096
+#: The ``counts`` of every state of a grader without required entries
+#: (never written; tests/properties/test_routing.py checks it stays empty).
+_NO_COUNTS: Final[list[int]] = []
+
+
+class _NamePlan:
+    """The entries one tool name can match (the rest need no look)."""
+
+    __slots__ = ("dis_now", "dis_res", "idle", "req", "seq")
+
+    def __init__(
+        self,
+        *,
+        dis_now: tuple[Matcher, ...],
+        dis_res: tuple[tuple[int, Matcher], ...],
+        req: tuple[tuple[int, Matcher], ...],
+        seq: frozenset[int],
+    ) -> None:
+        self.dis_now = dis_now
+        self.dis_res = dis_res
+        self.req = req
+        self.seq = seq
+        #: No entry can match this name: only the call counter moves.
+        self.idle = not (dis_now or dis_res or req or seq)
+
+
+class ToolCalls:
+    """The compiled ``tool-calls`` grader."""
+
+    kind: Final = "tool-calls"
+    state_type = ToolCallsState
+    uses_clock = False
+
+    def __init__(self, config: ToolCallsConfig, *, name: str, timeout: float) -> None:
+        self.name = name
+        errors = ErrorList()
+        req = self._compile("required", config.required, errors, timeout)
+        dis = self._compile("disallowed", config.disallowed, errors, timeout)
+        seq = self._compile("sequence", config.sequence, errors, timeout)
+        if (
+            config.required is None
+            and config.disallowed is None
+            and config.sequence is None
+        ):
+            errors.add(
+                "required",
+                "at least one of required, disallowed or sequence must be given",
+            )
+        errors.raise_if_any()
+        self._required = req
+        self._disallowed_now = tuple(m for m in dis if m.result is None)
+        self._disallowed_on_result = tuple(
+            (1 << i, m) for i, m in enumerate(dis) if m.result is not None
+        )
+        self._dis_by_bit = {1 << i: m for i, m in enumerate(dis)}
+        self._sequence = seq
+        self._final_mask = sum(1 << i for i, m in enumerate(req) if m.final)
+        self._windows = tuple(
+            (i, m, end) for i, m in enumerate(req) if (end := m.window_end) is not None
+        )
+        self._track_results = bool(req or self._disallowed_on_result)
+        # Steps only matter to at_step/before_step; without them turn_start
+        # events are not routed here at all.
+        self._track_steps = any(
+            m.at_step is not None or m.before_step is not None for m in req
+        )
+        self._can_pass_early = not dis and not self._final_mask
+        self._plans: dict[str, _NamePlan] = {}
+        #: (call, judgement) of the call _on_call last judged completely.
+        self._memo: tuple[ToolCall | None, Judgement | None] = (None, None)
+        #: Event type -> handler: the engine's fast path (same logic as step).
+        self.handlers: dict[type[Any], Any] = {ToolCall: self._on_call}
+        if self._track_results:
+            self.handlers[ToolResult] = self._on_result
+        if self._track_steps:
+            self.handlers[TurnStart] = self._on_turn
+        self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
+
+    @staticmethod
+    def _compile(
+        where: str,
+        entries: list[str | ToolMatch] | None,
+        errors: ErrorList,
+        timeout: float,
+    ) -> tuple[Matcher, ...]:
+        out = []
+        for i, entry in enumerate(entries or ()):
+            spec = ToolMatch(name=entry) if isinstance(entry, str) else entry
+            at = f"{where}[{i}]"
+            before = len(errors.errors)
+            validate(where, at, spec, errors)
+            if len(errors.errors) > before:
+                continue
+            try:
+                # An unreadable shell command is a match where a match is
+                # a violation (fail closed), never where it is credit.
+                out.append(
+                    Matcher(spec, at, timeout, unreadable_matches=where == "disallowed")
+                )
+            except JSRegexError as exc:
+                errors.add(regex_field(at, spec, exc), str(exc))
+        return tuple(out)
+
+    def matchers(self) -> tuple[Matcher, ...]:
+        """Every entry, for ``trajgrade check --agent``."""
+        dis = tuple(self._dis_by_bit[b] for b in sorted(self._dis_by_bit))
+        return (*self._required, *dis, *self._sequence)
+
+    # ------------------------------------------------------------ contract
+    def start(self) -> ToolCallsState:
+        n = len(self._required)
+        # Without required entries the counts are never written: one shared
+        # empty list (per-trace memory).
+        return ToolCallsState(counts=[0] * n if n else _NO_COUNTS, unmet=n)
+
+    def step(self, state: ToolCallsState, event: Event) -> Decision | None:
+        handler = self.handlers.get(type(event))
+        return None if handler is None else handler(state, event)
+
+    def tick(self, state: ToolCallsState, *, elapsed: float) -> Decision | None:
+        return None
+
+    def judge(self, state: ToolCallsState | None, call: ToolCall) -> Judgement | None:
+        """The guard's ruling on one call: the first ``disallowed`` entry
+        without a ``result`` filter that matches it, every time it is made
+        (the verdict is final after the first; a retry is refused again).
+
+        An entry that cannot be evaluated on the call (``command``/``path``
+        absent) is an ``error`` judgement, unless a later entry forbids the
+        call outright: a deny beats an error.
+        """
+        memo = self._memo
+        if memo[0] is call:
+            return memo[1]  # step just judged this very call
+        plan = self._plans.get(call.name) or self._plan(call.name)
+        error: Judgement | None = None
+        for m in plan.dis_now:
+            try:
+                hit = not m.checks or m.matches_args(call)
+            except ArgMissingError as exc:
+                if error is None:
+                    error = Judgement(
+                        rule=m.where, reason=exc.message, outcome=Outcome.ERROR
+                    )
+                continue
+            if hit:
+                return self._forbids(m, call)
+        return error
+
+    def call_handler(self, name: str) -> Any:
+        """The engine's route for calls named ``name`` (trajgrade.routing):
+        a name no entry can match only moves the counters."""
+        plan = self._plan(name)
+        if not plan.idle:
+            return self._on_call
+        return self._on_idle_call if self._track_results else self._count_call
+
+    def judges_call(self, name: str) -> bool:
+        """Whether ``judge`` can rule on a call named ``name`` at all."""
+        return bool(self._plan(name).dis_now)
+
+    @staticmethod
+    def _forbids(m: Matcher, call: ToolCall) -> Judgement:
+        what = f"call {call.call_id or '?'} to {call.name!r}"
+        return Judgement(rule=m.where, reason=f"{m.where} {m.label} matched {what}")
+
+    def finish(self, state: ToolCallsState) -> Decision:
+        problems = []
+        for i, m in enumerate(self._required):
+            if state.counts[i] < m.min_count:
+                problems.append(
+                    f"{m.where} {m.label}: {count_text(state.counts[i], m)}"
+                )
+            elif m.final and not (state.last_ok >> i) & 1:
+                problems.append(f"{m.where} {m.label}: not the final tool call")
+        if state.cursor < len(self._sequence):
+            problems.append(self._sequence_text(state))
+        if problems:
+            return self._decide(state, Outcome.FAIL, "; ".join(problems))
+        return self._decide(state, Outcome.PASS, self._pass_text())
+
+    # ------------------------------------------------------------ events
+    def _on_turn(self, state: ToolCallsState, event: TurnStart) -> Decision | None:
+        state.turns += 1
+        return self._close_windows(state) if self._windows else None
+
+    def _plan(self, name: str) -> _NamePlan:
+        """Which entries a tool name can match at all (memoised per name)."""
+        plan = self._plans.get(name)
+        if plan is None:
+            plan = _NamePlan(
+                dis_now=tuple(m for m in self._disallowed_now if m.name(name)),
+                dis_res=tuple(
+                    (b, m) for b, m in self._disallowed_on_result if m.name(name)
+                ),
+                req=tuple((i, m) for i, m in enumerate(self._required) if m.name(name)),
+                seq=frozenset(i for i, m in enumerate(self._sequence) if m.name(name)),
+            )
+            if len(self._plans) < _PLAN_CACHE_MAX:
+                self._plans[name] = plan
+        return plan
+
+    def _on_call(self, state: ToolCallsState, call: ToolCall) -> Decision | None:
+        # The hot path. Entries whose name pattern cannot match this tool are
+        # filtered once per tool name (_plan); try is free in 3.11.
+        plan = self._plans.get(call.name) or self._plan(call.name)
+        seq = state.calls
+        state.calls = seq + 1
+        if self._final_mask:
+            state.last_ok = 0
+        if plan.idle:
+            if self._track_results:
+                self._remember(state, call, seq, 0, 0)
+            return None
+        try:
+            for m in plan.dis_now:
+                if not m.checks or m.matches_args(call):
+                    self._memo = (call, self._forbids(m, call))
+                    return self._violation(state, m, call)
+            # The guard's judge() follows for this call: no entry forbids it.
+            # (One tuple, replaced whole: safe for threads sharing the grader;
+            # judge() checks it is the same call object.)
+            self._memo = (call, None)
+            dis = 0
+            for bit, m in plan.dis_res:
+                if not m.checks or m.matches_args(call):
+                    dis |= bit
+            req = 0
+            if plan.req:
+                step = state.turns - 1 if state.turns else 0
+                for i, m in plan.req:
+                    if m.windowed and not m.in_window(step):
+                        continue
+                    if not m.checks or m.matches_args(call):
+                        req |= 1 << i
+            advanced = False
+            if plan.seq:
+                cursor = state.cursor
+                if cursor in plan.seq:
+                    m = self._sequence[cursor]
+                    if not m.checks or m.matches_args(call):
+                        state.cursor = cursor + 1
+                        advanced = True
+        except ArgMissingError as exc:
+            return Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
+        if self._track_results:
+            self._remember(state, call, seq, req, dis)
+        if (
+            advanced
+            and self._can_pass_early
+            and not state.unmet
+            and state.cursor >= len(self._sequence)
+        ):
+            return self._decide(state, Outcome.PASS, self._pass_text())
+        return None
+
+    @staticmethod
+    def _count_call(state: ToolCallsState, call: ToolCall) -> None:
+        # _on_call for a name no entry matches, when results are not read.
+        state.calls += 1
+
+    def _on_idle_call(self, state: ToolCallsState, call: ToolCall) -> None:
+        # _on_call for a name no entry matches, when results are read.
+        seq = state.calls
+        state.calls = seq + 1
+        state.last_ok = 0
+        self._remember(state, call, seq, 0, 0)
+
+    @staticmethod
+    def _remember(
+        state: ToolCallsState, call: ToolCall, seq: int, req: int, dis: int
+    ) -> None:
+        # Every call is kept (not only candidates) so that results without a
+        # call_id pair with the oldest open call, whatever its name.
+        key = call.call_id or f"#{seq}"
+        pending = state.pending
+        if pending is None:
+            pending = state.pending = {}
+        elif key in pending:
+            # A reused id: the later call takes it, and its place in the
+            # oldest-first order is its own, not the earlier one's.
+            del pending[key]
+        pending[key] = Pending(seq, req, dis) if req or dis else None
+
+    def _on_result(self, state: ToolCallsState, result: ToolResult) -> Decision | None:
+        pending = state.pending
+        if not pending:
+            return None
+        cid = result.call_id
+        if cid is None:
+            cid = next(iter(pending))
+        p = pending.pop(cid, None)
+        if not pending:
+            # An emptied dict keeps its table (~200 B per open trace).
+            state.pending = None
+        if p is None:
+            return None  # unknown, or a call no entry waits on
+        text: str | None = None
+        if p.dis:
+            text = js_stringify(result.result)
+            for bit, m in self._disallowed_on_result:
+                if p.dis & bit and m.result is not None and m.result.search(text):
+                    return self._violation(state, m, None, result)
+        ok = 0
+        if p.req:
+            for i, m in enumerate(self._required):
+                if not (p.req >> i) & 1:
+                    continue
+                if m.result is not None:
+                    if text is None:
+                        text = js_stringify(result.result)
+                    if not m.result.search(text):
+                        continue
+                ok |= 1 << i
+                n = state.counts[i] + 1
+                state.counts[i] = n
+                if n == m.min_count:
+                    state.unmet -= 1
+        if p.seq == state.calls - 1:
+            state.last_ok = ok & self._final_mask
+        if (
+            ok
+            and self._can_pass_early
+            and not state.unmet
+            and self._sequence_done(state)
+        ):
+            return self._decide(state, Outcome.PASS, self._pass_text())
+        return None
+
+    def _close_windows(self, state: ToolCallsState) -> Decision | None:
+        step = state.turns - 1
+        for i, m, end in self._windows:
+            if step != end or state.counts[i] >= m.min_count:
+                continue
+            bit = 1 << i
+            if any(
+                p is not None and p.req & bit for p in (state.pending or {}).values()
+            ):
+                continue  # a call inside the window may still complete
+            where = (
+                f"in step {m.at_step}"
+                if m.at_step is not None
+                else f"before step {m.before_step}"
+            )
+            text = f"{m.where} {m.label}: {count_text(state.counts[i], m)} (window {where} closed at step {step})"
+            return self._decide(state, Outcome.FAIL, text)
+        return None
+
+    # ------------------------------------------------------------ verdicts
+    def _sequence_done(self, state: ToolCallsState) -> bool:
+        return state.cursor >= len(self._sequence)
+
+    def _violation(
+        self,
+        state: ToolCallsState,
+        m: Matcher,
+        call: ToolCall | None,
+        result: ToolResult | None = None,
+    ) -> Decision:
+        if call is not None:
+            what = f"call {call.call_id or '?'} to {call.name!r}"
+        else:
+            assert result is not None
+            what = f"the result of call {result.call_id or '?'}"
+        step = state.turns - 1 if state.turns else 0
+        at = f" at step {step}" if self._track_steps else ""
+        text = f"{m.where} {m.label} matched {what}{at}"
+        return self._decide(state, Outcome.FAIL, text, violated=m.where)
+
+    def _sequence_text(self, state: ToolCallsState) -> str:
+        n = len(self._sequence)
+        nxt = self._sequence[state.cursor]
+        return f"sequence matched {state.cursor} of {n} entries; missing {nxt.where} {nxt.label} after them"
+
+    def _pass_text(self) -> str:
+        parts = []
+        if self._required:
+            parts.append(f"{len(self._required)} required satisfied")
+        n_dis = len(self._dis_by_bit)
+        if n_dis:
+            parts.append(f"{n_dis} disallowed not called")
+        if self._sequence:
+            parts.append(f"sequence of {len(self._sequence)} in order")
+        return "; ".join(parts)
+
+    def _decide(
+        self,
+        state: ToolCallsState,
+        outcome: Outcome,
+        evidence: str,
+        *,
+        violated: str | None = None,
+    ) -> Decision:
+        meta: dict[str, Any] = {"tool_calls": state.calls}
+        if self._track_steps:
+            meta["steps"] = max(state.turns, 1)
+        if self._required:
+            meta["required"] = [
+                {"matcher": m.where, "count": state.counts[i], "min_count": m.min_count}
+                for i, m in enumerate(self._required)
+            ]
+        if self._sequence:
+            meta["sequence"] = {"matched": state.cursor, "length": len(self._sequence)}
+        if violated is not None:
+            meta["violated"] = violated
+        return Decision(
+            outcome=outcome,
+            score=1.0 if outcome is Outcome.PASS else 0.0,
+            evidence=evidence,
+            metadata=meta,
+        )
+
+
+class _ToolCallsType:
+    kind = "tool-calls"
+    summary = "vally: required / disallowed / sequence tool matchers (regex on name, args, result)"
+    origin = "vally"
+    config_type = ToolCallsConfig
+
+    def build(self, config: ToolCallsConfig, *, name: str, context: Any) -> ToolCalls:
+        return ToolCalls(config, name=name, timeout=context.regex_timeout)
+
+
+TOOL_CALLS: Final = _ToolCallsType()
+
+#: What this module contributes to the registry.
+GRADER_TYPES: Final = (TOOL_CALLS,)

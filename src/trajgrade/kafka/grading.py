@@ -1,0 +1,293 @@
+"""A Kafka run's input side: partition assignment and grading a batch.
+
+:class:`_Grader` adds to the run's state (:mod:`trajgrade.kafka.run_state`)
+what the rebalance listener and the poll loop call: ``revoked`` parks the
+engines of partitions taken away, ``assigned`` restores new ones from the
+changelog before any of their records is graded, and ``step`` grades one
+``getmany`` batch (split-trace check, clock, ``--idle-timeout``, the
+``--max-open-traces`` cap) and schedules its settling. The loop itself is
+:func:`trajgrade.kafka.runner.run_kafka`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from trajgrade.kafka.assignment import ensure_internal_topics
+from trajgrade.kafka.changelog import restore_partitions
+from trajgrade.kafka.partition import PartitionWorker
+from trajgrade.kafka.run_state import _RunState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from trajgrade.verdicts import Verdict
+
+__all__: tuple[str, ...] = ()
+
+#: Graded batches whose changelog acks and commit may be pending at once.
+#: Their commits still happen in batch order; more than one lets grading run
+#: ahead of a slow broker round trip (the produce -> verdict latency).
+SETTLING_MAX: Final = 4
+#: Split traces remembered so each is reported once.
+SPLIT_MEMORY: Final = 10_000
+
+
+class _Grader(_RunState):
+    """The run's state, plus what the rebalance listener and the loop call."""
+
+    # ------------------------------------------------------------ rebalances
+    async def revoked(self, tps: Any) -> None:
+        async with self.lock:
+            # The batch in flight commits before its partitions move.
+            await self.settled()
+            gone = sorted(tp.partition for tp in tps if tp.topic == self.topic)
+            for p in gone:
+                worker = self.workers.pop(p, None)
+                if worker is not None:
+                    self.parked[p] = worker
+            self._forget_partitions(set(gone))
+            if gone:
+                self.log.info("partitions_revoked", topic=self.topic, partitions=gone)
+            if self.metrics is not None:
+                self.metrics.set_ready(False)
+
+    async def assigned(self, tps: Any) -> None:
+        try:
+            async with self.lock:
+                await self.guard.run(self._assign, tps)
+        except BaseException as exc:
+            # aiokafka logs and swallows listener errors: hand it to the loop.
+            self.fatal = exc
+            raise
+
+    async def _assign(self, tps: Any) -> None:
+        started = time.monotonic()
+        await ensure_internal_topics(self.admin, self.kafka, self.log, initial=False)
+        new = sorted(
+            tp.partition
+            for tp in tps
+            if tp.topic == self.topic and tp.partition not in self.workers
+        )
+        committed: dict[int, int | None] = {}
+        for tp in tps:
+            if tp.partition in new:
+                committed[tp.partition] = await self.consumer.committed(tp)
+        reuse = [
+            p
+            for p in new
+            if p in self.parked and self.parked[p].position == committed[p]
+        ]
+        fresh = [p for p in new if p not in reuse]
+        restored = await restore_partitions(
+            self.producer,
+            self.restorer,
+            self.kafka.changelog_topic,
+            fresh,
+            fingerprint=self.suite.fingerprint,
+        )
+        for p in reuse:
+            self.workers[p] = self.parked[p]
+        self.parked = {p: w for p, w in self.parked.items() if p not in new}
+        n_traces = 0
+        for p in fresh:
+            state = restored[p]
+            worker = PartitionWorker(
+                self.topic,
+                p,
+                self.suite,
+                fmt=self.options.fmt,
+                max_line_bytes=self.options.max_line_bytes,
+                samples=self.options.samples,
+                restored=state,
+                otlp=self.kafka.otlp,
+            )
+            worker.position = committed[p]
+            self.workers[p] = worker
+            n_traces += len(state.state.traces)
+        for p in new:
+            for tid in self.workers[p].engine.open_traces():
+                self.owner[tid] = p
+                self.lru[(p, tid)] = None
+        if self.metrics is not None:
+            self.metrics.rebalances.inc()
+            self.metrics.restored_traces.inc(n_traces)
+            self.metrics.set_ready(True)
+        self.log.info(
+            "partitions_assigned",
+            topic=self.topic,
+            partitions=sorted(self.workers),
+            restored=fresh,
+            reused=reuse,
+            restored_traces=n_traces,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _forget_partitions(self, gone: set[int]) -> None:
+        if not gone:
+            return
+        self.owner = {t: p for t, p in self.owner.items() if p not in gone}
+        for key in [k for k in self.lru if k[0] in gone]:
+            del self.lru[key]
+
+    # ------------------------------------------------------------ grading
+    async def step(self, batches: dict[Any, list[Any]]) -> None:
+        """Grade one poll's records, flush, checkpoint; commit in the background."""
+        async with self.lock:
+            if self.fatal is not None:
+                raise self.fatal
+            now = time.time()
+            verdicts: list[Verdict] = []
+            touched: dict[int, set[str]] = {}
+            commits: dict[Any, int] = {}
+            records_in = 0
+            for tp, records in batches.items():
+                worker = self.workers.get(tp.partition)
+                if worker is None or tp.topic != self.topic:
+                    continue  # revoked while the poll was in flight
+                if worker.position is not None and records[0].offset < worker.position:
+                    records = [r for r in records if r.offset >= worker.position]
+                    if not records:
+                        continue
+                records_in += len(records)
+                decoded, problems = worker.decode(records)
+                names = decoded.trace_ids(worker.default_trace)
+                self._check_split(worker, names, touched)
+                out, more = worker.feed(decoded, now)
+                self._report(worker, problems + more)
+                names.update(v.trace_id for v in out)
+                order = decoded.trace_order(worker.default_trace)
+                self._track(worker, [*order, *names.difference(order)])
+                touched.setdefault(tp.partition, set()).update(names)
+                verdicts.extend(out)
+                commits[tp] = decoded.end
+            verdicts.extend(self._housekeeping(now, touched))
+            await self._emit(verdicts, self._decisions())
+            sends = await self._checkpoint(touched)
+            while len(self._settling) >= SETTLING_MAX:
+                await self._settling[0].wait()
+                self._settling.popleft()
+            if sends or commits:
+                assert self.tg is not None, "run_kafka sets the task group"
+                before = self._settling[-1] if self._settling else None
+                done = anyio.Event()
+                self._settling.append(done)
+                self.tg.start_soon(self._settle, sends, commits, before, done)
+            self._account(records_in)
+
+    def _check_split(
+        self, worker: PartitionWorker, names: set[str], touched: dict[int, set[str]]
+    ) -> None:
+        """A trace also open or closed on another of our partitions is split:
+        both sides are tainted (error verdicts), reported once."""
+        p = worker.partition
+        owner = self.owner
+        for tid in names:
+            other = owner.get(tid)
+            if other is None or other == p:
+                others = [
+                    q
+                    for q, w in self.workers.items()
+                    if q != p and w.engine.is_closed(tid)
+                ]
+                if not others:
+                    continue
+                other = others[0]
+            reason = f"trace {tid!r} is on partitions {other} and {p} of topic {self.topic}: no partition sees all its events; producers must key records by trace id, or grade with --repartition"
+            worker.taint(tid, reason)
+            if other in self.workers:
+                self.workers[other].taint(tid, reason)
+                touched.setdefault(other, set()).add(tid)
+            if tid not in self.split:
+                self.split[tid] = f"{other},{p}"
+                if len(self.split) > SPLIT_MEMORY:
+                    self.split.popitem(last=False)
+                self.log.warning(
+                    "trace_split",
+                    topic=self.topic,
+                    trace=tid,
+                    partitions=[other, p],
+                    reason=reason,
+                )
+                if self.metrics is not None:
+                    self.metrics.split_traces.inc()
+
+    def _housekeeping(self, now: float, touched: dict[int, set[str]]) -> list[Verdict]:
+        """Clock, idle timeout, open-trace cap; keep owner/LRU maps current."""
+        out: list[Verdict] = []
+        due = now - self._last_housekeeping >= self.options.tick_interval
+        if due:
+            self._last_housekeeping = now
+        idle = self.options.idle_timeout
+        for p, worker in self.workers.items():
+            engine = worker.engine
+            fired: list[Verdict] = []
+            if due and self.clocked:
+                fired.extend(engine.tick(now))
+            if due and idle is not None:
+                # What the partition's reader holds for the traces about to
+                # close (a response's usage) is graded first, as at end of input.
+                for tid in engine.idle_traces(now, idle):
+                    held = worker.decoder.flush_trace(tid)
+                    if held.events:
+                        fired.extend(worker.grading.feed(worker.decoder, held))
+                expired = engine.expire(now, idle)
+                if expired and self.metrics is not None:
+                    self.metrics.expired_traces.inc(len({v.trace_id for v in expired}))
+                fired.extend(expired)
+            if fired:
+                names = {v.trace_id for v in fired}
+                touched.setdefault(p, set()).update(names)
+                self._track(worker, names)
+                out.extend(fired)
+                self._report(worker, worker.problems())
+        out.extend(self._enforce_cap(touched))
+        return out
+
+    def _track(self, worker: PartitionWorker, names: Iterable[str]) -> None:
+        """Keep the owner map (split detection) and the LRU (cap) current."""
+        p = worker.partition
+        engine = worker.engine
+        owner, lru = self.owner, self.lru
+        for tid in names:
+            key = (p, tid)
+            if engine.is_closed(tid):
+                lru.pop(key, None)
+                if owner.get(tid) == p:
+                    del owner[tid]
+            else:
+                owner.setdefault(tid, p)
+                lru[key] = None
+                lru.move_to_end(key)
+
+    def _enforce_cap(self, touched: dict[int, set[str]]) -> list[Verdict]:
+        cap = self.kafka.max_open_traces
+        open_now = sum(w.engine.statistics().open_traces for w in self.workers.values())
+        out: list[Verdict] = []
+        while open_now > cap and self.lru:
+            (p, tid), _ = self.lru.popitem(last=False)
+            worker = self.workers.get(p)
+            if worker is None:
+                continue
+            closed = worker.engine.end_trace(tid)
+            if not closed:
+                continue
+            open_now -= 1
+            if self.owner.get(tid) == p:
+                del self.owner[tid]
+            touched.setdefault(p, set()).add(tid)
+            out.extend(closed)
+            self._report(worker, worker.problems())
+            self.log.warning(
+                "trace_evicted",
+                topic=self.topic,
+                partition=p,
+                trace=tid,
+                reason=f"--max-open-traces {cap} reached: the least recently active trace was closed early with its final verdicts",
+            )
+            if self.metrics is not None:
+                self.metrics.evicted_traces.inc()
+        return out

@@ -1,0 +1,280 @@
+"""What one Kafka run holds, and its output side.
+
+:class:`_RunState` is the run's state, shared by the poll loop and the
+rebalance listener (engines by partition, open-trace owners, the summary,
+the consumer and producer), and everything that leaves the run: verdicts
+and guard decisions flushed to the sink (``_emit``), changed traces' state queued to the
+changelog (``_checkpoint``), input offsets committed in batch order once
+that state is acknowledged (``_settle``, ``_commit``), problems logged and
+metrics updated (``_report``, ``_account``), the summary (``finish``).
+The assignment and grading steps are :mod:`trajgrade.kafka.grading`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from trajgrade.exit_status import RunSummary, dropped_counts
+from trajgrade.kafka.assignment import ADMIN_TIMEOUT, AssignGuard
+from trajgrade.kafka.sink import acked
+from trajgrade.verdicts import Outcome
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Sequence
+
+    from anyio.abc import TaskGroup
+
+    from trajgrade.actions import Actions
+    from trajgrade.config import Suite
+    from trajgrade.kafka.options import KafkaOptions
+    from trajgrade.kafka.partition import PartitionWorker, Problem
+    from trajgrade.kafka.sink import VerdictSink
+    from trajgrade.metrics import Metrics
+    from trajgrade.runner import RunOptions
+    from trajgrade.sinks.decisions import DecisionWriter
+    from trajgrade.verdicts import GuardDecision, Verdict
+
+__all__: tuple[str, ...] = ()
+
+
+class _RunState:
+    """Everything one Kafka run holds; the loop and the listener share it."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        options: RunOptions,
+        kafka: KafkaOptions,
+        out: VerdictSink,
+        log: Any,
+        metrics: Metrics | None,
+    ) -> None:
+        self.suite = suite
+        self.options = options
+        self.kafka = kafka
+        self.out = out
+        self.log = log
+        self.metrics = metrics
+        # Shared with the rebalance listener, which aiokafka runs in its own
+        # coordinator task (an asyncio task; anyio's lock serves any task).
+        self.lock = anyio.Lock()
+        self.workers: dict[int, PartitionWorker] = {}
+        self.parked: dict[int, PartitionWorker] = {}
+        #: Open trace -> the partition it is graded on (split detection).
+        self.owner: dict[str, int] = {}
+        #: (partition, trace) least recently active first (the cap's policy).
+        self.lru: OrderedDict[tuple[int, str], None] = OrderedDict()
+        self.split: OrderedDict[str, str] = OrderedDict()
+        self.summary = RunSummary()
+        self.failed: dict[str, None] = {}
+        self.fatal: BaseException | None = None
+        #: On-fail actions (--on-fail, --signal, --fail-fast) and the event
+        #: that ends the run.
+        self.actions: Actions | None = None
+        #: ``--decisions PATH|-``: the decision stream (also on the topic).
+        self.decision_file: DecisionWriter | None = None
+        self.stop: anyio.Event | None = None
+        self.clocked = any(g.uses_clock for g in suite.graders)
+        self.consumer: Any = None
+        self.producer: Any = None
+        #: Runs the batches' settling (changelog acks, then commit).
+        self.tg: TaskGroup | None = None
+        #: One event per scheduled batch still settling, oldest first; each
+        #: is set once that batch is committed (or its commit failed).
+        self._settling: deque[anyio.Event] = deque()
+        #: A batch's state write failed: nothing after it is committed.
+        self._broken = False
+        self.restorer: Any = None
+        self.admin: Any = None
+        #: Time limit of assignments; a shutdown cancels one in progress.
+        self.guard = AssignGuard()
+        self.topic = kafka.repartition_topic if kafka.repartition else kafka.topic
+        self._last_housekeeping = 0.0
+        self._events_before = 0
+
+    async def settled(self) -> None:
+        """Wait until every graded batch is committed (or its commit failed
+        and was logged)."""
+        while self._settling:
+            await self._settling[0].wait()
+            self._settling.popleft()
+
+    async def _settle(
+        self,
+        sends: list[Awaitable[Any]],
+        commits: dict[Any, int],
+        before: anyio.Event | None,
+        done: anyio.Event,
+    ) -> None:
+        """Commit a batch's offsets once its state is acknowledged and the
+        batch before it is committed (commits stay in order). A failed state
+        write raises here and so ends the run (uncommitted: replayed)."""
+        try:
+            try:
+                await acked(sends)
+            except BaseException:
+                self._broken = True  # no later batch may commit past this one
+                raise
+            if before is not None:
+                await before.wait()
+            if commits and not self._broken:
+                await self._commit(commits)
+        finally:
+            done.set()
+
+    # ------------------------------------------------------------ durability
+    def _decisions(self) -> list[GuardDecision]:
+        """The guard decisions the batch made, drained from every engine."""
+        out: list[GuardDecision] = []
+        for worker in self.workers.values():
+            made = worker.engine.decisions
+            if made:
+                out.extend(made)
+                made.clear()
+        return out
+
+    async def _emit(
+        self, verdicts: Sequence[Verdict], decisions: Sequence[GuardDecision] = ()
+    ) -> None:
+        if decisions:
+            self.out.send_decisions(decisions)
+        if not verdicts:
+            if decisions:
+                await self.out.flush()
+                self._decided(decisions)
+            return
+        if self.split:
+            verdicts = [self._mark_split(v) for v in verdicts]
+        counts = self.summary.verdicts
+        for v in verdicts:
+            if v.final:
+                counts[v.outcome] = counts.get(v.outcome, 0) + 1
+                if v.outcome is not Outcome.PASS:
+                    self.failed[v.trace_id] = None
+        if self.metrics is not None:
+            self.metrics.count_verdicts(verdicts)
+        self.out.send(verdicts)
+        await self.out.flush()
+        if self.actions is not None:
+            self.actions.observe(verdicts)
+        self._decided(decisions)
+
+    def _decided(self, decisions: Sequence[GuardDecision]) -> None:
+        """After the flush: ``--decisions``, then the actions (a decision
+        trips --fail-fast/--signal as in the file runner)."""
+        if decisions and self.decision_file is not None:
+            self.decision_file.send(decisions)
+        actions = self.actions
+        if actions is not None:
+            if decisions:
+                actions.observe_decisions(decisions)
+            if actions.stop_requested and self.stop is not None:
+                self.summary.stopped = True
+                self.stop.set()  # --fail-fast: finish this batch, commit, leave
+
+    def _mark_split(self, v: Verdict) -> Verdict:
+        where = self.split.get(v.trace_id)
+        if where is None:
+            return v
+        meta = {**v.metadata, "kafka_split_partitions": where}
+        return msgspec.structs.replace(v, metadata=meta)
+
+    async def _checkpoint(self, touched: dict[int, set[str]]) -> list[Awaitable[Any]]:
+        """Queue the touched traces' state; the acknowledgements to await."""
+        topic = self.kafka.changelog_topic
+        sends = []
+        for p, names in touched.items():
+            worker = self.workers.get(p)
+            if worker is None:
+                continue
+            for key, value in worker.changelog(names):
+                sends.append(
+                    await self.producer.send(topic, key=key, value=value, partition=p)
+                )
+        return sends
+
+    async def _commit(self, commits: dict[Any, int]) -> None:
+        from aiokafka.errors import CommitFailedError, KafkaError
+
+        try:
+            with anyio.fail_after(ADMIN_TIMEOUT):  # a lost coordinator must not hang us
+                await self.consumer.commit(commits)
+        except (CommitFailedError, KafkaError, TimeoutError) as exc:
+            # Verdicts and state are durable; a replay re-emits identical
+            # verdicts and skips the events the state already holds.
+            self.log.warning("commit_failed", topic=self.topic, reason=str(exc))
+            return
+        if self.metrics is not None:
+            self.metrics.checkpointed()
+
+    # ------------------------------------------------------------ reporting
+    def _report(self, worker: PartitionWorker, problems: list[Problem]) -> None:
+        for pr in problems:
+            if pr.kind == "input_rejected":
+                self.summary.input_errors += 1
+                if self.metrics is not None:
+                    self.metrics.input_errors.inc()
+                self.log.warning(
+                    "input_rejected",
+                    topic=worker.topic,
+                    partition=worker.partition,
+                    offset=pr.offset,
+                    trace=pr.trace,
+                    reason=pr.reason,
+                )
+            elif pr.kind == "unanswered_calls":
+                self.log.info("calls_unanswered", trace=pr.trace, reason=pr.reason)
+            else:
+                self.summary.anomalies += 1
+                self.log.warning(
+                    "input_anomaly",
+                    topic=worker.topic,
+                    partition=worker.partition,
+                    offset=pr.offset,
+                    trace=pr.trace,
+                    kind=pr.kind,
+                    reason=pr.reason,
+                )
+
+    def _account(self, records: int) -> None:
+        m = self.metrics
+        if m is None:
+            return
+        m.progress()
+        events = self._events()
+        m.events.inc(events - self._events_before)
+        self._events_before = events
+        if records:
+            m.records.labels(self.topic).inc(records)
+        stats = [w.engine.statistics() for w in self.workers.values()]
+        m.open_traces.set(sum(t.open_traces for t in stats))
+        late, settled = (
+            sum(t.late_events for t in stats),
+            sum(t.settled_events for t in stats),
+        )
+        m.sync_dropped(dropped_counts(late, settled, self.summary.input_errors))
+        from aiokafka.structs import TopicPartition
+
+        for p, w in self.workers.items():
+            hw = self.consumer.highwater(TopicPartition(self.topic, p))
+            if hw is not None and w.position is not None:
+                m.consumer_lag.labels(self.topic, str(p)).set(max(hw - w.position, 0))
+
+    def _events(self) -> int:
+        every = {**self.parked, **self.workers}
+        return sum(w.engine.statistics().events for w in every.values())
+
+    def finish(self) -> RunSummary:
+        every = {**self.parked, **self.workers}
+        s = self.summary
+        stats = [w.engine.statistics() for w in every.values()]
+        s.events = sum(t.events for t in stats)
+        s.traces = sum(t.closed_traces for t in stats)
+        s.late_events = sum(t.late_events for t in stats)
+        s.settled_events = sum(t.settled_events for t in stats)
+        s.failed_traces = list(self.failed)
+        return s

@@ -45,6 +45,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.engine_state import (
+    NO_CALLS,
     Anomaly,
     EngineState,
     EngineStats,
@@ -194,6 +195,8 @@ class Engine:
                     route = routing.call_route(name)
                 if integrity and (cid := event.call_id) is not None:  # type: ignore[union-attr]
                     calls = tr.calls
+                    if calls is NO_CALLS:
+                        calls = tr.calls = {}
                     n = len(calls)
                     calls[cid] = None
                     if len(calls) == n:
@@ -209,7 +212,7 @@ class Engine:
                         if calls.pop(cid, _GONE) is _GONE:
                             self._anomaly(tr, "orphan_result", cid, event)
                         elif not calls:
-                            tr.calls = {}  # an emptied dict keeps its table
+                            tr.calls = NO_CALLS  # an emptied dict keeps its table
                 elif kind is TraceStart and tr.parked:
                     tr.unpark()  # it may bring what a settled grader waits for
             abort = tr.abort
@@ -263,12 +266,11 @@ class Engine:
         for tr in list(self._traces.values()):
             if tr.opened_at is None:
                 continue
-            elapsed = now - tr.opened_at
             for i in self._clocked:
                 st = tr.states[i]
                 if st is None:
                     continue
-                d = self._graders[i].tick(st, elapsed=elapsed)
+                d = self._graders[i].tick(st, elapsed=now - tr.opened_at)
                 if (
                     d is not None
                     and (v := self._stamp(tr, i, d, early=True)) is not None

@@ -10,7 +10,7 @@ structs, so older checkpoints still decode.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from trajgrade.guarding import AbortState
 
 __all__ = (
+    "NO_CALLS",
     "Anomaly",
     "EngineState",
     "EngineStats",
@@ -140,6 +141,11 @@ class EngineState(msgspec.Struct, kw_only=True, array_like=True):
     unopened: dict[str, str]
 
 
+#: A trace's open call ids while it has none: shared, never written (the
+#: engine gives a trace its own dict at its first call id; per-trace memory).
+NO_CALLS: Final[dict[str, None]] = {}
+
+
 class _Trace:
     __slots__ = (
         "abort",
@@ -170,7 +176,7 @@ class _Trace:
         self.seen_at = opened_at
         self.last_ts: float | None = None
         self.tainted: str | None = None
-        self.calls: dict[str, None] = {}
+        self.calls: dict[str, None] = NO_CALLS
         self.abort: AbortState | None = None
         #: States of graders that left this trace's routes (settled), by
         #: index; their slot in ``states`` is None meanwhile.

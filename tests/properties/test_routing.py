@@ -27,7 +27,9 @@ from test_guard_rules import _rule
 
 from trajgrade.config import compile_suite, decode_config
 from trajgrade.engine import Engine
+from trajgrade.engine_state import NO_CALLS
 from trajgrade.graders.agentv import tool_trajectory
+from trajgrade.graders.letta import tool as letta_tool
 from trajgrade.graders.vally import tool_calls
 
 if TYPE_CHECKING:
@@ -140,7 +142,8 @@ def test_engine_equals_the_reference_engine(
     assert engine.decisions == decisions
     # The containers states share where their mode never writes stay empty.
     assert tool_trajectory._EMPTY == [] and tool_trajectory._NO_OPEN == {}
-    assert tool_calls._NO_COUNTS == []
+    assert tool_calls._NO_COUNTS == [] and letta_tool._NO_GRADES == []
+    assert NO_CALLS == {}
 
 
 def test_the_reference_engine_can_tell_a_difference() -> None:

@@ -127,10 +127,14 @@ class LettaToolState(msgspec.Struct, array_like=True, gc=False):
     total: int = 0
     #: turn_start events seen.
     turns: int = 0
+    #: Shared _NO_GRADES until per-turn mode is known (per-trace memory).
     graded: list[TurnGrade] = msgspec.field(default_factory=list)
 
 
 _Result = tuple[float, str | None, dict[str, Any]]
+#: ``graded`` of every state in whole-trace mode (never written there;
+#: tests/properties/test_routing.py checks it stays empty).
+_NO_GRADES: Final[list[TurnGrade]] = []
 
 
 class LettaTool:
@@ -172,7 +176,7 @@ class LettaTool:
 
     # ------------------------------------------------------------ contract
     def start(self) -> LettaToolState:
-        return LettaToolState()
+        return LettaToolState(graded=_NO_GRADES)
 
     def step(self, state: LettaToolState, event: Event) -> Decision | None:
         handler = self.handlers.get(type(event))
@@ -213,6 +217,7 @@ class LettaTool:
         state.sample = dict(row)
         state.per_turn = per_turn
         if per_turn:
+            state.graded = []  # its own: per-turn mode appends
             state.total = len(row["ground_truth"])
             return self._per_turn_early(state)
         return self._whole(state, state.sample) if state.slot.done else None

@@ -121,6 +121,11 @@ class ToolTrajectory:
         }[self.mode]
         # Only in_order/exact items carry limits (the parser drops the rest).
         self._latency = self._latency_from[0] > 0
+        #: exact without latency: past the expected calls, once sealed, a
+        #: call only moves the counter (the text names the count).
+        self._count_only_from = (
+            len(self._tools) if self.mode == "exact" and not self._latency else 1 << 62
+        )
         #: Event type -> handler: the engine's fast path (same logic as step).
         self.handlers: dict[type[Any], Any] = {
             ToolCall: self._call,
@@ -170,6 +175,8 @@ class ToolTrajectory:
         seq = state.calls
         state.calls = seq + 1
         state.output = True
+        if seq >= self._count_only_from and state.sealed:
+            return None  # _call_exact and _after would change nothing more
         item = self._on_call(state, call, seq)
         if self._latency:
             # Every call is kept so a result without call_id pairs with the

@@ -22,6 +22,7 @@ from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.exit_status import RunSummary, dropped_counts
 from trajgrade.pipeline import Grading, SourceDecoder
+from trajgrade.projection import reads_tool_results
 from trajgrade.reporting import log_anomalies, report_problems
 from trajgrade.sources.stream import trace_name
 from trajgrade.state import STATE_VERSION, Checkpoint, Position, StateStore
@@ -180,6 +181,7 @@ class _Run:
             fmt=self.options.fmt,
             default_trace=default_trace,
             max_line_bytes=self.options.max_line_bytes,
+            tool_results=reads_tool_results(self.suite.graders),
         )
         return TrackedInput(source, decoder)
 

@@ -46,6 +46,7 @@ from trajgrade.errors import ConfigError, InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
 from trajgrade.graders import BuildContext
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
+from trajgrade.projection import reads_tool_results
 from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
@@ -345,7 +346,11 @@ class StreamGrader:
         decoder = self._decoders.get(source)
         if decoder is None:
             decoder = SourceDecoder(
-                source, fmt=self._fmt, default_trace=source, max_line_bytes=self._max
+                source,
+                fmt=self._fmt,
+                default_trace=source,
+                max_line_bytes=self._max,
+                tool_results=reads_tool_results(self.suite.graders),
             )
             self._decoders[source] = decoder
         return decoder

@@ -40,7 +40,9 @@ class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
     trace_id: str
     kind: str
     message: str
-    #: The event it is about (its position in a batch gives its line).
+    #: The event it is about (its position in a batch gives its line); a
+    #: tool result's ``result`` is None when no grader reads it
+    #: (trajgrade.projection).
     event: Any = None
 
 

@@ -33,6 +33,8 @@ from trajgrade.formats import (
     sniff_trace_id,
 )
 from trajgrade.formats._lines import RecordIndex, nonblank_lines, one_by_one
+from trajgrade.formats.native import NativeReader
+from trajgrade.projection import reads_tool_results
 from trajgrade.verdicts import GuardDecision, Verdict
 
 if TYPE_CHECKING:
@@ -116,9 +118,12 @@ class SourceDecoder:
         fmt: str = "auto",
         default_trace: str | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        tool_results: bool = True,
     ) -> None:
         self.source = source
         self._fmt = fmt
+        #: False: no grader reads ToolResult.result (trajgrade.projection).
+        self._tool_results = tool_results
         #: Trace of events that carry no trace_id.
         self.default_trace = default_trace if default_trace is not None else source
         self._max = max_line_bytes
@@ -161,9 +166,7 @@ class SourceDecoder:
     def resume_at(self, offset: int, line: int, fmt: str) -> None:
         """Start at ``offset``/``line`` of the source, in format ``fmt``
         (see :meth:`can_resume_at`); only before the first ``feed``."""
-        self._reader = open_reader(
-            fmt, source=self.source, default_trace=self.default_trace
-        )
+        self._reader = self._open(fmt)
         self.offset = offset
         self._line = line
 
@@ -330,10 +333,14 @@ class SourceDecoder:
             start, n = end + 1, n + 1
         if fmt == "auto":
             return b"", n
-        self._reader = open_reader(
-            fmt, source=self.source, default_trace=self.default_trace
-        )
+        self._reader = self._open(fmt)
         return body[start:], n
+
+    def _open(self, fmt: str) -> Reader:
+        reader = open_reader(fmt, source=self.source, default_trace=self.default_trace)
+        if not self._tool_results and isinstance(reader, NativeReader):
+            reader.skip_tool_results()
+        return reader
 
     def _try_document(
         self, errors: list[InputError], *, final: bool
@@ -343,9 +350,7 @@ class SourceDecoder:
         if name is not None:
             data, line = bytes(self._doc), self._doc_line
             self._doc = None
-            self._reader = open_reader(
-                name, source=self.source, default_trace=self.default_trace
-            )
+            self._reader = self._open(name)
             return data, line
         if decided or len(self._doc) > SNIFF_LIMIT:
             self._undetectable(bytes(self._doc[:4096]), self._doc_line, errors)
@@ -476,7 +481,12 @@ def grade_bytes(
     """
     engine = Engine(suite, samples=samples)
     grading = Grading(engine)
-    decoder = SourceDecoder(source, fmt=fmt, max_line_bytes=max_line_bytes)
+    decoder = SourceDecoder(
+        source,
+        fmt=fmt,
+        max_line_bytes=max_line_bytes,
+        tool_results=reads_tool_results(suite.graders),
+    )
     verdicts: list[Verdict] = []
     for chunk in [data] if isinstance(data, bytes) else data:
         verdicts.extend(grading.feed(decoder, decoder.feed(chunk)))

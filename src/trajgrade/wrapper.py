@@ -54,6 +54,7 @@ from trajgrade.config import OnFail
 from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
+from trajgrade.projection import reads_tool_results
 from trajgrade.reporting import report_problems
 from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
@@ -381,6 +382,7 @@ async def wrap(
         fmt=options.fmt,
         default_trace=options.trace_id or name,
         max_line_bytes=options.max_line_bytes,
+        tool_results=reads_tool_results(suite.graders),
     )
     previous = {s: signal.signal(s, state.on_signal) for s in _FORWARDED}
     try:

@@ -20,6 +20,7 @@ import msgspec
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
 from trajgrade.formats._sniff import sniff_trace_id
+from trajgrade.projection import LEAN_EVENT, canonical
 
 __all__ = ("FORMAT", "FORMATS", "NativeReader")
 
@@ -37,12 +38,23 @@ class NativeReader:
         self._default = default_trace
         self._typed = msgspec.json.Decoder(Event)
         self._loose = msgspec.json.Decoder()
+        #: Decode tool results without their ``result`` (no grader reads it).
+        self._lean = False
+        self._lean_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(LEAN_EVENT)
+
+    def skip_tool_results(self) -> None:
+        """No grader reads ``ToolResult.result``: stop building it."""
+        self._lean = True
 
     def feed(
         self, buf: bytes | memoryview, first_line: int
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        lean = self._lean and _is_ascii(buf)
         try:
-            events: list[Event] = self._typed.decode_lines(buf)
+            if lean:
+                events: list[Event] = canonical(self._lean_decoder.decode_lines(buf))
+            else:
+                events = self._typed.decode_lines(buf)
         except (msgspec.DecodeError, UnicodeDecodeError):
             return self._slow(bytes(buf), first_line)
         # Events without trace_id keep it empty: the engine files them under
@@ -110,6 +122,19 @@ class NativeReader:
             location=Location(file=self._source, line=n, field=field),
             trace_id=trace,
         )
+
+
+def _is_ascii(buf: bytes | memoryview) -> bool:
+    """Whether ``buf`` (or the whole chunk it is a view of) is ASCII.
+
+    msgspec skips an unknown key's string without checking its UTF-8, so
+    the projected decode runs only where there is no UTF-8 to check: a
+    line that the full decode rejects is rejected the same (the slow path
+    always decodes fully, so error messages are the full decoder's too).
+    Checking the whole underlying chunk avoids copying the view.
+    """
+    whole = buf.obj if isinstance(buf, memoryview) else buf
+    return isinstance(whole, bytes) and whole.isascii()
 
 
 class _NativeFormat:

@@ -28,6 +28,7 @@ import msgspec
 from trajgrade.engine import CLOSED_MEMORY, Anomaly, Engine
 from trajgrade.kafka.changelog import ENTRY_VERSION, Entry, encode_entry
 from trajgrade.pipeline import Batch, Grading, Segment, SourceDecoder
+from trajgrade.projection import reads_tool_results
 
 if TYPE_CHECKING:
     from trajgrade.config import Suite
@@ -106,7 +107,10 @@ class PartitionWorker:
         self.grading = Grading(self.engine)
         self.fingerprint = suite.fingerprint
         self.decoder = SourceDecoder(
-            f"{topic}[{partition}]", fmt=fmt, max_line_bytes=max_line_bytes
+            f"{topic}[{partition}]",
+            fmt=fmt,
+            max_line_bytes=max_line_bytes,
+            tool_results=reads_tool_results(suite.graders),
         )
         self._line = 1
         #: Records are OTLP payloads of this signal (``--kafka-encoding``).

@@ -133,6 +133,8 @@ class ToolTrajectory:
         }
         if self._latency:
             self.handlers[ToolResult] = self._result
+        #: Latency reads a result's call_id and duration, never its payload.
+        self.reads_result = False
         self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
 
     # ------------------------------------------------------------ contract

@@ -169,6 +169,8 @@ class LettaTool:
             ToolResult: self._on_content,
         }
         self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
+        #: Only extractors with a ``result`` hook read a tool's return.
+        self.reads_result = type(extractor).result is not Extractor.result
         #: Once a whole-trace extraction is done, only trace_start can
         #: change the outcome (the extractor ignores new turns): its
         #: handlers say SETTLED and the engine stops routing content here.

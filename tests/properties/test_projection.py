@@ -1,0 +1,148 @@
+"""Decoding only what the suite reads does not show in results.
+
+When no grader of a suite reads ``ToolResult.result`` the canonical reader
+skips it (trajgrade/projection.py). On random suites of every streaming
+grader type over random interleaved canonical streams, cut into random
+chunks, sprinkled with broken lines (bad JSON, a wrong field type, invalid
+UTF-8 inside a result) and non-ASCII results, the projected decode gives
+the same verdicts, guard decisions, input errors and anomalies as the full
+decode (an anomaly's ``event``, kept for its line, lacks the skipped payload).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import chunked, encode_jsonl, streams, suites
+from test_routing import mixed_suites
+
+from trajgrade.config import compile_suite, decode_config
+from trajgrade.engine import Anomaly, Engine
+from trajgrade.events import ToolResult
+from trajgrade.formats.native import NativeReader
+from trajgrade.pipeline import GradeResult, Grading, SourceDecoder, grade_bytes
+from trajgrade.projection import reads_tool_results
+
+if TYPE_CHECKING:
+    from strategies import Stream
+
+    from trajgrade.config import Suite
+
+#: Lines the full decode rejects or decodes differently from ASCII ones.
+_ODD_LINES = (
+    b'{"type":"tool_result","trace_id":"t0","call_id":"c1","result":"\xff\xfe"}',
+    b'{"type":"tool_result","trace_id":"t1","result":"caf\xc3\xa9 \xe2\x9c\x93"}',
+    b'{"type":"tool_result","trace_id":"t0","result":{"a":[1,"\\u00e9"]},"is_error":true}',
+    b'{"type":"tool_result","trace_id":"t0","result":"x","is_error":"yes"}',
+    b'{"type":"tool_result","trace_id":"t1","result":"unterminated}',
+    b'{"type":"tool_result","trace_id":"t1","result":"\\q"}',
+    b"not json at all",
+)
+
+
+def _full(suite: Suite, chunks: list[bytes]) -> GradeResult:
+    """grade_bytes with every field decoded, whatever the suite reads."""
+    engine = Engine(suite)
+    grading = Grading(engine)
+    decoder = SourceDecoder("<input>", tool_results=True)
+    verdicts = []
+    for chunk in chunks:
+        verdicts += grading.feed(decoder, decoder.feed(chunk))
+    verdicts += grading.feed(decoder, decoder.close())
+    verdicts += engine.finish()
+    return GradeResult(
+        verdicts=verdicts,
+        errors=grading.errors,
+        anomalies=grading.anomalies,
+        decisions=engine.decisions,
+    )
+
+
+#: Mixed suites often hold a grader that reads results (no projection);
+#: tool-calls-only suites are projected unless a ``result:`` filter reads.
+_SUITES = st.one_of(mixed_suites(), suites(metrics=False).map(lambda c: c.suite))
+
+
+@settings(max_examples=300, deadline=None)
+@given(suite=_SUITES, stream=streams(max_traces=3), data=st.data())
+def test_projected_decode_equals_full_decode(
+    suite: Suite, stream: Stream, data: st.DataObject
+) -> None:
+    lines = encode_jsonl(stream.events).splitlines()
+    for odd in data.draw(st.lists(st.sampled_from(_ODD_LINES), max_size=3)):
+        lines.insert(data.draw(st.integers(0, len(lines))), odd)
+    body = b"".join(line + b"\n" for line in lines)
+    chunks = data.draw(chunked(body), label="chunks")
+    got = grade_bytes(suite, chunks)
+    want = _full(suite, chunks)
+    assert got.verdicts == want.verdicts
+    assert got.decisions == want.decisions
+    assert [(str(e), e.location) for e in got.errors] == [
+        (str(e), e.location) for e in want.errors
+    ]
+    # What is reported of an anomaly is the same; the event it carries (for
+    # its line) has no result payload when the suite skips it.
+    assert [(_no_payload(a), loc) for a, loc in got.anomalies] == [
+        (_no_payload(a), loc) for a, loc in want.anomalies
+    ]
+
+
+def _no_payload(a: Anomaly) -> Anomaly:
+    ev = a.event
+    if type(ev) is ToolResult:
+        ev = msgspec.structs.replace(ev, result=None)
+    return msgspec.structs.replace(a, event=ev)
+
+
+def _suite(text: str) -> Suite:
+    return compile_suite(decode_config(text))
+
+
+def test_the_projection_is_taken_only_when_nothing_reads_results() -> None:
+    """The property is not vacuous: these suites do skip results, and a
+    ``result:`` filter, a result extractor or an undeclared grader keeps them."""
+    names_only = _suite(
+        "graders:\n  - {type: tool-calls, name: a, config: {required: [bash]}}\n"
+        "  - {type: letta-tool, name: b, config: {extractor: tool_arguments,"
+        " extractor_config: {tool_name: bash}, function: contains}}\n"
+    )
+    assert not reads_tool_results(names_only.graders)
+    filtered = _suite(
+        "graders:\n  - {type: tool-calls, name: a, config: "
+        "{required: [{name: bash, result: ok}]}}\n"
+    )
+    assert reads_tool_results(filtered.graders)
+    # A projected decode would fail this trace (no result to match "ok").
+    stream = (
+        b'{"type":"tool_call","trace_id":"t","name":"bash","call_id":"c"}\n'
+        b'{"type":"tool_result","trace_id":"t","call_id":"c","result":"ok"}\n'
+    )
+    (verdict,) = grade_bytes(filtered, stream).verdicts
+    assert verdict.outcome == "pass"
+    output = _suite(
+        "graders:\n  - {type: letta-tool, name: b, config: {extractor: tool_output,"
+        " extractor_config: {tool_name: bash}, function: contains}}\n"
+    )
+    assert reads_tool_results(output.graders)
+
+    class Plugin:  # a third-party grader that declares nothing
+        event_types = frozenset({ToolResult})
+
+    assert reads_tool_results([Plugin()])
+
+
+def test_a_projected_reader_hands_out_canonical_results() -> None:
+    line = b'{"type":"tool_result","trace_id":"t","call_id":"c","result":"big","is_error":false,"step":2,"ts":1.5}\n'
+    reader = NativeReader(source="s", default_trace="s")
+    (full,), _, _ = reader.feed(line, 1)
+    reader.skip_tool_results()
+    (lean,), _, _ = reader.feed(line, 1)
+    assert type(lean) is ToolResult and lean.result is None
+    assert lean == ToolResult(trace_id="t", call_id="c", is_error=False, step=2, ts=1.5)
+    assert full.result == "big"
+    # A non-ASCII chunk is decoded fully (msgspec does not check skipped UTF-8).
+    (utf8,), _, _ = reader.feed(line.replace(b"big", "b\u00efg".encode()), 1)
+    assert utf8.result == "b\u00efg"

@@ -135,7 +135,6 @@ class ToolCalls:
             (i, m, end) for i, m in enumerate(req) if (end := m.window_end) is not None
         )
         self._track_results = bool(req or self._disallowed_on_result)
-        # Only result: filters read a result's payload (trajgrade.projection).
         self.reads_result = any(m.result is not None for m in (*req, *dis))
         # Steps matter to at_step/before_step only (else no turn_start here).
         self._track_steps = any(

@@ -41,6 +41,20 @@ from trajgrade.graders.matching._tool_match import Matcher, ToolMatch
         ("f() { telnet h; }; f", ["telnet", "f"]),
         ('x=$(curl y) && eval "wget $x"', ["curl", "eval"]),  # eval of an expansion
         ("cat <(curl x) > /dev/null", ["cat", "curl"]),
+        # wrappers that run their arguments
+        ("chroot --userspec=u:g / curl x", ["chroot", "curl"]),
+        ("busybox wget x", ["busybox", "wget"]),
+        ("strace -f -o log -e trace=network curl x", ["strace", "curl"]),
+        ("ltrace -o log nc h 1", ["ltrace", "nc"]),
+        ("nsenter -t 1 -n curl x", ["nsenter", "curl"]),
+        ("unshare -n --map-user 0 wget x", ["unshare", "wget"]),
+        # bash joins `cu\<newline>rl` into `curl` (tree-sitter reads two words)
+        ("cu\\\nrl x", ["cu", "curl"]),
+        ("make \\\n  -j4 \\\n  all", ["make"]),
+        ('bash -c "w\\\nget x"', ["bash", "w", "wget"]),
+        # ... but not inside single quotes, nor in a comment
+        ("echo 'cu\\\nrl'", ["echo"]),
+        ("# don't \\\nls", ["ls"]),
     ],
 )
 def test_programs(command: str, names: list[str]) -> None:
@@ -101,6 +115,11 @@ _PREFIXES: list[str] = [
     "command",
     "xargs -I{}",
     "/usr/bin/env",
+    "chroot /",
+    "busybox",
+    "strace -f -o log",
+    "nsenter -t 1 -n",
+    "unshare -n",
 ]
 _COMPOUNDS: list[Any] = [
     lambda c: f"bash -c {shlex.quote(c)}",
@@ -161,6 +180,19 @@ def test_a_forbidden_program_is_found_under_any_wrapping(
         1.0,
     )
     assert deny.matches_call(_call(cmd))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(_FORBIDDEN), _ARGS, st.lists(_WRAP, max_size=3), st.data())
+def test_a_line_continuation_inside_the_name_hides_nothing(
+    program: str, args: list[str], wraps: list[tuple[str, Any]], data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(1, len(program) - 1))
+    split = program[:cut] + "\\\n" + program[cut:]  # bash runs `program`
+    cmd = _wrap(" ".join([split, *args]), wraps)
+    got = programs(cmd)
+    assert program.rsplit("/", 1)[-1] in got.names, (cmd, got)
+    assert not got.unknown, cmd
 
 
 @settings(max_examples=200, deadline=None)

@@ -80,6 +80,15 @@ _WRAPPERS: Final = {
         "-I -L -n -P -s -d -E -a --max-args --max-procs --delimiter "
         "--arg-file --max-lines --max-chars --eof --replace"
     ),
+    "chroot": _w("--userspec --groups", 1),
+    "busybox": _w(),  # `busybox wget x`: the applet is the program
+    "strace": _w("-e -o -p -s -u -E -a -b -I -O -S -X -P -U --output --env --user"),
+    "ltrace": _w("-e -o -p -s -u -a -n -l -A -D -F -w --output"),
+    "nsenter": _w("-t -S -G --target --setuid --setgid --wd"),
+    "unshare": _w(
+        "-S -G -R -w --setuid --setgid --root --wd --propagation --setgroups "
+        "--map-user --map-group"
+    ),
 }
 # `command -v x` / `-V` only look a name up: nothing runs.
 _COMMAND_LOOKUP: Final = frozenset(("-v", "-V"))
@@ -150,6 +159,18 @@ class _Acc:
         if depth > MAX_DEPTH:
             self.unknown = True
             return
+        self._parse(text, depth)
+        joined = _join_continuations(text) if "\\\n" in text else text
+        if joined != text:
+            # tree-sitter reads `cu\<newline>rl` as two words; bash joins
+            # them into `curl`. The joined reading adds what bash runs.
+            seen = set(self.names)
+            other = _Acc()
+            other._parse(joined, depth)
+            self.names.extend(n for n in other.names if n not in seen)
+            self.unknown = self.unknown or other.unknown
+
+    def _parse(self, text: str, depth: int) -> None:
         tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
         root = tree.root_node
         if root.has_error and _unreadable(root):
@@ -233,6 +254,36 @@ class _Acc:
                 self.argv(rest[i + 1 : j], depth)
                 i = j
             i += 1
+
+
+def _join_continuations(text: str) -> str:
+    """``text`` with bash's line continuations (backslash-newline outside
+    single quotes and comments) removed, as bash reads it."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    quote = ""  # "", "'" or '"'
+    while i < n:
+        ch = text[i]
+        if quote == "'":
+            quote = "" if ch == "'" else quote
+        elif ch == "\\" and i + 1 < n:
+            if text[i + 1] != "\n":
+                out.append(text[i : i + 2])
+            i += 2
+            continue
+        elif ch == '"':
+            quote = "" if quote else '"'
+        elif ch == "'" and not quote:
+            quote = "'"
+        elif ch == "#" and not quote and (not out or out[-1][-1:] in " \t\n;&|()"):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out.append(text[i:end])
+            i = end
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def _unreadable(root: Any) -> bool:

@@ -158,10 +158,20 @@ class SizeReport:
 # --------------------------------------------------------------------------- #
 
 
+#: The shared bench scripts bundled with the repository (benchmarks/shared/SOURCES.md).
+BUNDLED_SHARED = Path(__file__).resolve().parent / "shared"
+
+
 def find_shared(explicit: str | None) -> Path:
-    """``--shared``, else ``$TRAJGRADE_SHARED``, else ``<repo>/../shared``."""
+    """``--shared``, else ``$TRAJGRADE_SHARED``, else ``<repo>/../shared``
+    when it has the scripts, else the copy bundled in ``benchmarks/shared``."""
     raw = explicit or os.environ.get("TRAJGRADE_SHARED")
-    shared = Path(raw).expanduser() if raw else REPO.parent / "shared"
+    if raw:
+        shared = Path(raw).expanduser()
+    elif (REPO.parent / "shared" / "bench" / "gen_traces.py").is_file():
+        shared = REPO.parent / "shared"
+    else:
+        shared = BUNDLED_SHARED
     bench = shared / "bench"
     for name in ("gen_traces.py", "floor.py", "common.py"):
         if not (bench / name).is_file():
@@ -684,7 +694,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--shared",
         default=None,
-        help="the shared dir (default: $TRAJGRADE_SHARED or <repo>/../shared)",
+        help="the shared dir (default: $TRAJGRADE_SHARED, <repo>/../shared, or the bundled benchmarks/shared)",
     )
     p.add_argument(
         "--json",

@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TRAJGRADE_SHARED", ROOT.parent / "shared"))
+SHARED = Path(
+    os.environ.get("TRAJGRADE_SHARED")
+    or (
+        ROOT.parent / "shared"
+        if (ROOT.parent / "shared" / "bench" / "gen_traces.py").is_file()
+        else ROOT / "benchmarks" / "shared"
+    )
+)
 DOC = ROOT / "docs" / "performance.md"
 
 

@@ -28,6 +28,7 @@ CORE_PARTS = frozenset(
         "engine",
         "engine_state",
         "guarding",
+        "routing",
         "graders",
         "formats",
         "config",

@@ -11,8 +11,9 @@ Core (start at the top):
 * ``events``        the canonical event model every grader sees
 * ``verdicts``      outcomes, decisions, verdicts and the finality rule
 * ``errors``        typed errors that carry the place and the fix
-* ``engine``, ``engine_state``, ``guarding``  per-trace grader state, verdicts,
-  and a decision for every tool call
+* ``engine``, ``engine_state``, ``guarding``, ``routing``  per-trace grader
+  state, verdicts, a decision for every tool call, and the compiled routes
+  (which graders an event can concern)
 * ``graders/``      the grader contract and registry; ``matching/`` (regexes,
   tool matchers, per-agent tool tables) and one subpackage per upstream:
   ``vally/``, ``agentv/``, ``letta/``, ``aigo/``, and trajgrade's own guard

@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 The engine routes each event to its trace by ``trace_id`` (any number of
-traces may be interleaved on one stream) and hands it to every compiled grader
-that wants that event type, together with that grader's per-trace state. A
+traces may be interleaved on one stream) and hands it to the graders whose
+compiled route (:mod:`trajgrade.routing`: per event type and tool name) it
+is on, together with that grader's per-trace state. A
 grader answers ``None`` (nothing new), a sealed decision (outcome fixed) or a
 final decision (outcome and score fixed). The engine stamps decisions into
 :class:`~trajgrade.verdicts.Verdict`s and enforces the finality rules:
@@ -43,20 +44,23 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
 from trajgrade.engine_state import (
+    NO_CALLS,
     Anomaly,
     EngineState,
     EngineStats,
     TraceSnapshot,
     _Trace,
+    call_anomaly,
+    closing_decision,
+    unanswered,
 )
 from trajgrade.errors import GradeError
-from trajgrade.events import EVENT_TYPES as _EVENT_TYPES
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
 from trajgrade.guarding import Guard
+from trajgrade.routing import Routes, decide
 from trajgrade.verdicts import (
+    SETTLED,
     Decision,
     GuardDecision,
     Outcome,
@@ -105,22 +109,15 @@ class Engine:
         self._closed: OrderedDict[str, bool] = OrderedDict()
         #: Traces a rejected record named before any of their events arrived.
         self._unopened: dict[str, str] = {}
-        # Per event type: (grader index, callable). A grader may offer
-        # ``handlers`` (event type -> function) to skip its own dispatch.
-        self._routes: dict[type[Any], tuple[tuple[int, Any], ...]] = {
-            cls: tuple(
-                (i, getattr(g, "handlers", {}).get(cls, g.step))
-                for i, g in enumerate(self._graders)
-                if cls in g.event_types
-            )
-            for cls in _EVENT_TYPES.values()
-        }
         self._clocked = tuple(i for i, g in enumerate(self._graders) if g.uses_clock)
         self._integrity = check_integrity
         #: Anomalies found since the runner last cleared this list.
         self.anomalies: list[Anomaly] = []
         self._guard = Guard(suite, self._graders)
         self._judges = self._guard.judges
+        # Per event type and tool name: the graders that can react.
+        self._routing = Routes(self._graders, self._judges)
+        self._routes = self._routing.by_type
         #: Traces kept only for guarding (every verdict final), oldest first.
         self._kept: OrderedDict[str, None] = OrderedDict()
         self._n_events = 0
@@ -158,6 +155,10 @@ class Engine:
         out: list[Verdict] = []
         traces = self._traces
         routes = self._routes
+        routing = self._routing
+        by_name = routing.by_name
+        judges_by_name = routing.judges_by_name
+        parkable = routing.parkable
         integrity = self._integrity
         for event in events:
             tid = event.trace_id or default_trace
@@ -187,23 +188,34 @@ class Engine:
             if ts is not None:
                 tr.last_ts = ts
             kind = type(event)
-            if integrity:
-                if kind is ToolCall:
+            if kind is ToolCall:
+                name: str = event.name  # type: ignore[union-attr,assignment]
+                route = by_name.get(name)
+                if route is None:
+                    route = routing.call_route(name)
+                if integrity and (cid := event.call_id) is not None:  # type: ignore[union-attr]
+                    calls = tr.calls
+                    if calls is NO_CALLS:
+                        calls = tr.calls = {}
+                    n = len(calls)
+                    calls[cid] = None
+                    if len(calls) == n:
+                        self._anomaly(tr, "duplicate_call_id", cid, event)
+                    elif n >= OPEN_CALLS_MAX:
+                        del calls[next(iter(calls))]
+            else:
+                route = routes[kind]
+                if kind is ToolResult:
                     cid = event.call_id  # type: ignore[union-attr]
-                    if cid is not None:
+                    if integrity and cid is not None:
                         calls = tr.calls
-                        n = len(calls)
-                        calls[cid] = None
-                        if len(calls) == n:
-                            self._anomaly(tr, "duplicate_call_id", cid, event)
-                        elif n >= OPEN_CALLS_MAX:
-                            del calls[next(iter(calls))]
-                elif kind is ToolResult:
-                    cid = event.call_id  # type: ignore[union-attr]
-                    if cid is not None and tr.calls.pop(cid, _GONE) is _GONE:
-                        self._anomaly(tr, "orphan_result", cid, event)
+                        if calls.pop(cid, _GONE) is _GONE:
+                            self._anomaly(tr, "orphan_result", cid, event)
+                        elif not calls:
+                            tr.calls = NO_CALLS  # an emptied dict keeps its table
+                elif kind is TraceStart and tr.parked:
+                    tr.unpark()  # it may bring what a settled grader waits for
             abort = tr.abort
-            route = routes[kind]
             if route:
                 states = tr.states
                 for i, handler in route:
@@ -219,7 +231,11 @@ class Engine:
                     except Exception as exc:  # a grader bug: one error, not a crash
                         d = grader_failed(exc)
                     if d is not None:
-                        first = not tr.sealed[i]
+                        if d is SETTLED:
+                            if i in parkable:
+                                tr.park(i)
+                            continue
+                        first = not tr.sealed >> i & 1
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:
                             out.append(v)
@@ -231,12 +247,12 @@ class Engine:
                             # Every grader is final: nothing more to learn.
                             self._forget(tr, ended=False)
                             break
-            if (
-                kind is ToolCall
-                and (self._judges or abort is not None)
-                and tr.id in traces  # not forgotten above
-            ):
-                self._guard.judge(tr, event, abort)  # type: ignore[arg-type]
+            if kind is ToolCall and tr.id in traces:  # not forgotten above
+                judges = judges_by_name.get(name)
+                if judges is None:
+                    judges = routing.call_judges(name)
+                if judges or abort is not None:
+                    self._guard.judge(tr, event, abort, judges)  # type: ignore[arg-type]
             if kind is TraceEnd:
                 out.extend(self._close(tr, ended=True))
         self._n_events += len(events)
@@ -250,12 +266,11 @@ class Engine:
         for tr in list(self._traces.values()):
             if tr.opened_at is None:
                 continue
-            elapsed = now - tr.opened_at
             for i in self._clocked:
                 st = tr.states[i]
                 if st is None:
                     continue
-                d = self._graders[i].tick(st, elapsed=elapsed)
+                d = self._graders[i].tick(st, elapsed=now - tr.opened_at)
                 if (
                     d is not None
                     and (v := self._stamp(tr, i, d, early=True)) is not None
@@ -401,12 +416,7 @@ class Engine:
             st = tr.states[i]
             if st is None:
                 continue
-            try:
-                d = handler(st, event)
-            except GradeError as exc:
-                d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
-            except Exception as exc:  # a grader bug: one error, not a crash
-                d = grader_failed(exc)
+            d = decide(handler, st, event)
             if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
                 out.append(v)
                 if v.outcome is not Outcome.PASS:
@@ -417,9 +427,9 @@ class Engine:
         if d.final:
             tr.states[i] = None
             tr.live -= 1
-        elif tr.sealed[i]:
+        elif tr.sealed >> i & 1:
             return None  # already reported as sealed; wait for the final one
-        tr.sealed[i] = True
+        tr.sealed |= 1 << i
         g = self._graders[i]
         self._n_verdicts += 1
         if early:
@@ -440,43 +450,19 @@ class Engine:
         )
 
     def _close(self, tr: _Trace, *, ended: bool) -> list[Verdict]:
+        if tr.parked:
+            tr.unpark()  # settled graders give their final verdicts too
         if self._integrity and tr.calls:
             # Calls a trace ends with unanswered are kept (graders never
             # invent results) and reported once, here.
-            ids = list(tr.calls)
-            shown = ", ".join(repr(c) for c in ids[:5])
-            more = f" (+{len(ids) - 5} more)" if len(ids) > 5 else ""
-            msg = f"{len(ids)} tool call(s) never got a result: {shown}{more}"
-            self.anomalies.append(
-                Anomaly(trace_id=tr.id, kind="unanswered_calls", message=msg)
-            )
+            self.anomalies.append(unanswered(tr.id, list(tr.calls)))
         out: list[Verdict] = []
         for i, st in enumerate(tr.states):
             if st is None:
                 continue
-            g = self._graders[i]
-            try:
-                d = g.finish(st)
-            except GradeError as exc:
-                d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
-            except Exception as exc:  # a grader bug: one error, not a crash
-                d = grader_failed(exc)
-            if not d.final:
-                d = msgspec.structs.replace(d, final=True)
-            if tr.tainted is not None and tr.sealed[i]:
-                # A sealed outcome stands (it was fixed before anything else
-                # could change it); only the score may miss the lost events.
-                d = msgspec.structs.replace(
-                    d, metadata={**d.metadata, "lost_events": tr.tainted}
-                )
-            elif tr.tainted is not None:
-                d = Decision(
-                    outcome=Outcome.ERROR,
-                    score=0.0,
-                    evidence=f"events of this trace were lost ({tr.tainted}); without them the grader would say {d.outcome}: {d.evidence}",
-                    metadata={**d.metadata, "would_be": str(d.outcome)},
-                )
-            first = not tr.sealed[i]
+            first = not tr.sealed >> i & 1
+            d = decide(self._graders[i].finish, st)
+            d = closing_decision(d, tr.tainted, sealed=not first)
             v = self._stamp(tr, i, d, early=False)
             if v is not None:
                 out.append(v)
@@ -511,10 +497,4 @@ class Engine:
         return True
 
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
-        if kind == "duplicate_call_id":
-            msg = f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call"
-        else:
-            msg = f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls"
-        self.anomalies.append(
-            Anomaly(trace_id=tr.id, kind=kind, message=msg, event=event)
-        )
+        self.anomalies.append(call_anomaly(tr.id, kind, cid, event))

@@ -10,9 +10,11 @@ structs, so older checkpoints still decode.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
+
+from trajgrade.verdicts import Decision, Outcome
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -20,7 +22,16 @@ if TYPE_CHECKING:
     from trajgrade.graders import Grader
     from trajgrade.guarding import AbortState
 
-__all__ = ("Anomaly", "EngineState", "EngineStats", "TraceSnapshot")
+__all__ = (
+    "NO_CALLS",
+    "Anomaly",
+    "EngineState",
+    "EngineStats",
+    "TraceSnapshot",
+    "call_anomaly",
+    "closing_decision",
+    "unanswered",
+)
 
 
 class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,6 +42,53 @@ class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
     message: str
     #: The event it is about (its position in a batch gives its line).
     event: Any = None
+
+
+def call_anomaly(trace_id: str, kind: str, cid: str, event: Any) -> Anomaly:
+    """A reused call id (``duplicate_call_id``) or a result without its
+    call (``orphan_result``)."""
+    if kind == "duplicate_call_id":
+        msg = f"call id {cid!r} is reused while the earlier call with that id has no result; results will pair with the later call"
+    else:
+        msg = f"tool_result for call id {cid!r} matches no open tool_call; it is ignored by graders that pair results to calls"
+    return Anomaly(trace_id=trace_id, kind=kind, message=msg, event=event)
+
+
+def unanswered(trace_id: str, ids: list[str]) -> Anomaly:
+    """The calls a trace ended with, still without a result."""
+    shown = ", ".join(repr(c) for c in ids[:5])
+    more = f" (+{len(ids) - 5} more)" if len(ids) > 5 else ""
+    msg = f"{len(ids)} tool call(s) never got a result: {shown}{more}"
+    return Anomaly(trace_id=trace_id, kind="unanswered_calls", message=msg)
+
+
+def closing_decision(
+    d: Decision | None, tainted: str | None, *, sealed: bool
+) -> Decision:
+    """A grader's ``finish`` as the final decision of a trace that may have
+    lost events (``tainted``: why)."""
+    if d is None:  # a grader bug: finish must decide
+        d = Decision(
+            outcome=Outcome.ERROR,
+            score=0.0,
+            evidence="the grader gave no final decision; please report it",
+        )
+    if not d.final:
+        d = msgspec.structs.replace(d, final=True)
+    if tainted is not None and sealed:
+        # A sealed outcome stands (it was fixed before anything else could
+        # change it); only the score may miss the lost events.
+        return msgspec.structs.replace(
+            d, metadata={**d.metadata, "lost_events": tainted}
+        )
+    if tainted is not None:
+        return Decision(
+            outcome=Outcome.ERROR,
+            score=0.0,
+            evidence=f"events of this trace were lost ({tainted}); without them the grader would say {d.outcome}: {d.evidence}",
+            metadata={**d.metadata, "would_be": str(d.outcome)},
+        )
+    return d
 
 
 class EngineStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,6 +141,11 @@ class EngineState(msgspec.Struct, kw_only=True, array_like=True):
     unopened: dict[str, str]
 
 
+#: A trace's open call ids while it has none: shared, never written (the
+#: engine gives a trace its own dict at its first call id; per-trace memory).
+NO_CALLS: Final[dict[str, None]] = {}
+
+
 class _Trace:
     __slots__ = (
         "abort",
@@ -92,6 +155,7 @@ class _Trace:
         "last_ts",
         "live",
         "opened_at",
+        "parked",
         "sealed",
         "seen_at",
         "states",
@@ -103,27 +167,50 @@ class _Trace:
     ) -> None:
         self.id = trace_id
         self.states = states
-        self.sealed = [False] * len(states)
+        #: Bit i: grader i's outcome was reported (sealed); an int, not a
+        #: list of bools (per-trace memory).
+        self.sealed = 0
         self.live = len(states)
         self.events = 0
         self.opened_at = opened_at
         self.seen_at = opened_at
         self.last_ts: float | None = None
         self.tainted: str | None = None
-        self.calls: dict[str, None] = {}
+        self.calls: dict[str, None] = NO_CALLS
         self.abort: AbortState | None = None
+        #: States of graders that left this trace's routes (settled), by
+        #: index; their slot in ``states`` is None meanwhile.
+        self.parked: dict[int, Any] | None = None
+
+    def park(self, i: int) -> None:
+        """Grader ``i`` is settled: no routed event reaches it until
+        ``unpark`` (``states[i]`` None skips it in the engine's loop)."""
+        if self.parked is None:
+            self.parked = {}
+        self.parked[i] = self.states[i]
+        self.states[i] = None
+
+    def unpark(self) -> None:
+        """Every settled grader back on the routes."""
+        if self.parked:
+            for i, st in self.parked.items():
+                self.states[i] = st
+        self.parked = None
 
     def snapshot(self) -> TraceSnapshot:
         """This trace as plain data (grader states msgpack-encoded)."""
         enc = msgspec.msgpack.encode
+        states = list(self.states)
+        for i, st in (self.parked or {}).items():
+            states[i] = st
         return TraceSnapshot(
             trace_id=self.id,
             events=self.events,
             opened_at=self.opened_at,
             last_ts=self.last_ts,
             tainted=self.tainted,
-            sealed=list(self.sealed),
-            states=[None if st is None else enc(st) for st in self.states],
+            sealed=[bool(self.sealed >> i & 1) for i in range(len(states))],
+            states=[None if st is None else enc(st) for st in states],
             open_calls=list(self.calls),
             seen_at=self.seen_at,
             abort=self.abort,
@@ -140,7 +227,7 @@ class _Trace:
         tr.events = snap.events
         tr.last_ts = snap.last_ts
         tr.tainted = snap.tainted
-        tr.sealed = list(snap.sealed)
+        tr.sealed = sum(1 << i for i, b in enumerate(snap.sealed) if b)
         tr.live = sum(st is not None for st in states)
         tr.calls = dict.fromkeys(snap.open_calls)
         tr.seen_at = snap.seen_at

@@ -105,12 +105,20 @@ class Guard:
         if tr.abort is None and self.aborts(i, v.outcome):
             self._abort(tr, i, verdict_rule(grader, v.metadata), v.evidence)
 
-    def judge(self, tr: Any, call: ToolCall, abort: AbortState | None) -> None:
+    def judge(
+        self,
+        tr: Any,
+        call: ToolCall,
+        abort: AbortState | None,
+        judges: Sequence[tuple[int, Any]] | None = None,
+    ) -> None:
         """Every judging grader rules on ``call``; after an abort (``abort``:
-        the trace's abort before this event), the call is refused too."""
+        the trace's abort before this event), the call is refused too.
+        ``judges``: those that can rule on this call's name (the engine's
+        routes; the others would answer None), else all."""
         states = tr.states
         stopper_judged = False
-        for i, judge in self.judges:
+        for i, judge in self.judges if judges is None else judges:
             try:
                 j = judge(states[i], call)
             except GradeError as exc:

@@ -22,18 +22,20 @@ always repeats it.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from trajgrade._digest import blake2b
 
 __all__ = (
+    "SETTLED",
     "Action",
     "Decision",
     "GuardDecision",
     "Judgement",
     "Outcome",
+    "Settled",
     "Verdict",
     "grader_failed",
     "verdict_id",
@@ -124,6 +126,22 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: Human-readable reasons in the upstream's terms.
     evidence: str = ""
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Settled:
+    """See :data:`SETTLED`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "SETTLED"
+
+
+#: What a grader's fast handler (its ``handlers`` table, never ``step``)
+#: may answer instead of None: nothing new, and no event before the next
+#: ``trace_start`` can change this trace's outcome, so the engine stops
+#: routing them to it (:mod:`trajgrade.routing`). ``step`` answers None.
+SETTLED: Final = Settled()
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -14,7 +14,13 @@ no per-type handler tables, no batching and no shortcuts:
   open its final verdict; a trace whose graders are all final is closed at
   once; events of a closed trace are ignored;
 * a verdict's ``at_event`` is the number of the trace's events seen so far,
-  its ``ts`` the last event timestamp seen.
+  its ``ts`` the last event timestamp seen;
+* guard decisions (``decisions``): every non-pass verdict goes to the
+  engine's :class:`~trajgrade.guarding.Guard` (the decision records), and
+  every ``tool_call`` is put to *every* grader's ``judge`` after the
+  graders stepped, with the trace's abort as it was before the event; a
+  trace whose graders are all final stays open (stateless) while some
+  grader judges calls or the trace was aborted.
 
 Out of scope (not needed to prove routing): dataset rows, rejected records,
 the clock, integrity anomalies, checkpoints.
@@ -25,22 +31,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trajgrade.errors import GradeError
-from trajgrade.events import TraceEnd
+from trajgrade.events import ToolCall, TraceEnd
+from trajgrade.guarding import Guard
 from trajgrade.verdicts import Decision, Outcome, Verdict, verdict_id
 
 if TYPE_CHECKING:
     from trajgrade.config import Suite
     from trajgrade.events import Event
+    from trajgrade.guarding import AbortState
+    from trajgrade.verdicts import GuardDecision
 
 __all__ = ("ReferenceEngine",)
 
 
 class _Trace:
-    def __init__(self, states: list[Any]) -> None:
+    def __init__(self, tid: str, states: list[Any]) -> None:
+        self.id = tid
         self.states: list[Any] = states  # None once that grader is final
         self.sealed = [False] * len(states)
         self.events = 0
-        self.ts: float | None = None
+        self.last_ts: float | None = None
+        self.abort: AbortState | None = None
 
 
 class ReferenceEngine:
@@ -50,6 +61,9 @@ class ReferenceEngine:
         self.graders = list(suite.graders)
         self.traces: dict[str, _Trace] = {}
         self.closed: set[str] = set()
+        self.guard = Guard(suite, self.graders)
+        #: Every guard decision so far, in order.
+        self.decisions: list[GuardDecision] = self.guard.decisions
 
     def feed(self, event: Event) -> list[Verdict]:
         tid = event.trace_id
@@ -57,10 +71,11 @@ class ReferenceEngine:
             return []
         tr = self.traces.get(tid)
         if tr is None:
-            tr = self.traces[tid] = _Trace([g.start() for g in self.graders])
+            tr = self.traces[tid] = _Trace(tid, [g.start() for g in self.graders])
         tr.events += 1
         if event.ts is not None:
-            tr.ts = event.ts
+            tr.last_ts = event.ts
+        abort = tr.abort
         out: list[Verdict] = []
         for i, grader in enumerate(self.graders):
             if tr.states[i] is None or type(event) not in grader.event_types:
@@ -70,9 +85,15 @@ class ReferenceEngine:
             except GradeError as exc:
                 d = Decision(outcome=Outcome.ERROR, score=0.0, evidence=exc.message)
             if d is not None:
-                out += self._verdict(tid, tr, i, d, early=True)
-        if isinstance(event, TraceEnd) or all(s is None for s in tr.states):
-            out += self._close(tid, tr)
+                out += self._verdict(tid, tr, i, d, early=True, event=event)
+        if isinstance(event, TraceEnd):
+            return out + self._close(tid, tr)
+        if all(s is None for s in tr.states) and not (
+            self.guard.judges or tr.abort is not None
+        ):
+            return out + self._close(tid, tr)
+        if isinstance(event, ToolCall) and (self.guard.judges or abort is not None):
+            self.guard.judge(tr, event, abort)
         return out
 
     def finish(self) -> list[Verdict]:
@@ -103,27 +124,36 @@ class ReferenceEngine:
         return out
 
     def _verdict(
-        self, tid: str, tr: _Trace, i: int, d: Decision, *, early: bool
+        self,
+        tid: str,
+        tr: _Trace,
+        i: int,
+        d: Decision,
+        *,
+        early: bool,
+        event: Event | None = None,
     ) -> list[Verdict]:
+        first = not tr.sealed[i]
         if d.final:
             tr.states[i] = None
         elif tr.sealed[i]:
             return []
         tr.sealed[i] = True
         grader = self.graders[i]
-        return [
-            Verdict(
-                id=verdict_id(tid, grader.name, final=d.final),
-                trace_id=tid,
-                grader=grader.name,
-                kind=grader.kind,
-                outcome=d.outcome,
-                score=d.score,
-                final=d.final,
-                early=early,
-                evidence=d.evidence,
-                metadata=d.metadata,
-                at_event=tr.events,
-                ts=tr.ts,
-            )
-        ]
+        v = Verdict(
+            id=verdict_id(tid, grader.name, final=d.final),
+            trace_id=tid,
+            grader=grader.name,
+            kind=grader.kind,
+            outcome=d.outcome,
+            score=d.score,
+            final=d.final,
+            early=early,
+            evidence=d.evidence,
+            metadata=d.metadata,
+            at_event=tr.events,
+            ts=tr.last_ts,
+        )
+        if v.outcome is not Outcome.PASS:
+            self.guard.verdict(tr, i, v, event, first=first)
+        return [v]

@@ -3,11 +3,14 @@
 ``reference_engine.ReferenceEngine`` gives every event to every grader's
 ``step``; the real engine routes events by type, pairs calls with results,
 batches, and (phase 2 of the speed work) will route by tool name and drop
-settled graders. Whatever it skips must not show: ids, outcomes, scores,
-evidence, metadata, positions and order of the verdicts are the same, on
-random suites of every streaming grader type over interleaved traces, fed in
-random batch sizes. Only what the grader contract allows is skipped by the
-reference too: event types a grader does not declare (``event_types``).
+settled graders (trajgrade/routing.py). Whatever it skips must not show:
+ids, outcomes, scores, evidence, metadata, positions and order of the
+verdicts, and every guard decision (``Engine.decisions``: the reference puts
+every call to every ``judge``), are the same, on random suites of every
+streaming grader type with random ``on_fail`` actions over interleaved
+traces, fed in random batch sizes. Only what the grader contract allows is
+skipped by the reference too: event types a grader does not declare
+(``event_types``).
 """
 
 from __future__ import annotations
@@ -20,15 +23,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_engine import ReferenceEngine
 from strategies import TOOLS, streams, suites
+from test_guard_rules import _rule
 
 from trajgrade.config import compile_suite, decode_config
 from trajgrade.engine import Engine
+from trajgrade.engine_state import NO_CALLS
+from trajgrade.graders.agentv import tool_trajectory
+from trajgrade.graders.letta import tool as letta_tool
+from trajgrade.graders.vally import tool_calls
 
 if TYPE_CHECKING:
     from strategies import Stream, SuiteCase
 
     from trajgrade.config import Suite
-    from trajgrade.verdicts import Verdict
+    from trajgrade.verdicts import GuardDecision, Verdict
 
 _TOOL = st.sampled_from(TOOLS)
 
@@ -68,7 +76,8 @@ def letta_config(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def mixed_suites(draw: st.DrawFn) -> Suite:
-    """The strategies' tool-calls/metric suites plus trajectory and letta graders."""
+    """The strategies' tool-calls/metric suites plus trajectory, letta,
+    coverage and rule graders."""
     case: SuiteCase = draw(suites(max_graders=4))
     graders = list(case.config["graders"])
     extra = draw(
@@ -76,6 +85,7 @@ def mixed_suites(draw: st.DrawFn) -> Suite:
             st.one_of(
                 st.tuples(st.just("tool_trajectory"), trajectory_config()),
                 st.tuples(st.just("letta-tool"), letta_config()),
+                _rule(),  # the stateful guard rules (judge every call)
                 st.tuples(
                     st.just("function_call_coverage"),
                     st.fixed_dictionaries(
@@ -93,14 +103,22 @@ def mixed_suites(draw: st.DrawFn) -> Suite:
     )
     for kind, cfg in extra:
         graders.append({"type": kind, "name": f"x{len(graders)}", "config": cfg})
+    for g in graders:
+        # abort makes traces sticky (every later call refused); the default
+        # is abort for budgets, deny for the rest.
+        action = draw(st.sampled_from([None, "abort", "deny", "report"]))
+        if action is not None:
+            g["on_fail"] = action
     text = yaml.safe_dump({"graders": graders}, sort_keys=False)
     return compile_suite(decode_config(text))
 
 
-def _reference(suite: Suite, stream: Stream) -> list[Verdict]:
+def _reference(
+    suite: Suite, stream: Stream
+) -> tuple[list[Verdict], list[GuardDecision]]:
     ref = ReferenceEngine(suite)
     out = [v for ev in stream.events for v in ref.feed(ev)]
-    return out + ref.finish()
+    return out + ref.finish(), ref.decisions
 
 
 @settings(max_examples=300, deadline=None)
@@ -108,7 +126,8 @@ def _reference(suite: Suite, stream: Stream) -> list[Verdict]:
 def test_engine_equals_the_reference_engine(
     suite: Suite, stream: Stream, data: st.DataObject
 ) -> None:
-    """Random suites, interleaved traces, random batches: identical verdicts."""
+    """Random suites, interleaved traces, random batches: identical verdicts
+    and guard decisions."""
     engine = Engine(suite)
     got: list[Verdict] = []
     events = stream.events
@@ -118,7 +137,13 @@ def test_engine_equals_the_reference_engine(
         got += engine.feed_many(events[i : i + n])
         i += n
     got += engine.finish()
-    assert got == _reference(suite, stream)
+    want, decisions = _reference(suite, stream)
+    assert got == want
+    assert engine.decisions == decisions
+    # The containers states share where their mode never writes stay empty.
+    assert tool_trajectory._EMPTY == [] and tool_trajectory._NO_OPEN == {}
+    assert tool_calls._NO_COUNTS == [] and letta_tool._NO_GRADES == []
+    assert NO_CALLS == {}
 
 
 def test_the_reference_engine_can_tell_a_difference() -> None:
@@ -137,7 +162,42 @@ def test_the_reference_engine_can_tell_a_difference() -> None:
     ref = ReferenceEngine(suite)
     want = [v for ev in stream_events for v in ref.feed(ev)] + ref.finish()
     assert [v.outcome for v in want] == ["fail"]
+    assert [(d.call_id, d.outcome) for d in ref.decisions] == [("c1", "fail")]
     # An engine that skipped the call (a wrong route) would pass the trace.
     skipped = Engine(suite)
     got = skipped.feed_many(stream_events[1:]) + skipped.finish()
     assert got != want
+
+
+def test_a_settled_grader_comes_back_for_its_dataset_row() -> None:
+    """letta's extraction is done at the first assistant message and no row
+    is known: the grader leaves the trace's routes (later messages skip it),
+    and a trace_start bringing the row puts it back, as the reference says."""
+    from trajgrade.events import Message, TraceEnd, TraceStart
+
+    suite = compile_suite(
+        decode_config(
+            "graders:\n  - {type: letta-tool, name: l, config: "
+            "{extractor: first_assistant, function: contains}}\n"
+        )
+    )
+    row = {"input": "q", "ground_truth": "hello"}
+    events = [
+        Message(trace_id="t", role="assistant", text="hello world"),
+        Message(trace_id="t", role="assistant", text="later text"),
+        TraceStart(trace_id="t", metadata={"sample": row}),
+        Message(trace_id="t", role="assistant", text="after the row"),
+        TraceEnd(trace_id="t"),
+    ]
+    engine = Engine(suite)
+    got = engine.feed_many(events[:2])
+    assert engine._traces["t"].parked  # left the routes: it is settled
+    got += engine.feed_many(events[2:]) + engine.finish()
+    want, _ = _reference(suite, _Events(events))
+    assert got == want
+    assert [(v.outcome, v.at_event, v.final) for v in got] == [("pass", 3, True)]
+
+
+class _Events:
+    def __init__(self, events: list[Any]) -> None:
+        self.events = events

@@ -66,6 +66,12 @@ DEFAULT_THRESHOLD: Final = 0.8
 BORDERLINE: Final = 0.6
 
 
+#: Shared by every state whose mode never writes the field (see start);
+#: tests/properties/test_routing.py checks they stay empty.
+_EMPTY: Final[list[Any]] = []
+_NO_OPEN: Final[dict[str, int]] = {}
+
+
 class ToolTrajectory:
     """The compiled ``tool_trajectory`` grader."""
 
@@ -115,6 +121,11 @@ class ToolTrajectory:
         }[self.mode]
         # Only in_order/exact items carry limits (the parser drops the rest).
         self._latency = self._latency_from[0] > 0
+        #: exact without latency: past the expected calls, once sealed, a
+        #: call only moves the counter (the text names the count).
+        self._count_only_from = (
+            len(self._tools) if self.mode == "exact" and not self._latency else 1 << 62
+        )
         #: Event type -> handler: the engine's fast path (same logic as step).
         self.handlers: dict[type[Any], Any] = {
             ToolCall: self._call,
@@ -126,16 +137,21 @@ class ToolTrajectory:
 
     # ------------------------------------------------------------ contract
     def start(self) -> TrajectoryState:
-        n = len(self._tools)
+        n, mode, lat = len(self._tools), self.mode, self._latency
         met = sum(1 for _, least in self._minimums if least <= 0)
+        # Only the containers this mode writes are the trace's own; the
+        # others share one empty list/dict that nothing writes to (per-trace
+        # memory: about 350 B less per open trace).
         return TrajectoryState(
-            done=met if self.mode == "any_order" else 0,
-            counts=[0] * len(self._minimums),
+            done=met if mode == "any_order" else 0,
+            counts=[0] * len(self._minimums) if self._minimums else _EMPTY,
             marks=[OPEN] * n,
-            at=[-1] * n,
-            got=[""] * n,
-            latency=[NONE] * n,
-            duration=[0.0] * n,
+            at=[-1] * n if mode in ("in_order", "superset") else _EMPTY,
+            got=[""] * n if mode == "exact" else _EMPTY,
+            latency=[NONE] * n if lat else _EMPTY,
+            duration=[0.0] * n if lat else _EMPTY,
+            open={} if lat else _NO_OPEN,
+            seen=[] if mode == "subset" else _EMPTY,
         )
 
     def step(self, state: TrajectoryState, event: Event) -> Decision | None:
@@ -159,6 +175,8 @@ class ToolTrajectory:
         seq = state.calls
         state.calls = seq + 1
         state.output = True
+        if seq >= self._count_only_from and state.sealed:
+            return None  # _call_exact and _after would change nothing more
         item = self._on_call(state, call, seq)
         if self._latency:
             # Every call is kept so a result without call_id pairs with the

@@ -75,7 +75,7 @@ from trajgrade.graders.letta._functions import (
     is_per_turn,
     sample_problem,
 )
-from trajgrade.verdicts import Decision, Outcome
+from trajgrade.verdicts import SETTLED, Decision, Outcome, Settled
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -127,10 +127,14 @@ class LettaToolState(msgspec.Struct, array_like=True, gc=False):
     total: int = 0
     #: turn_start events seen.
     turns: int = 0
+    #: Shared _NO_GRADES until per-turn mode is known (per-trace memory).
     graded: list[TurnGrade] = msgspec.field(default_factory=list)
 
 
 _Result = tuple[float, str | None, dict[str, Any]]
+#: ``graded`` of every state in whole-trace mode (never written there;
+#: tests/properties/test_routing.py checks it stays empty).
+_NO_GRADES: Final[list[TurnGrade]] = []
 
 
 class LettaTool:
@@ -165,14 +169,19 @@ class LettaTool:
             ToolResult: self._on_content,
         }
         self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
+        #: Once a whole-trace extraction is done, only trace_start can
+        #: change the outcome (the extractor ignores new turns): its
+        #: handlers say SETTLED and the engine stops routing content here.
+        self._settles = type(extractor).turn is Extractor.turn
 
     # ------------------------------------------------------------ contract
     def start(self) -> LettaToolState:
-        return LettaToolState()
+        return LettaToolState(graded=_NO_GRADES)
 
     def step(self, state: LettaToolState, event: Event) -> Decision | None:
         handler = self.handlers.get(type(event))
-        return None if handler is None else handler(state, event)
+        d = None if handler is None else handler(state, event)
+        return None if d is SETTLED else d
 
     def tick(self, state: LettaToolState, *, elapsed: float) -> Decision | None:
         return None
@@ -208,6 +217,7 @@ class LettaTool:
         state.sample = dict(row)
         state.per_turn = per_turn
         if per_turn:
+            state.graded = []  # its own: per-turn mode appends
             state.total = len(row["ground_truth"])
             return self._per_turn_early(state)
         return self._whole(state, state.sample) if state.slot.done else None
@@ -216,12 +226,16 @@ class LettaTool:
         """The index of the turn the next message belongs to."""
         return state.turns - 1 if state.turns else 0
 
-    def _on_turn(self, state: LettaToolState, event: TurnStart) -> Decision | None:
+    def _on_turn(
+        self, state: LettaToolState, event: TurnStart
+    ) -> Decision | Settled | None:
         state.started = True
         state.turns += 1
         if state.turns == 1:
             return None  # the first turn_start opens turn 0
         if not state.per_turn:
+            if state.slot.done and self._settles:
+                return SETTLED
             self._extractor.turn(state.slot)
             return None
         closing = state.turns - 2
@@ -232,7 +246,7 @@ class LettaTool:
 
     def _on_content(
         self, state: LettaToolState, event: Message | ToolCall | ToolResult
-    ) -> Decision | None:
+    ) -> Decision | Settled | None:
         state.started = True
         slot = state.slot
         if state.per_turn:
@@ -240,7 +254,7 @@ class LettaTool:
             if turn >= state.total or turn < len(state.graded):
                 return None  # a turn past the ground truths, or one already graded
         elif slot.done:
-            return None
+            return SETTLED if self._settles else None
         slot.content = True
         x = self._extractor
         if isinstance(event, Message):
@@ -249,8 +263,11 @@ class LettaTool:
             x.call(slot, event)
         else:
             x.result(slot, event)
-        if not slot.done or state.sample is None:
+        if not slot.done:
             return None
+        if state.sample is None:
+            # Extracted; only a dataset row (trace_start) can still matter.
+            return None if state.per_turn or not self._settles else SETTLED
         if state.per_turn:
             self._grade_turn(state, state.sample)
             return self._per_turn_early(state)

@@ -46,6 +46,7 @@ from trajgrade.graders.matching._tool_match import (
     regex_field,
     validate,
 )
+from trajgrade.graders.vally._name_plan import PLAN_CACHE_MAX, NamePlan
 from trajgrade.verdicts import Decision, Judgement, Outcome
 
 __all__ = (
@@ -94,28 +95,9 @@ class ToolCallsState(msgspec.Struct, array_like=True, gc=False):
     pending: dict[str, Pending | None] | None = None
 
 
-_PLAN_CACHE_MAX: Final = 4096
-
-
-class _NamePlan:
-    """The entries one tool name can match (the rest need no look)."""
-
-    __slots__ = ("dis_now", "dis_res", "idle", "req", "seq")
-
-    def __init__(
-        self,
-        *,
-        dis_now: tuple[Matcher, ...],
-        dis_res: tuple[tuple[int, Matcher], ...],
-        req: tuple[tuple[int, Matcher], ...],
-        seq: frozenset[int],
-    ) -> None:
-        self.dis_now = dis_now
-        self.dis_res = dis_res
-        self.req = req
-        self.seq = seq
-        #: No entry can match this name: only the call counter moves.
-        self.idle = not (dis_now or dis_res or req or seq)
+#: The ``counts`` shared by every state of a grader without required entries
+#: (never written; tests/properties/test_routing.py checks it stays empty).
+_NO_COUNTS: Final[list[int]] = []
 
 
 class ToolCalls:
@@ -159,7 +141,7 @@ class ToolCalls:
             m.at_step is not None or m.before_step is not None for m in req
         )
         self._can_pass_early = not dis and not self._final_mask
-        self._plans: dict[str, _NamePlan] = {}
+        self._plans: dict[str, NamePlan] = {}
         #: (call, judgement) of the call _on_call last judged completely.
         self._memo: tuple[ToolCall | None, Judgement | None] = (None, None)
         #: Event type -> handler: the engine's fast path (same logic as step).
@@ -202,9 +184,8 @@ class ToolCalls:
 
     # ------------------------------------------------------------ contract
     def start(self) -> ToolCallsState:
-        return ToolCallsState(
-            counts=[0] * len(self._required), unmet=len(self._required)
-        )
+        n = len(self._required)  # (_NO_COUNTS: per-trace memory)
+        return ToolCallsState(counts=[0] * n if n else _NO_COUNTS, unmet=n)
 
     def step(self, state: ToolCallsState, event: Event) -> Decision | None:
         handler = self.handlers.get(type(event))
@@ -240,6 +221,18 @@ class ToolCalls:
                 return self._forbids(m, call)
         return error
 
+    def call_handler(self, name: str) -> Any:
+        """The engine's route for calls named ``name`` (trajgrade.routing):
+        a name no entry can match only moves the counters."""
+        plan = self._plan(name)
+        if not plan.idle:
+            return self._on_call
+        return self._on_idle_call if self._track_results else self._count_call
+
+    def judges_call(self, name: str) -> bool:
+        """Whether ``judge`` can rule on a call named ``name`` at all."""
+        return bool(self._plan(name).dis_now)
+
     @staticmethod
     def _forbids(m: Matcher, call: ToolCall) -> Judgement:
         what = f"call {call.call_id or '?'} to {call.name!r}"
@@ -265,19 +258,18 @@ class ToolCalls:
         state.turns += 1
         return self._close_windows(state) if self._windows else None
 
-    def _plan(self, name: str) -> _NamePlan:
+    def _plan(self, name: str) -> NamePlan:
         """Which entries a tool name can match at all (memoised per name)."""
         plan = self._plans.get(name)
         if plan is None:
-            plan = _NamePlan(
-                dis_now=tuple(m for m in self._disallowed_now if m.name(name)),
-                dis_res=tuple(
-                    (b, m) for b, m in self._disallowed_on_result if m.name(name)
-                ),
-                req=tuple((i, m) for i, m in enumerate(self._required) if m.name(name)),
-                seq=frozenset(i for i, m in enumerate(self._sequence) if m.name(name)),
+            plan = NamePlan.of(
+                name,
+                self._disallowed_now,
+                self._disallowed_on_result,
+                self._required,
+                self._sequence,
             )
-            if len(self._plans) < _PLAN_CACHE_MAX:
+            if len(self._plans) < PLAN_CACHE_MAX:
                 self._plans[name] = plan
         return plan
 
@@ -336,6 +328,18 @@ class ToolCalls:
         return None
 
     @staticmethod
+    def _count_call(state: ToolCallsState, call: ToolCall) -> None:
+        # _on_call for a name no entry matches, when results are not read.
+        state.calls += 1
+
+    def _on_idle_call(self, state: ToolCallsState, call: ToolCall) -> None:
+        # _on_call for a name no entry matches, when results are read.
+        seq = state.calls
+        state.calls = seq + 1
+        state.last_ok = 0
+        self._remember(state, call, seq, 0, 0)
+
+    @staticmethod
     def _remember(
         state: ToolCallsState, call: ToolCall, seq: int, req: int, dis: int
     ) -> None:
@@ -359,6 +363,9 @@ class ToolCalls:
         if cid is None:
             cid = next(iter(pending))
         p = pending.pop(cid, None)
+        if not pending:
+            # An emptied dict keeps its table (~200 B per open trace).
+            state.pending = None
         if p is None:
             return None  # unknown, or a call no entry waits on
         text: str | None = None

@@ -77,6 +77,10 @@ REFUSED = [
             "chroot / curl x",
             "strace -f curl x",
             "busybox wget x",
+            "flock /tmp/l curl x",
+            "flock /tmp/l -c 'curl x'",
+            "env -S 'curl x'",
+            "script -qc 'curl x' /dev/null",
             "bash -c 'curl x'",
             "eval 'curl x'",
             "find . -exec curl {} \\;",
@@ -118,8 +122,8 @@ NOT_KNOWABLE = [
     _sh("grep -r KEY ."),  # commands that read everything
     _sh("python -c \"import urllib.request as u; u.urlopen('http://h')\""),
     _sh("perl -e 'use IO::Socket'"),
-    _sh("flock f curl x"),  # wrappers not listed
-    _sh("env -S 'curl x'"),
+    _sh("parallel curl ::: a b"),  # runners not read
+    _sh("systemd-run curl x"),
     ("Grep", {"pattern": "KEY", "path": "/repo/.env"}),  # other tools
     ("mcp__filesystem__read_file", {"path": "/repo/.env"}),
     _read("/repo/notes.txt"),  # a symlink to .env: not knowable
@@ -143,8 +147,8 @@ HARDENED_REFUSES = [
     _sh("cat .e*"),
     _sh('cat .e""nv'),
     _sh("cat .e\\nv"),
-    _sh("flock f curl x"),
-    _sh("su -c 'curl x'"),
+    _sh("parallel curl ::: a"),
+    _sh("systemd-run wget x"),
     ("Grep", {"pattern": "KEY", "path": "/repo/.env"}),
     ("grep_search", {"pattern": "KEY", "dir_path": "/repo/.env"}),
     ("mcp__filesystem__read_file", {"path": "/repo/.env"}),

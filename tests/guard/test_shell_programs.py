@@ -48,6 +48,16 @@ from trajgrade.graders.matching._tool_match import Matcher, ToolMatch
         ("ltrace -o log nc h 1", ["ltrace", "nc"]),
         ("nsenter -t 1 -n curl x", ["nsenter", "curl"]),
         ("unshare -n --map-user 0 wget x", ["unshare", "wget"]),
+        # options whose value is a command line
+        ("su - root -c 'curl x'", ["su", "curl"]),
+        ("su -lc 'nc h 1' root", ["su", "nc"]),
+        ("su root", ["su"]),  # an interactive shell: nothing more is known
+        ("runuser -u bob --command='wget x'", ["runuser", "wget"]),
+        ("flock -w 5 /tmp/l -c 'curl x'", ["flock", "curl"]),
+        ("flock /tmp/l scp a b:", ["flock", "scp"]),
+        ("env -iS 'curl x'", ["env", "curl"]),
+        ("env ls -S x", ["env", "ls"]),  # ls's -S: env stops at its command
+        ("script -qc 'curl x' /dev/null", ["script", "curl"]),
         # bash joins `cu\<newline>rl` into `curl` (tree-sitter reads two words)
         ("cu\\\nrl x", ["cu", "curl"]),
         ("make \\\n  -j4 \\\n  all", ["make"]),
@@ -71,6 +81,8 @@ def test_programs(command: str, names: list[str]) -> None:
         'bash -c "$X"',
         'echo "unterminated',  # a parse error
         'eval "curl $x"',
+        'su -c "$X"',
+        "flock /tmp/l -c",
     ],
 )
 def test_what_cannot_be_read_is_unknown(command: str) -> None:
@@ -120,6 +132,7 @@ _PREFIXES: list[str] = [
     "strace -f -o log",
     "nsenter -t 1 -n",
     "unshare -n",
+    "flock -w 5 /tmp/lock",
 ]
 _COMPOUNDS: list[Any] = [
     lambda c: f"bash -c {shlex.quote(c)}",
@@ -136,6 +149,9 @@ _COMPOUNDS: list[Any] = [
     lambda c: f"cd /tmp; {c}",
     lambda c: f"if true; then {c}; fi",
     lambda c: f"x=$( {c} )",
+    lambda c: f"su - root -c {shlex.quote(c)}",
+    lambda c: f"flock /tmp/l -c {shlex.quote(c)}",
+    lambda c: f"script -qc {shlex.quote(c)} /dev/null",
 ]
 _WRAP = st.one_of(
     st.sampled_from(_PREFIXES).map(lambda p: ("prefix", p)),

@@ -11,7 +11,9 @@ per command, the words are read as the shell would after quote removal:
   ``timeout``, ``nice``, ``nohup``, ``xargs``, ``exec``, ``command``,
   ``time``, ``stdbuf``, ...) are skipped over, options and all, and the
   command they run is read too (``find -exec`` likewise);
-* ``bash -c STR`` / ``sh -c STR`` and ``eval STR`` strings are parsed in turn;
+* ``bash -c STR`` / ``sh -c STR`` and ``eval STR`` strings are parsed in turn,
+  and so are command-line options (``su -c``, ``flock -c``, ``env -S``);
+* a line continuation (backslash-newline) joins words, as bash does;
 * ``/usr/bin/curl`` counts as ``curl``.
 
 What cannot be known is reported as ``unknown`` instead of guessed: a parse
@@ -81,6 +83,7 @@ _WRAPPERS: Final = {
         "--arg-file --max-lines --max-chars --eof --replace"
     ),
     "chroot": _w("--userspec --groups", 1),
+    "flock": _w("-w -E --wait --timeout --conflict-exit-code", 1),  # flock FILE cmd
     "busybox": _w(),  # `busybox wget x`: the applet is the program
     "strace": _w("-e -o -p -s -u -E -a -b -I -O -S -X -P -U --output --env --user"),
     "ltrace": _w("-e -o -p -s -u -a -n -l -A -D -F -w --output"),
@@ -89,6 +92,17 @@ _WRAPPERS: Final = {
         "-S -G -R -w --setuid --setgid --root --wd --propagation --setgroups "
         "--map-user --map-group"
     ),
+}
+#: Options whose value is a command line the program runs (through a shell,
+#: or split into words: `env -S`), and how many operands may come before
+#: one (None: any; su and script permute their arguments, env stops at its
+#: command, `flock FILE -c CMD`).
+_COMMAND_OPTS: Final[dict[str, tuple[frozenset[str], int | None]]] = {
+    "su": (frozenset(("-c", "--command", "--session-command")), None),
+    "runuser": (frozenset(("-c", "--command", "--session-command")), None),
+    "script": (frozenset(("-c", "--command")), None),
+    "flock": (frozenset(("-c", "--command")), 1),
+    "env": (frozenset(("-S", "--split-string")), 0),
 }
 # `command -v x` / `-V` only look a name up: nothing runs.
 _COMMAND_LOOKUP: Final = frozenset(("-v", "-V"))
@@ -196,6 +210,15 @@ class _Acc:
             if base == "find":
                 self._find(rest, depth)
                 return
+            if base in _COMMAND_OPTS:
+                skip = _WRAPPERS[base].value_opts if base in _WRAPPERS else frozenset()
+                found, script = _command_option(rest, *_COMMAND_OPTS[base], skip)
+                if found:
+                    if script is None:
+                        self.unknown = True
+                    else:
+                        self.script(script, depth + 1)
+                    return
             if base == "command" and _COMMAND_LOOKUP.intersection(
                 w for w in rest if w is not None
             ):
@@ -254,6 +277,39 @@ class _Acc:
                 self.argv(rest[i + 1 : j], depth)
                 i = j
             i += 1
+
+
+def _command_option(
+    words: list[str | None],
+    opts: frozenset[str],
+    operands: int | None,
+    value_opts: frozenset[str],
+) -> tuple[bool, str | None]:
+    """(whether one of ``opts`` is given, its value; None: not static text).
+    ``-c CMD``, ``-lc CMD`` (flags before it), ``-cCMD``, ``--command=CMD``;
+    other options' values (``value_opts``) are skipped, and the search ends
+    after ``operands`` operands."""
+    i, seen = 0, 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            break
+        if word is None or not word.startswith("-") or word == "-":
+            seen += 1
+            if operands is not None and seen > operands:
+                break
+            i += 1
+            continue
+        name, eq, value = word.partition("=")
+        if name in opts and word.startswith("--") and eq:
+            return True, value
+        short = not word.startswith("--") and len(word) > 2
+        if short and f"-{word[1]}" in opts:  # an attached value: -cCMD
+            return True, word[2:]
+        if word in opts or (short and f"-{word[-1]}" in opts):
+            return True, words[i + 1] if i + 1 < len(words) else None
+        i += 2 if word in value_opts else 1
+    return False, None
 
 
 def _join_continuations(text: str) -> str:

@@ -106,7 +106,10 @@ def test_bind_secret_keeps_a_whole_github_token_not_its_prefix() -> None:
             ],
         )
         assert [(e.call_id, j.rule) for _, e, j in run.judged] == [("3", "if_bound")]
-        assert token[:8] in run.judged[0][2].reason
+        reason = run.judged[0][2].reason
+        assert token[:4] in reason
+        assert token[:8] not in reason, "a bound secret is redacted in the reason"
+        assert f"a {len(token)}-character secret, redacted" in reason
 
 
 def test_require_within_calls_refuses_every_other_call_once_overdue() -> None:

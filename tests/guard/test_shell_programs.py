@@ -41,6 +41,30 @@ from trajgrade.graders.matching._tool_match import Matcher, ToolMatch
         ("f() { telnet h; }; f", ["telnet", "f"]),
         ('x=$(curl y) && eval "wget $x"', ["curl", "eval"]),  # eval of an expansion
         ("cat <(curl x) > /dev/null", ["cat", "curl"]),
+        # wrappers that run their arguments
+        ("chroot --userspec=u:g / curl x", ["chroot", "curl"]),
+        ("busybox wget x", ["busybox", "wget"]),
+        ("strace -f -o log -e trace=network curl x", ["strace", "curl"]),
+        ("ltrace -o log nc h 1", ["ltrace", "nc"]),
+        ("nsenter -t 1 -n curl x", ["nsenter", "curl"]),
+        ("unshare -n --map-user 0 wget x", ["unshare", "wget"]),
+        # options whose value is a command line
+        ("su - root -c 'curl x'", ["su", "curl"]),
+        ("su -lc 'nc h 1' root", ["su", "nc"]),
+        ("su root", ["su"]),  # an interactive shell: nothing more is known
+        ("runuser -u bob --command='wget x'", ["runuser", "wget"]),
+        ("flock -w 5 /tmp/l -c 'curl x'", ["flock", "curl"]),
+        ("flock /tmp/l scp a b:", ["flock", "scp"]),
+        ("env -iS 'curl x'", ["env", "curl"]),
+        ("env ls -S x", ["env", "ls"]),  # ls's -S: env stops at its command
+        ("script -qc 'curl x' /dev/null", ["script", "curl"]),
+        # bash joins `cu\<newline>rl` into `curl` (tree-sitter reads two words)
+        ("cu\\\nrl x", ["cu", "curl"]),
+        ("make \\\n  -j4 \\\n  all", ["make"]),
+        ('bash -c "w\\\nget x"', ["bash", "w", "wget"]),
+        # ... but not inside single quotes, nor in a comment
+        ("echo 'cu\\\nrl'", ["echo"]),
+        ("# don't \\\nls", ["ls"]),
     ],
 )
 def test_programs(command: str, names: list[str]) -> None:
@@ -57,6 +81,8 @@ def test_programs(command: str, names: list[str]) -> None:
         'bash -c "$X"',
         'echo "unterminated',  # a parse error
         'eval "curl $x"',
+        'su -c "$X"',
+        "flock /tmp/l -c",
     ],
 )
 def test_what_cannot_be_read_is_unknown(command: str) -> None:
@@ -101,6 +127,12 @@ _PREFIXES: list[str] = [
     "command",
     "xargs -I{}",
     "/usr/bin/env",
+    "chroot /",
+    "busybox",
+    "strace -f -o log",
+    "nsenter -t 1 -n",
+    "unshare -n",
+    "flock -w 5 /tmp/lock",
 ]
 _COMPOUNDS: list[Any] = [
     lambda c: f"bash -c {shlex.quote(c)}",
@@ -117,6 +149,9 @@ _COMPOUNDS: list[Any] = [
     lambda c: f"cd /tmp; {c}",
     lambda c: f"if true; then {c}; fi",
     lambda c: f"x=$( {c} )",
+    lambda c: f"su - root -c {shlex.quote(c)}",
+    lambda c: f"flock /tmp/l -c {shlex.quote(c)}",
+    lambda c: f"script -qc {shlex.quote(c)} /dev/null",
 ]
 _WRAP = st.one_of(
     st.sampled_from(_PREFIXES).map(lambda p: ("prefix", p)),
@@ -161,6 +196,19 @@ def test_a_forbidden_program_is_found_under_any_wrapping(
         1.0,
     )
     assert deny.matches_call(_call(cmd))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(_FORBIDDEN), _ARGS, st.lists(_WRAP, max_size=3), st.data())
+def test_a_line_continuation_inside_the_name_hides_nothing(
+    program: str, args: list[str], wraps: list[tuple[str, Any]], data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(1, len(program) - 1))
+    split = program[:cut] + "\\\n" + program[cut:]  # bash runs `program`
+    cmd = _wrap(" ".join([split, *args]), wraps)
+    got = programs(cmd)
+    assert program.rsplit("/", 1)[-1] in got.names, (cmd, got)
+    assert not got.unknown, cmd
 
 
 @settings(max_examples=200, deadline=None)

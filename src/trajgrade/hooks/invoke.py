@@ -358,7 +358,8 @@ def _append_lines(path: str, records: list[Any]) -> None:
     import msgspec
 
     data = b"".join(msgspec.json.encode(v) + b"\n" for v in records)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # 0600: verdicts and decisions may quote what the agent handled.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, data)
     finally:
@@ -384,7 +385,7 @@ class _Log:
             sys.stderr.write(f"trajgrade hook: {line.decode()}\n")
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, line + b"\n")
             finally:

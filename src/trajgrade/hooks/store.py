@@ -69,7 +69,7 @@ class SessionStore:
         self.root = root
         self.dir = os.path.join(root, agent)
         self.max_age = max_age
-        os.makedirs(self.dir, exist_ok=True)
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
 
     def _base(self, session: str) -> str:
         name = (
@@ -105,7 +105,10 @@ class SessionStore:
         """Write ``state`` atomically (temporary file, then rename)."""
         path = self._base(state.session) + ".state"
         tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
+        # Owner-only, like --state checkpoints: a state may hold bound values
+        # (a flow rule's `bind: secret` keeps the credentials it found).
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
             f.write(_ENC.encode(state))
         os.replace(tmp, path)
 

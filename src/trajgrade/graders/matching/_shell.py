@@ -11,7 +11,9 @@ per command, the words are read as the shell would after quote removal:
   ``timeout``, ``nice``, ``nohup``, ``xargs``, ``exec``, ``command``,
   ``time``, ``stdbuf``, ...) are skipped over, options and all, and the
   command they run is read too (``find -exec`` likewise);
-* ``bash -c STR`` / ``sh -c STR`` and ``eval STR`` strings are parsed in turn;
+* ``bash -c STR`` / ``sh -c STR`` and ``eval STR`` strings are parsed in turn,
+  and so are command-line options (``su -c``, ``flock -c``, ``env -S``);
+* a line continuation (backslash-newline) joins words, as bash does;
 * ``/usr/bin/curl`` counts as ``curl``.
 
 What cannot be known is reported as ``unknown`` instead of guessed: a parse
@@ -80,6 +82,27 @@ _WRAPPERS: Final = {
         "-I -L -n -P -s -d -E -a --max-args --max-procs --delimiter "
         "--arg-file --max-lines --max-chars --eof --replace"
     ),
+    "chroot": _w("--userspec --groups", 1),
+    "flock": _w("-w -E --wait --timeout --conflict-exit-code", 1),  # flock FILE cmd
+    "busybox": _w(),  # `busybox wget x`: the applet is the program
+    "strace": _w("-e -o -p -s -u -E -a -b -I -O -S -X -P -U --output --env --user"),
+    "ltrace": _w("-e -o -p -s -u -a -n -l -A -D -F -w --output"),
+    "nsenter": _w("-t -S -G --target --setuid --setgid --wd"),
+    "unshare": _w(
+        "-S -G -R -w --setuid --setgid --root --wd --propagation --setgroups "
+        "--map-user --map-group"
+    ),
+}
+#: Options whose value is a command line the program runs (through a shell,
+#: or split into words: `env -S`), and how many operands may come before
+#: one (None: any; su and script permute their arguments, env stops at its
+#: command, `flock FILE -c CMD`).
+_COMMAND_OPTS: Final[dict[str, tuple[frozenset[str], int | None]]] = {
+    "su": (frozenset(("-c", "--command", "--session-command")), None),
+    "runuser": (frozenset(("-c", "--command", "--session-command")), None),
+    "script": (frozenset(("-c", "--command")), None),
+    "flock": (frozenset(("-c", "--command")), 1),
+    "env": (frozenset(("-S", "--split-string")), 0),
 }
 # `command -v x` / `-V` only look a name up: nothing runs.
 _COMMAND_LOOKUP: Final = frozenset(("-v", "-V"))
@@ -150,6 +173,18 @@ class _Acc:
         if depth > MAX_DEPTH:
             self.unknown = True
             return
+        self._parse(text, depth)
+        joined = _join_continuations(text) if "\\\n" in text else text
+        if joined != text:
+            # tree-sitter reads `cu\<newline>rl` as two words; bash joins
+            # them into `curl`. The joined reading adds what bash runs.
+            seen = set(self.names)
+            other = _Acc()
+            other._parse(joined, depth)
+            self.names.extend(n for n in other.names if n not in seen)
+            self.unknown = self.unknown or other.unknown
+
+    def _parse(self, text: str, depth: int) -> None:
         tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
         root = tree.root_node
         if root.has_error and _unreadable(root):
@@ -175,6 +210,15 @@ class _Acc:
             if base == "find":
                 self._find(rest, depth)
                 return
+            if base in _COMMAND_OPTS:
+                skip = _WRAPPERS[base].value_opts if base in _WRAPPERS else frozenset()
+                found, script = _command_option(rest, *_COMMAND_OPTS[base], skip)
+                if found:
+                    if script is None:
+                        self.unknown = True
+                    else:
+                        self.script(script, depth + 1)
+                    return
             if base == "command" and _COMMAND_LOOKUP.intersection(
                 w for w in rest if w is not None
             ):
@@ -233,6 +277,69 @@ class _Acc:
                 self.argv(rest[i + 1 : j], depth)
                 i = j
             i += 1
+
+
+def _command_option(
+    words: list[str | None],
+    opts: frozenset[str],
+    operands: int | None,
+    value_opts: frozenset[str],
+) -> tuple[bool, str | None]:
+    """(whether one of ``opts`` is given, its value; None: not static text).
+    ``-c CMD``, ``-lc CMD`` (flags before it), ``-cCMD``, ``--command=CMD``;
+    other options' values (``value_opts``) are skipped, and the search ends
+    after ``operands`` operands."""
+    i, seen = 0, 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            break
+        if word is None or not word.startswith("-") or word == "-":
+            seen += 1
+            if operands is not None and seen > operands:
+                break
+            i += 1
+            continue
+        name, eq, value = word.partition("=")
+        if name in opts and word.startswith("--") and eq:
+            return True, value
+        short = not word.startswith("--") and len(word) > 2
+        if short and f"-{word[1]}" in opts:  # an attached value: -cCMD
+            return True, word[2:]
+        if word in opts or (short and f"-{word[-1]}" in opts):
+            return True, words[i + 1] if i + 1 < len(words) else None
+        i += 2 if word in value_opts else 1
+    return False, None
+
+
+def _join_continuations(text: str) -> str:
+    """``text`` with bash's line continuations (backslash-newline outside
+    single quotes and comments) removed, as bash reads it."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    quote = ""  # "", "'" or '"'
+    while i < n:
+        ch = text[i]
+        if quote == "'":
+            quote = "" if ch == "'" else quote
+        elif ch == "\\" and i + 1 < n:
+            if text[i + 1] != "\n":
+                out.append(text[i : i + 2])
+            i += 2
+            continue
+        elif ch == '"':
+            quote = "" if quote else '"'
+        elif ch == "'" and not quote:
+            quote = "'"
+        elif ch == "#" and not quote and (not out or out[-1][-1:] in " \t\n;&|()"):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out.append(text[i:end])
+            i = end
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def _unreadable(root: Any) -> bool:

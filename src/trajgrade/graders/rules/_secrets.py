@@ -45,6 +45,11 @@ DETECTORS: Final = frozenset(
     }
 )
 
+#: Detectors whose regex captures only the token's prefix (``(ghp|gho|...)_``):
+#: detect-secrets reports the group ('ghp'), so the whole match is the secret
+#: a ``bind: secret`` rule must keep.
+WHOLE_MATCH: Final = frozenset({"GitHubTokenDetector", "GitLabTokenDetector"})
+
 #: Characters of one value scanned.
 SCAN_LIMIT: Final = 65_536
 
@@ -73,6 +78,13 @@ class SecretScanner:
         text = text[:SCAN_LIMIT]
         found: set[tuple[str, str]] = set()
         for plugin in self._plugins:
+            if type(plugin).__name__ in WHOLE_MATCH:
+                for regex in plugin.denylist:
+                    found.update(
+                        (str(plugin.secret_type), m.group(0))
+                        for m in regex.finditer(text)
+                    )
+                continue
             for secret in plugin.analyze_line(filename="tool-output", line=text):
                 found.add((str(secret.type), str(secret.secret_value or "")))
         return sorted(found)

@@ -352,9 +352,16 @@ class Flow:
             for value in arg_values(call, self._if):
                 for bound in state.values:
                     if bound in value:
+                        # A bound secret is never repeated in full: the
+                        # reason reaches the model, logs and verdict files.
+                        shown = (
+                            _redacted(bound)
+                            if self._bind == "secret"
+                            else _short(bound)
+                        )
                         return (
                             "if_bound",
-                            f"{call_label(call)} has {self._if} containing {_short(bound)}, a value bound from {self._bind} after {state.trigger}",
+                            f"{call_label(call)} has {self._if} containing {shown}, a value bound from {self._bind} after {state.trigger}",
                         )
             return None
         if state.fired:
@@ -446,6 +453,11 @@ def _time(state: FlowState, ts: float | None) -> float:
         t = last
     state.last_ts = t
     return t
+
+
+def _redacted(secret: str) -> str:
+    """A secret named by its first characters only (enough to recognise it)."""
+    return f"{secret[:4]!r}… (a {len(secret)}-character secret, redacted)"
 
 
 def _short(value: Any) -> str:

@@ -57,7 +57,7 @@ def call_key(call: ToolCall, at_event: int) -> str:
 class Guard:
     """Compiled once per engine: which graders judge calls, and their actions."""
 
-    __slots__ = ("actions", "decisions", "graders", "judges", "judging")
+    __slots__ = ("actions", "decisions", "graders", "judges", "judging", "names")
 
     def __init__(self, suite: Suite, graders: Sequence[Grader[Any]]) -> None:
         marks: Any = getattr(suite, "on_fail", None) or {}
@@ -77,6 +77,10 @@ class Guard:
             if callable(judge := getattr(g, "judge", None))
         )
         self.judging: frozenset[int] = frozenset(i for i, _ in self.judges)
+        #: (name, kind) of each grader: read once per decision, not per attribute.
+        self.names: tuple[tuple[str, str], ...] = tuple(
+            (g.name, g.kind) for g in graders
+        )
         #: Decisions since the caller last cleared this list (``Engine.decisions``).
         self.decisions: list[GuardDecision] = []
 
@@ -118,6 +122,17 @@ class Guard:
         routes; the others would answer None), else all."""
         states = tr.states
         stopper_judged = False
+        # Every decision on this call shares the trace, call and event fields:
+        # read once; the GuardDecision is built in place (a guard past a
+        # count limit decides every call, so this is a hot path).
+        trace_id = tr.id
+        at_event = tr.events
+        ts = tr.last_ts
+        key = call.call_id or f"@{at_event}"
+        tool = call.name
+        actions = self.actions
+        names = self.names
+        append = self.decisions.append
         for i, judge in self.judges if judges is None else judges:
             try:
                 j = judge(states[i], call)
@@ -131,21 +146,25 @@ class Guard:
                 continue
             if abort is not None and i == abort[0]:
                 stopper_judged = True
-            action = self.actions[i]
-            if j.action is not None and _SEVERITY[j.action] < _SEVERITY[action]:
+            action = actions[i]
+            softer = j.action
+            if softer is not None and _SEVERITY[softer] < _SEVERITY[action]:
                 # A grader may soften its ruling (a budget's warn_at), never harden it.
-                action = j.action
-            self.decisions.append(
-                self.decision(
-                    tr.id,
-                    i,
+                action = softer
+            name, kind = names[i]
+            append(
+                GuardDecision(
+                    trace_id=trace_id,
+                    grader=name,
+                    kind=kind,
+                    action=action,
+                    outcome=j.outcome,
                     rule=j.rule,
                     reason=j.reason,
-                    outcome=j.outcome,
-                    call=call,
-                    at_event=tr.events,
-                    ts=tr.last_ts,
-                    action=action,
+                    call_id=key,
+                    tool=tool,
+                    at_event=at_event,
+                    ts=ts,
                 )
             )
             if (

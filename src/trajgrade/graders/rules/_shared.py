@@ -31,6 +31,7 @@ __all__ = (
     "compile_matcher",
     "fingerprint",
     "matches",
+    "name_can_match",
     "parse_window",
 )
 
@@ -112,6 +113,16 @@ def matches(m: Matcher, call: ToolCall) -> bool:
         return m.matches_args(call)
     except ArgMissingError:
         return False
+
+
+def name_can_match(m: Matcher, name: str) -> bool:
+    """Whether a call named ``name`` can match ``m`` at all (the engine's
+    name routes, trajgrade.routing); a name whose test fails is routed, so
+    the per-call handler meets the failure as before."""
+    try:
+        return bool(m.name(name))
+    except Exception:
+        return True
 
 
 def fingerprint(call: ToolCall) -> int:

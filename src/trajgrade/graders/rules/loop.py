@@ -35,6 +35,7 @@ from trajgrade.graders.rules._shared import (
     compile_matcher,
     fingerprint,
     matches,
+    name_can_match,
 )
 from trajgrade.verdicts import Decision, Judgement, Outcome
 
@@ -116,6 +117,17 @@ class Loop:
 
     def tick(self, state: LoopState, *, elapsed: float) -> Decision | None:
         return None
+
+    def call_handler(self, name: str) -> Any:
+        """The engine's route for calls named ``name`` (trajgrade.routing):
+        none for a name ``match`` cannot select. Such a call would only reset
+        ``hit``, which the next routed call resets before ``judge`` reads it."""
+        m = self._match
+        return self._on_call if m is None or name_can_match(m, name) else None
+
+    def judges_call(self, name: str) -> bool:
+        """Whether ``judge`` can rule on a call named ``name`` at all."""
+        return self._match is None or name_can_match(self._match, name)
 
     def judge(self, state: LoopState | None, call: ToolCall) -> Judgement | None:
         if state is None or state.hit is None:

@@ -32,6 +32,7 @@ from trajgrade.graders.rules._shared import (
     call_label,
     compile_matcher,
     matches,
+    name_can_match,
     parse_window,
 )
 from trajgrade.verdicts import Decision, Judgement, Outcome
@@ -100,6 +101,16 @@ class RateLimit:
 
     def tick(self, state: RateLimitState, *, elapsed: float) -> Decision | None:
         return None
+
+    def call_handler(self, name: str) -> Any:
+        """The engine's route for calls named ``name`` (trajgrade.routing):
+        none for a name ``match`` cannot select. Such a call would only reset
+        ``hit``, which the next routed call resets before ``judge`` reads it."""
+        return self._on_call if name_can_match(self._match, name) else None
+
+    def judges_call(self, name: str) -> bool:
+        """Whether ``judge`` can rule on a call named ``name`` at all."""
+        return name_can_match(self._match, name)
 
     def judge(self, state: RateLimitState | None, call: ToolCall) -> Judgement | None:
         if state is None or not state.hit:

@@ -30,6 +30,7 @@ CORE_PARTS = frozenset(
         "guarding",
         "routing",
         "graders",
+        "projection",
         "formats",
         "config",
         "_config_layouts",

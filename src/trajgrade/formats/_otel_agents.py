@@ -116,6 +116,31 @@ def _call(
     )
 
 
+def _completed(
+    trace: str,
+    ts: float,
+    name: str,
+    cid: str | None,
+    args: Any,
+    result: Any,
+    is_error: bool,
+    dur: float | None,
+) -> list[Event]:
+    """A call and its result, from one log record that reports both."""
+    return [
+        _call(trace, ts, name, cid, args, dur),
+        ToolResult(
+            trace_id=trace,
+            ts=ts,
+            call_id=cid,
+            name=name,
+            result=result,
+            is_error=is_error,
+            duration_ms=dur,
+        ),
+    ]
+
+
 # ---------------------------------------------------------------- Claude Code
 def _claude(event: str, trace: str, a: dict[str, Any], ts: float) -> list[Event]:
     if event == "user_prompt":
@@ -143,33 +168,23 @@ def _claude(event: str, trace: str, a: dict[str, Any], ts: float) -> list[Event]
         ]
     if event == "tool_decision" and a.get("decision") == "reject":
         name, cid = _name(a, "tool_name"), _str(a, "tool_use_id")
-        return [
-            _call(trace, ts, name, cid, a.get("tool_parameters"), None),
-            ToolResult(
-                trace_id=trace,
-                ts=ts,
-                call_id=cid,
-                name=name,
-                result="rejected",
-                is_error=True,
-            ),
-        ]
+        return _completed(
+            trace, ts, name, cid, a.get("tool_parameters"), "rejected", True, None
+        )
     if event == "tool_result":
         name, cid = _name(a, "tool_name"), _str(a, "tool_use_id")
         dur = _float(a, "duration_ms")
         ok = _ok(a, "success")
-        return [
-            _call(trace, ts, name, cid, a.get("tool_input"), dur),
-            ToolResult(
-                trace_id=trace,
-                ts=ts,
-                call_id=cid,
-                name=name,
-                result=None if ok else (_str(a, "error") or "error"),
-                is_error=not ok,
-                duration_ms=dur,
-            ),
-        ]
+        return _completed(
+            trace,
+            ts,
+            name,
+            cid,
+            a.get("tool_input"),
+            None if ok else (_str(a, "error") or "error"),
+            not ok,
+            dur,
+        )
     return []
 
 
@@ -181,31 +196,12 @@ def _codex(event: str, trace: str, a: dict[str, Any], ts: float) -> list[Event]:
         name, cid = _name(a, "tool_name"), _str(a, "call_id")
         dur = _float(a, "duration_ms")
         ok = _ok(a, "success")
-        return [
-            _call(trace, ts, name, cid, a.get("arguments"), dur),
-            ToolResult(
-                trace_id=trace,
-                ts=ts,
-                call_id=cid,
-                name=name,
-                result=a.get("output"),
-                is_error=not ok,
-                duration_ms=dur,
-            ),
-        ]
+        return _completed(
+            trace, ts, name, cid, a.get("arguments"), a.get("output"), not ok, dur
+        )
     if event == "tool_decision" and a.get("decision") in ("denied", "abort"):
         name, cid = _name(a, "tool_name"), _str(a, "call_id")
-        return [
-            _call(trace, ts, name, cid, None, None),
-            ToolResult(
-                trace_id=trace,
-                ts=ts,
-                call_id=cid,
-                name=name,
-                result=str(a["decision"]),
-                is_error=True,
-            ),
-        ]
+        return _completed(trace, ts, name, cid, None, str(a["decision"]), True, None)
     # Codex writes ``response.completed`` twice: the SSE event itself, then
     # the one with the token counts.
     if (
@@ -241,18 +237,16 @@ def _gemini(event: str, trace: str, a: dict[str, Any], ts: float) -> list[Event]
         # ``metadata`` says ``isError``.
         meta = json_object(a.get("metadata")) or {}
         ok = _ok(a, "success") and meta.get("isError") is not True
-        return [
-            _call(trace, ts, name, cid, a.get("function_args"), dur),
-            ToolResult(
-                trace_id=trace,
-                ts=ts,
-                call_id=cid,
-                name=name,
-                result=None if ok else (_str(a, "error") or "error"),
-                is_error=not ok,
-                duration_ms=dur,
-            ),
-        ]
+        return _completed(
+            trace,
+            ts,
+            name,
+            cid,
+            a.get("function_args"),
+            None if ok else (_str(a, "error") or "error"),
+            not ok,
+            dur,
+        )
     if event == "api_response":
         return [
             TurnStart(trace_id=trace, ts=ts, source="agent"),

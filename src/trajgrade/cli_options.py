@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
+# The commands' exit statuses have one home (re-exported for the CLI modules).
+from trajgrade.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -33,11 +36,6 @@ __all__ = (
     "tick_option",
 )
 
-#: Exit status of the commands: all passed / a fail or error (see
-#: trajgrade.exit_status for ``grade``) / a usage or config error.
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
 
 F = TypeVar("F", bound="Callable[..., Any]")
 

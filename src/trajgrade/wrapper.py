@@ -53,6 +53,7 @@ from trajgrade.actions import ActionOptions, Actions
 from trajgrade.config import OnFail
 from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
+from trajgrade.exit_status import EXIT_FAILED, EXIT_NOTHING, EXIT_OK, EXIT_USAGE
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.projection import reads_tool_results
 from trajgrade.reporting import report_problems
@@ -79,12 +80,10 @@ __all__ = (
     "wrap",
 )
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
+# 0, 1, 2 and 5 mean for ``run`` what they mean for ``grade``; 3 and 4 are
+# ``run``'s own.
 EXIT_STOPPED: Final = 3
 EXIT_AGENT_FAILED: Final = 4
-EXIT_NOTHING: Final = 5
 #: Exit statuses of ``trajgrade run`` and what they mean (docs/hooks.md and ``--help``).
 EXIT_CODES: Final = {
     EXIT_OK: "the agent exited 0 and every verdict passed",

@@ -14,16 +14,21 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade._digest import blake2b
+from trajgrade.events import ToolCall
 from trajgrade.graders.matching._jsliteral import JSRegexError
 from trajgrade.graders.matching._tool_match import ArgMissingError, Matcher, ToolMatch
 from trajgrade.graders.vally.metric_threshold import parse_duration_ms
 
 if TYPE_CHECKING:
-    from trajgrade.events import ToolCall
+    from collections.abc import Callable
+
+    from trajgrade.events import Event
     from trajgrade.graders._spec import ErrorList
+    from trajgrade.verdicts import Decision
 
 __all__ = (
     "VIEWS",
+    "CallRule",
     "MatcherSpec",
     "aborts",
     "arg_values",
@@ -123,6 +128,33 @@ def name_can_match(m: Matcher, name: str) -> bool:
         return bool(m.name(name))
     except Exception:
         return True
+
+
+class CallRule:
+    """The grader plumbing of a rule that reads only tool calls, optionally
+    narrowed by a ``match`` matcher (rate-limit, loop): stepped and judged
+    only for names ``match`` can select (trajgrade.routing), never clocked.
+    Subclasses set ``_match`` and define ``_on_call``."""
+
+    _match: Matcher | None
+    _on_call: Callable[[Any, ToolCall], Decision | None]
+    uses_clock = False
+
+    def step(self, state: Any, event: Event) -> Decision | None:
+        return self._on_call(state, event) if type(event) is ToolCall else None
+
+    def tick(self, state: Any, *, elapsed: float) -> Decision | None:
+        return None
+
+    def call_handler(self, name: str) -> Any:
+        """The engine's route for calls named ``name``: none for a name
+        ``match`` cannot select. Such a call would only reset the rule's
+        ``hit``, which the next routed call resets before ``judge`` reads it."""
+        return self._on_call if self.judges_call(name) else None
+
+    def judges_call(self, name: str) -> bool:
+        """Whether ``judge`` can rule on a call named ``name`` at all."""
+        return self._match is None or name_can_match(self._match, name)
 
 
 def fingerprint(call: ToolCall) -> int:

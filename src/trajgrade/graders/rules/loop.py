@@ -29,13 +29,13 @@ import msgspec
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.rules._shared import (
+    CallRule,
     MatcherSpec,
     aborts,
     call_label,
     compile_matcher,
     fingerprint,
     matches,
-    name_can_match,
 )
 from trajgrade.verdicts import Decision, Judgement, Outcome
 
@@ -75,12 +75,11 @@ class LoopState(msgspec.Struct, array_like=True, gc=False):
     hit: tuple[str, str] | None = None
 
 
-class Loop:
+class Loop(CallRule):
     """The compiled ``loop`` grader."""
 
     kind: Final = "loop"
     state_type = LoopState
-    uses_clock = False
     event_types: frozenset[type[Event]] = frozenset({ToolCall})
 
     def __init__(self, config: LoopConfig, *, name: str, timeout: float) -> None:
@@ -111,23 +110,6 @@ class Loop:
 
     def start(self) -> LoopState:
         return LoopState()
-
-    def step(self, state: LoopState, event: Event) -> Decision | None:
-        return self._on_call(state, event) if type(event) is ToolCall else None
-
-    def tick(self, state: LoopState, *, elapsed: float) -> Decision | None:
-        return None
-
-    def call_handler(self, name: str) -> Any:
-        """The engine's route for calls named ``name`` (trajgrade.routing):
-        none for a name ``match`` cannot select. Such a call would only reset
-        ``hit``, which the next routed call resets before ``judge`` reads it."""
-        m = self._match
-        return self._on_call if m is None or name_can_match(m, name) else None
-
-    def judges_call(self, name: str) -> bool:
-        """Whether ``judge`` can rule on a call named ``name`` at all."""
-        return self._match is None or name_can_match(self._match, name)
 
     def judge(self, state: LoopState | None, call: ToolCall) -> Judgement | None:
         if state is None or state.hit is None:

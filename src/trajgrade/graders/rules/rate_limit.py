@@ -27,12 +27,12 @@ import msgspec
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.rules._shared import (
+    CallRule,
     MatcherSpec,
     aborts,
     call_label,
     compile_matcher,
     matches,
-    name_can_match,
     parse_window,
 )
 from trajgrade.verdicts import Decision, Judgement, Outcome
@@ -70,12 +70,11 @@ class RateLimitState(msgspec.Struct, array_like=True, gc=False):
     hit: str = ""
 
 
-class RateLimit:
+class RateLimit(CallRule):
     """The compiled ``rate-limit`` grader."""
 
     kind: Final = "rate-limit"
     state_type = RateLimitState
-    uses_clock = False
     event_types: frozenset[type[Event]] = frozenset({ToolCall})
 
     def __init__(self, config: RateLimitConfig, *, name: str, timeout: float) -> None:
@@ -95,22 +94,6 @@ class RateLimit:
 
     def start(self) -> RateLimitState:
         return RateLimitState()
-
-    def step(self, state: RateLimitState, event: Event) -> Decision | None:
-        return self._on_call(state, event) if type(event) is ToolCall else None
-
-    def tick(self, state: RateLimitState, *, elapsed: float) -> Decision | None:
-        return None
-
-    def call_handler(self, name: str) -> Any:
-        """The engine's route for calls named ``name`` (trajgrade.routing):
-        none for a name ``match`` cannot select. Such a call would only reset
-        ``hit``, which the next routed call resets before ``judge`` reads it."""
-        return self._on_call if name_can_match(self._match, name) else None
-
-    def judges_call(self, name: str) -> bool:
-        """Whether ``judge`` can rule on a call named ``name`` at all."""
-        return name_can_match(self._match, name)
 
     def judge(self, state: RateLimitState | None, call: ToolCall) -> Judgement | None:
         if state is None or not state.hit:

@@ -128,6 +128,14 @@ def _kvs(target: Any, raw: Any, where: str) -> None:
             _any(item.value, value, f"{where}[{i}].value")
 
 
+def _attributes(target: Any, raw: dict[str, Any], where: str) -> None:
+    """A resource's or a scope's attributes and dropped-attribute count."""
+    _kvs(target.attributes, raw.get("attributes"), f"{where}.attributes")
+    dropped = _get(raw, "droppedAttributesCount", "dropped_attributes_count")
+    if dropped is not None:
+        target.dropped_attributes_count = _int(dropped, where)
+
+
 def _record(r: Any, raw: dict[str, Any], where: str) -> None:
     for camel, snake in (
         ("timeUnixNano", "time_unix_nano"),
@@ -182,18 +190,7 @@ def logs_message(tree: dict[str, Any]) -> ExportLogsServiceRequest:
             if res is not None:
                 res = _obj(res, f"{where}.resource")
                 rl.resource.SetInParent()
-                _kvs(
-                    rl.resource.attributes,
-                    res.get("attributes"),
-                    f"{where}.resource.attributes",
-                )
-                dropped = _get(
-                    res, "droppedAttributesCount", "dropped_attributes_count"
-                )
-                if dropped is not None:
-                    rl.resource.dropped_attributes_count = _int(
-                        dropped, f"{where}.resource"
-                    )
+                _attributes(rl.resource, res, f"{where}.resource")
             schema = _get(rl_raw, "schemaUrl", "schema_url")
             if schema is not None:
                 rl.schema_url = schema
@@ -208,18 +205,7 @@ def logs_message(tree: dict[str, Any]) -> ExportLogsServiceRequest:
                     sl.scope.SetInParent()
                     sl.scope.name = scope.get("name", "")
                     sl.scope.version = scope.get("version", "")
-                    _kvs(
-                        sl.scope.attributes,
-                        scope.get("attributes"),
-                        f"{swhere}.scope.attributes",
-                    )
-                    dropped = _get(
-                        scope, "droppedAttributesCount", "dropped_attributes_count"
-                    )
-                    if dropped is not None:
-                        sl.scope.dropped_attributes_count = _int(
-                            dropped, f"{swhere}.scope"
-                        )
+                    _attributes(sl.scope, scope, f"{swhere}.scope")
                 schema = _get(sl_raw, "schemaUrl", "schema_url")
                 if schema is not None:
                     sl.schema_url = schema

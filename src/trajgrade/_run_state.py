@@ -142,6 +142,15 @@ class _Run:
         if self.actions is not None:
             self.actions.observe_decisions(decisions)
 
+    def listens_to_decisions(self) -> bool:
+        """Whether anything takes guard decisions: the decision stream, a
+        sink that exports them, or on-fail actions."""
+        return (
+            self.decisions is not None
+            or self.actions is not None
+            or hasattr(self.sink, "send_decisions")
+        )
+
     def report(self) -> None:
         """Log located input errors and anomalies gathered since last time."""
         errors, anomalies = report_problems(self.grading, self.log)

@@ -2,13 +2,12 @@
 
 Theory of operation
 -------------------
-The engine routes each event to its trace by ``trace_id`` (any number of
-traces may be interleaved on one stream) and hands it to the graders whose
+The engine routes each event to its trace by ``trace_id`` (traces may be
+interleaved) and hands it, with their per-trace state, to the graders whose
 compiled route (:mod:`trajgrade.routing`: per event type and tool name) it
-is on, together with that grader's per-trace state. A
-grader answers ``None`` (nothing new), a sealed decision (outcome fixed) or a
-final decision (outcome and score fixed). The engine stamps decisions into
-:class:`~trajgrade.verdicts.Verdict`s and enforces the finality rules:
+is on. A grader answers ``None`` (nothing new), a sealed decision (outcome
+fixed) or a final decision (outcome and score fixed). The engine stamps them
+into :class:`~trajgrade.verdicts.Verdict`s and enforces the finality rules:
 
 * a final verdict ends that grader on that trace: its state is dropped and it
   is never stepped again (h11's "terminal states stay terminal");
@@ -17,26 +16,22 @@ final decision (outcome and score fixed). The engine stamps decisions into
 * a trace whose graders are all final is dropped at once; its id is
   remembered (bounded) so late events are ignored instead of reopening it.
 
-Time is data. ``feed(event, now=...)`` records when a trace was first seen on
-the runner's clock; ``tick(now)`` lets clock-driven graders (wall-time) fire
-while no event arrives.
+Time is data: ``feed(event, now=...)`` records the runner's clock; ``tick(now)``
+lets clock-driven graders (wall-time) fire while no event arrives.
 
-Guard decisions (:mod:`trajgrade.guarding`): besides verdicts, every
-``tool_call`` a grader forbids gives a
-:class:`~trajgrade.verdicts.GuardDecision` in ``decisions`` (the caller
-drains it, like ``anomalies``), every time, also after that grader's verdict
-is final. So a trace whose graders are all final is kept (without grader
-state) while a grader can still judge its calls or it was aborted, until
-its end, ``finish`` or idle expiry; at most ``GUARD_MEMORY`` such traces.
+Guard decisions (:mod:`trajgrade.guarding`): every ``tool_call`` a grader
+forbids gives a :class:`~trajgrade.verdicts.GuardDecision` in ``decisions``
+(drained by the caller), every time, also after that grader's verdict is
+final; a trace whose graders are all final is kept for that (at most
+``GUARD_MEMORY`` of them) while a grader judges calls or it was aborted.
 
 Integrity: the engine tracks open call ids per trace to report results that
 match no call, reused call ids, and calls still unanswered when the trace
 ends as :class:`Anomaly` records in ``anomalies`` (the runner drains and logs
-them); events it had to reject
-(``reject``) taint a trace, whose still-open graders then end in ``error``.
+them); rejected events (``reject``) taint a trace: its open graders end in
+``error``.
 
-The only exceptions ``feed`` raises for bad data are none: anything a grader
-raises other than its documented decisions is a bug in that grader.
+``feed`` raises nothing for bad data: a grader's other exceptions are its bugs.
 """
 
 from __future__ import annotations
@@ -97,6 +92,7 @@ class Engine:
         *,
         check_integrity: bool = True,
         samples: Mapping[str, Any] | None = None,
+        guarding: bool = True,
     ) -> None:
         self.suite = suite
         #: Dataset rows by trace id; a trace's row reaches its graders as a
@@ -113,6 +109,9 @@ class Engine:
         self._integrity = check_integrity
         #: Anomalies found since the runner last cleared this list.
         self.anomalies: list[Anomaly] = []
+        #: False: nobody reads decisions (a plain ``grade``), so calls are
+        #: not judged and no trace is kept for guarding; verdicts are the same.
+        self.guarding = guarding
         self._guard = Guard(suite, self._graders)
         self._judges = self._guard.judges
         # Per event type and tool name: the graders that can react.
@@ -160,6 +159,7 @@ class Engine:
         judges_by_name = routing.judges_by_name
         parkable = routing.parkable
         integrity = self._integrity
+        guarding = self.guarding
         for event in events:
             tid = event.trace_id or default_trace
             tr = traces.get(tid)
@@ -239,7 +239,7 @@ class Engine:
                         v = self._stamp(tr, i, d, early=True)
                         if v is not None:
                             out.append(v)
-                            if v.outcome is not Outcome.PASS:
+                            if guarding and v.outcome is not Outcome.PASS:
                                 self._guard.verdict(tr, i, v, event, first=first)
                         if tr.live == 0 and kind is not TraceEnd:
                             if self._keep(tr):
@@ -247,7 +247,7 @@ class Engine:
                             # Every grader is final: nothing more to learn.
                             self._forget(tr, ended=False)
                             break
-            if kind is ToolCall and tr.id in traces:  # not forgotten above
+            if kind is ToolCall and guarding and tr.id in traces:  # not forgotten
                 judges = judges_by_name.get(name)
                 if judges is None:
                     judges = routing.call_judges(name)
@@ -276,7 +276,7 @@ class Engine:
                     and (v := self._stamp(tr, i, d, early=True)) is not None
                 ):
                     out.append(v)
-                    if v.outcome is not Outcome.PASS:
+                    if self.guarding and v.outcome is not Outcome.PASS:
                         self._guard.verdict(tr, i, v, None, first=True)
             if tr.live == 0 and tr.id in self._traces and not self._keep(tr):
                 self._forget(tr, ended=False)
@@ -419,7 +419,7 @@ class Engine:
             d = decide(handler, st, event)
             if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
                 out.append(v)
-                if v.outcome is not Outcome.PASS:
+                if self.guarding and v.outcome is not Outcome.PASS:
                     self._guard.verdict(tr, i, v, None, first=True)
         return out
 
@@ -466,7 +466,7 @@ class Engine:
             v = self._stamp(tr, i, d, early=False)
             if v is not None:
                 out.append(v)
-                if v.outcome is not Outcome.PASS:
+                if self.guarding and v.outcome is not Outcome.PASS:
                     self._guard.verdict(tr, i, v, None, first=first)
         self._forget(tr, ended=ended)
         return out
@@ -485,7 +485,7 @@ class Engine:
     def _keep(self, tr: _Trace) -> bool:
         """Keep a trace whose verdicts are all final: its calls are still
         judged (a grader judges calls, or the run was aborted)."""
-        if not self._judges and tr.abort is None:
+        if not self.guarding or (not self._judges and tr.abort is None):
             return False
         kept = self._kept
         if tr.id not in kept:

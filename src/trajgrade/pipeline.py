@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade._depth import deep_lines, too_deep_message
+from trajgrade._depth import scan_lines, too_deep_message
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event
@@ -199,11 +199,10 @@ class SourceDecoder:
                 return batch
             head, self._tail = self._tail + chunk[start : nl + 1], b""
             start = nl + 1
-            self._decode(head, 1, batch)
+            self._decode(head, batch)
         cut = chunk.rfind(b"\n", start)
         if cut >= start:
-            n = chunk.count(b"\n", start, cut + 1)
-            self._decode(memoryview(chunk)[start : cut + 1], n, batch)
+            self._decode(memoryview(chunk)[start : cut + 1], batch)
             start = cut + 1
         self._tail = chunk[start:]
         if len(self._tail) > self._max:
@@ -239,7 +238,7 @@ class SourceDecoder:
         batch = Batch(events=[], errors=[])
         if self._tail and not self._skipping:
             tail, self._tail = self._tail, b""
-            self._decode(tail + b"\n", 1, batch)
+            self._decode(tail + b"\n", batch)
             self.offset -= 1  # that newline was ours, not the source's
         if self._doc is not None:
             # A short document ends before its shape was certain: decide now.
@@ -272,15 +271,22 @@ class SourceDecoder:
         self._tail = b""
         self._skipping = True
 
-    def _decode(self, body: bytes | memoryview, n_lines: int, batch: Batch) -> None:
-        """Decode ``n_lines`` complete lines into ``batch``."""
+    def _decode(self, body: bytes | memoryview, batch: Batch) -> None:
+        """Decode the complete lines ``body`` into ``batch``."""
         first = self._line
+        errors = batch.errors
+        if self.document:
+            n_lines = bytes(body).count(b"\n")
+            deep: list[int] = []
+        else:
+            # One pass finds the lines nested too deep and counts the lines.
+            body = bytes(body)
+            n_lines, deep = scan_lines(body)
         self._line += n_lines
         self.offset += len(body)
-        errors = batch.errors
         if len(body) > self._max:
             body = self._drop_long_lines(bytes(body), first, errors)
-        if not self.document and (deep := deep_lines(bytes(body))):
+        if deep:
             body = self._drop_deep_lines(bytes(body), deep, first, errors)
         if self._reader is None:
             if self._fmt == "none":

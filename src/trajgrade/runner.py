@@ -130,6 +130,9 @@ async def run(
         from trajgrade.actions import Actions
 
         state.actions = Actions(actions, log, marks=suite.on_fail)
+    # Decisions nobody reads (no --decisions, actions or telemetry) are not
+    # made: a plain grading run does not judge every call.
+    state.engine.guarding = state.listens_to_decisions()
     if options.state_dir is not None:
         state.open_state()
     try:

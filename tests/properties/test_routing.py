@@ -1,5 +1,7 @@
 """The engine equals the plain reference engine, verdict for verdict.
 
+(Also without its guard: ``Engine(guarding=False)`` gives the same verdicts.)
+
 ``reference_engine.ReferenceEngine`` gives every event to every grader's
 ``step``; the real engine routes events by type, pairs calls with results,
 batches, and (phase 2 of the speed work) will route by tool name and drop
@@ -129,17 +131,25 @@ def test_engine_equals_the_reference_engine(
     """Random suites, interleaved traces, random batches: identical verdicts
     and guard decisions."""
     engine = Engine(suite)
+    # An engine whose decisions nobody reads (a plain grading run) skips
+    # the guard: its verdicts must not change.
+    silent = Engine(suite, guarding=False)
     got: list[Verdict] = []
+    quiet: list[Verdict] = []
     events = stream.events
     i = 0
     while i < len(events):
         n = data.draw(st.integers(1, 8), label="batch")
         got += engine.feed_many(events[i : i + n])
+        quiet += silent.feed_many(events[i : i + n])
         i += n
     got += engine.finish()
+    quiet += silent.finish()
     want, decisions = _reference(suite, stream)
     assert got == want
     assert engine.decisions == decisions
+    assert quiet == want
+    assert silent.decisions == []
     # The containers states share where their mode never writes stay empty.
     assert tool_trajectory._EMPTY == [] and tool_trajectory._NO_OPEN == {}
     assert tool_calls._NO_COUNTS == [] and letta_tool._NO_GRADES == []

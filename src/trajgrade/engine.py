@@ -53,6 +53,7 @@ from trajgrade.engine_state import (
 from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
 from trajgrade.guarding import Guard
+from trajgrade.projection import LeanResult
 from trajgrade.routing import Routes, decide
 from trajgrade.verdicts import (
     SETTLED,
@@ -78,8 +79,7 @@ CLOSED_MEMORY: Final = 65_536
 #: How many open call ids per trace the integrity check keeps.
 OPEN_CALLS_MAX: Final = 10_000
 #: How many traces whose verdicts are all final are kept for guarding their
-#: later calls; beyond that the oldest is closed (its late calls then go
-#: undecided, as before decisions existed).
+#: later calls; beyond that the oldest is closed (its late calls: undecided).
 GUARD_MEMORY: Final = 65_536
 
 
@@ -205,7 +205,7 @@ class Engine:
                         del calls[next(iter(calls))]
             else:
                 route = routes[kind]
-                if kind is ToolResult:
+                if kind is ToolResult or kind is LeanResult:
                     cid = event.call_id  # type: ignore[union-attr]
                     if integrity and cid is not None:
                         calls = tr.calls

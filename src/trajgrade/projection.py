@@ -3,12 +3,14 @@
 Most of the bytes of a canonical stream are tool results (file contents,
 command output), and most suites never look at them: a tool-call matcher
 without a ``result:`` filter reads a result's ``call_id`` and ``is_error``
-at most. Decoding a result into a Python string costs about a quarter of
+at most. Decoding a result into a Python string costs about an eighth of
 the typed decode, so when no grader of the suite reads ``ToolResult.result``
-the canonical reader decodes results into :class:`_ResultHead` (every field
-but ``result``; msgspec skips the unknown key without building it) and
-hands the engine canonical :class:`~trajgrade.events.ToolResult` events
-with ``result=None``. Graders keep receiving the canonical classes.
+the canonical reader decodes results as :class:`LeanResult`: a subclass of
+:class:`~trajgrade.events.ToolResult` whose ``result`` field is renamed to a
+key no producer writes, so msgspec skips the JSON ``result`` without building
+it and the attribute stays None. Graders keep receiving a ``ToolResult``
+(``isinstance`` holds; the engine routes the subclass as ``ToolResult``), and
+no pass over the events converts anything.
 
 A grader says it never reads ``ToolResult.result`` with a ``reads_result``
 attribute set to False; a grader that routes tool results and says nothing
@@ -24,7 +26,6 @@ import msgspec
 
 from trajgrade.events import (
     AgentError,
-    Event,
     Message,
     ToolCall,
     ToolResult,
@@ -37,27 +38,14 @@ from trajgrade.events import (
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ("LEAN_EVENT", "canonical", "reads_tool_results")
+__all__ = ("LEAN_EVENT", "LeanResult", "reads_tool_results")
 
 
-class _ResultHead(
-    msgspec.Struct,
-    frozen=True,
-    kw_only=True,
-    tag_field="type",
-    tag="tool_result",
-    gc=False,
-):
-    """:class:`ToolResult` without its ``result`` (same fields, same order,
-    same types, so a bad line gets the same error either way)."""
+class LeanResult(ToolResult, tag="tool_result", frozen=True):
+    """A :class:`ToolResult` decoded without its ``result`` (None)."""
 
-    trace_id: str = ""
-    ts: float | None = None
-    step: int | None = None
-    call_id: str | None = None
-    name: str | None = None
-    is_error: bool | None = None
-    duration_ms: float | None = None
+    #: Never a producer's key: the JSON ``result`` is skipped unread.
+    result: Any = msgspec.field(name="result (not decoded)", default=None)
 
 
 #: The canonical union with tool results projected (same tags, same order).
@@ -66,28 +54,11 @@ LEAN_EVENT: Final[Any] = (
     | TurnStart
     | Message
     | ToolCall
-    | _ResultHead
+    | LeanResult
     | Usage
     | AgentError
     | TraceEnd
 )
-
-
-def canonical(events: list[Any]) -> list[Event]:
-    """Replace, in place, every projected result by its canonical event."""
-    head = _ResultHead
-    for i, ev in enumerate(events):
-        if type(ev) is head:
-            events[i] = ToolResult(
-                trace_id=ev.trace_id,
-                ts=ev.ts,
-                step=ev.step,
-                call_id=ev.call_id,
-                name=ev.name,
-                is_error=ev.is_error,
-                duration_ms=ev.duration_ms,
-            )
-    return events
 
 
 def reads_tool_results(graders: Iterable[Any]) -> bool:

@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.errors import GradeError
-from trajgrade.events import EVENT_TYPES, ToolCall
+from trajgrade.events import EVENT_TYPES, ToolCall, ToolResult
+from trajgrade.projection import LeanResult
 from trajgrade.verdicts import SETTLED, Decision, Outcome, grader_failed
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class Routes:
             )
             for cls in EVENT_TYPES.values()
         }
+        # A result decoded without its payload is routed as a result.
+        self.by_type[LeanResult] = self.by_type[ToolResult]
         self._call_graders = tuple(
             (i, graders[i], h) for i, h in self.by_type[ToolCall]
         )

@@ -24,7 +24,7 @@ from trajgrade.engine import Anomaly, Engine
 from trajgrade.events import ToolResult
 from trajgrade.formats.native import NativeReader
 from trajgrade.pipeline import GradeResult, Grading, SourceDecoder, grade_bytes
-from trajgrade.projection import reads_tool_results
+from trajgrade.projection import LeanResult, reads_tool_results
 
 if TYPE_CHECKING:
     from strategies import Stream
@@ -92,7 +92,8 @@ def test_projected_decode_equals_full_decode(
 
 def _no_payload(a: Anomaly) -> Anomaly:
     ev = a.event
-    if type(ev) is ToolResult:
+    if isinstance(ev, ToolResult):  # a LeanResult is a ToolResult without payload
+        ev = ToolResult(**{f: getattr(ev, f) for f in ev.__struct_fields__})
         ev = msgspec.structs.replace(ev, result=None)
     return msgspec.structs.replace(a, event=ev)
 
@@ -134,14 +135,19 @@ def test_the_projection_is_taken_only_when_nothing_reads_results() -> None:
     assert reads_tool_results([Plugin()])
 
 
-def test_a_projected_reader_hands_out_canonical_results() -> None:
+def test_a_projected_reader_hands_out_tool_results_without_payload() -> None:
     line = b'{"type":"tool_result","trace_id":"t","call_id":"c","result":"big","is_error":false,"step":2,"ts":1.5}\n'
     reader = NativeReader(source="s", default_trace="s")
     (full,), _, _ = reader.feed(line, 1)
     reader.skip_tool_results()
     (lean,), _, _ = reader.feed(line, 1)
-    assert type(lean) is ToolResult and lean.result is None
-    assert lean == ToolResult(trace_id="t", call_id="c", is_error=False, step=2, ts=1.5)
+    assert type(lean) is LeanResult and isinstance(lean, ToolResult)
+    assert lean.result is None
+    fields = ("trace_id", "call_id", "is_error", "step", "ts", "name", "duration_ms")
+    want = ToolResult(trace_id="t", call_id="c", is_error=False, step=2, ts=1.5)
+    assert [getattr(lean, f) for f in fields] == [getattr(want, f) for f in fields]
+    # Encoded again, it is the canonical result without its payload.
+    assert msgspec.json.encode(lean) == msgspec.json.encode(want)
     assert full.result == "big"
     # A non-ASCII chunk is decoded fully (msgspec does not check skipped UTF-8).
     (utf8,), _, _ = reader.feed(line.replace(b"big", "b\u00efg".encode()), 1)

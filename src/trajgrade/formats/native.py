@@ -20,7 +20,7 @@ import msgspec
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
 from trajgrade.formats._sniff import sniff_trace_id
-from trajgrade.projection import LEAN_EVENT, canonical
+from trajgrade.projection import LEAN_EVENT
 
 __all__ = ("FORMAT", "FORMATS", "NativeReader")
 
@@ -52,7 +52,7 @@ class NativeReader:
         lean = self._lean and _is_ascii(buf)
         try:
             if lean:
-                events: list[Event] = canonical(self._lean_decoder.decode_lines(buf))
+                events: list[Event] = self._lean_decoder.decode_lines(buf)
             else:
                 events = self._typed.decode_lines(buf)
         except (msgspec.DecodeError, UnicodeDecodeError):

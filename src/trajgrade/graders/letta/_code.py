@@ -50,12 +50,13 @@ def load(
     Raises ConfigError (at ``function``/``extractor``) when ``spec`` names
     something that cannot be used.
     """
-    import importlib.metadata
     import inspect
 
     if ":" in spec:
         obj = _from_file(spec, role, allow_code=allow_code, base_dir=base_dir)
     else:
+        import importlib.metadata  # (tens of ms: only for entry points)
+
         found = [
             ep
             for ep in importlib.metadata.entry_points(group=_GROUP[role])

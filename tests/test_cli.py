@@ -1107,3 +1107,25 @@ def test_second_signal_exits_130_while_stdout_is_blocked(tmp_path: Path) -> None
         finally:
             proc.kill()
             proc.stdout.close()
+
+
+def test_a_run_without_decision_readers_gives_the_same_verdicts(
+    run_cli, tmp_path: Path
+) -> None:
+    """Nobody reads decisions in a plain ``grade``, so the engine does not
+    judge calls (trajgrade.engine ``guarding``); the verdicts are those of a
+    run that writes the decisions, byte for byte."""
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(gzip.decompress(BENCH_SAMPLE.read_bytes()))
+    six = Path(__file__).resolve().parent.parent / "benchmarks" / "six.yaml"
+    plain = run_cli("grade", "--allow-code", "-c", six, "--output", "jsonl", events)
+    decisions = tmp_path / "decisions.jsonl"
+    guarded = run_cli(
+        "grade", "--allow-code", "-c", six, "--output", "jsonl",
+        "--decisions", decisions, events,
+    )  # fmt: skip
+    assert plain.returncode == guarded.returncode == 1
+    assert plain.stdout == guarded.stdout
+    assert plain.stdout.count("\n") > 50
+    # six.yaml's tool-call-count aborts past 4 calls: most calls are refused.
+    assert decisions.read_text().count('"type":"decision"') > 20

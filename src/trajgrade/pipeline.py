@@ -273,25 +273,19 @@ class SourceDecoder:
 
     def _decode(self, body: bytes | memoryview, batch: Batch) -> None:
         """Decode the complete lines ``body`` into ``batch``."""
-        first = self._line
-        errors = batch.errors
-        if self.document:
-            n_lines = bytes(body).count(b"\n")
-            deep: list[int] = []
-        else:
-            # One pass finds the lines nested too deep and counts the lines.
-            body = bytes(body)
-            n_lines, deep = scan_lines(body)
+        first, errors, body = self._line, batch.errors, bytes(body)
+        # One pass counts the lines and finds those nested too deep.
+        n_lines, deep = (body.count(b"\n"), []) if self.document else scan_lines(body)
         self._line += n_lines
         self.offset += len(body)
         if len(body) > self._max:
-            body = self._drop_long_lines(bytes(body), first, errors)
+            body = self._drop_long_lines(body, first, errors)
         if deep:
-            body = self._drop_deep_lines(bytes(body), deep, first, errors)
+            body = self._drop_deep_lines(body, deep, first, errors)
         if self._reader is None:
             if self._fmt == "none":
                 return  # an unrecognised document: reported once, not per line
-            body, first = self._start_reader(bytes(body), first, errors)
+            body, first = self._start_reader(body, first, errors)
             if self._reader is None:
                 return
         try:

@@ -100,6 +100,17 @@ class Extractor:
         """The extracted submission; GradeError when it cannot be had."""
         return slot.text or ""
 
+    def reads_call(self, name: str) -> bool:
+        """Whether :meth:`call` can change a slot for a call named ``name``."""
+        return type(self).call is not Extractor.call
+
+    def reads_messages(self) -> bool:
+        """Whether :meth:`message` can change a slot."""
+        cls = type(self)
+        return cls.message is not Extractor.message or (
+            cls.assistant is not Extractor.assistant
+        )
+
 
 class Last(Extractor):
     def assistant(self, slot: Slot, text: str) -> None:
@@ -190,6 +201,9 @@ class ToolArguments(Extractor):
     def __init__(self, tool_name: str) -> None:
         self.tool_name = tool_name
 
+    def reads_call(self, name: str) -> bool:
+        return name == self.tool_name
+
     def call(self, slot: Slot, call: ToolCall) -> None:
         if not slot.done and call.name == self.tool_name:
             slot.text, slot.done = raw_arguments(call), True
@@ -202,6 +216,9 @@ class ToolArguments(Extractor):
 class ToolOutput(Extractor):
     def __init__(self, tool_name: str) -> None:
         self.tool_name = tool_name
+
+    def reads_call(self, name: str) -> bool:
+        return name == self.tool_name
 
     def call(self, slot: Slot, call: ToolCall) -> None:
         # Upstream skips a matching call without an id and looks further.

@@ -161,16 +161,18 @@ class LettaTool:
         self._threshold = threshold
         self._display = display_name
         #: Event type -> handler: the engine's fast path (same logic as step).
+        #: Only extractors with a ``result`` hook read a tool's return.
+        self.reads_result = type(extractor).result is not Extractor.result
+        # Events the extractor ignores only mark the scope as having content.
+        ignored = self._on_ignored
         self.handlers: dict[type[Any], Any] = {
             TraceStart: self._on_start,
             TurnStart: self._on_turn,
-            Message: self._on_content,
+            Message: self._on_content if extractor.reads_messages() else ignored,
             ToolCall: self._on_content,
-            ToolResult: self._on_content,
+            ToolResult: self._on_content if self.reads_result else ignored,
         }
         self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
-        #: Only extractors with a ``result`` hook read a tool's return.
-        self.reads_result = type(extractor).result is not Extractor.result
         #: Once a whole-trace extraction is done, only trace_start can
         #: change the outcome (the extractor ignores new turns): its
         #: handlers say SETTLED and the engine stops routing content here.
@@ -197,6 +199,12 @@ class LettaTool:
         while len(state.graded) < state.total:
             state.graded.append(TurnGrade(0.0, EMPTY_TRAJECTORY, ""))
         return self._per_turn_decision(state)
+
+    def call_handler(self, name: str) -> Any:
+        """The engine's route for calls named ``name`` (trajgrade.routing)."""
+        return (
+            self._on_content if self._extractor.reads_call(name) else self._on_ignored
+        )
 
     # ------------------------------------------------------------ events
     def _on_start(self, state: LettaToolState, event: TraceStart) -> Decision | None:
@@ -274,6 +282,18 @@ class LettaTool:
             self._grade_turn(state, state.sample)
             return self._per_turn_early(state)
         return self._whole(state, state.sample)
+
+    def _on_ignored(
+        self, state: LettaToolState, event: Message | ToolCall | ToolResult
+    ) -> Decision | Settled | None:
+        # _on_content for an event the extractor's hooks leave alone: the
+        # same effects, without the hook dispatch (the common case: a
+        # tool_arguments extraction waiting for its tool).
+        if state.per_turn or state.slot.done:
+            return self._on_content(state, event)
+        state.started = True
+        state.slot.content = True
+        return None
 
     # ------------------------------------------------------------ grading
     def _grade(

@@ -35,6 +35,7 @@ CORE_PARTS = frozenset(
         "config",
         "_config_layouts",
         "pipeline",
+        "batches",
         "_locate",
         "_yaml",
         "_digest",

@@ -9,6 +9,7 @@ checked per case with real subprocesses.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests._support import suite
 
 from trajgrade import StreamGrader
@@ -77,6 +80,36 @@ def test_shallow_values_and_brackets_in_strings_pass() -> None:
 
 
 # ---------------------------------------------------------------- per format
+@settings(max_examples=150, deadline=None)
+@given(
+    # (the event object and its args add two levels)
+    depths=st.lists(st.sampled_from([MAX_DEPTH - 2, MAX_DEPTH - 1, 400]), max_size=4),
+    data=st.data(),
+)
+def test_deep_lines_are_found_wherever_chunks_end(
+    depths: list[int], data: st.DataObject
+) -> None:
+    """A chunk's lines are counted and measured in one pass over the whole
+    chunk (pipeline ``_decode``); lines cut by a chunk boundary belong to the
+    next call. Wherever the chunks end, the same lines are refused, at the
+    same line numbers, and the other traces are graded the same."""
+    s = suite(POLICY)
+    lines = [_clean(t) for t in ("a", "b", "c")]
+    for k, depth in enumerate(depths):
+        deep = f'{{"type":"tool_call","trace_id":"d{k}","name":"bash","call_id":"1","args":{{"a":{_nested(depth)}}}}}\n'
+        lines.insert(data.draw(st.integers(0, len(lines))), deep.encode())
+    body = b"".join(lines)
+    want = grade_bytes(s, body, source="log.jsonl")
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(body)), max_size=12)))
+    chunks = [body[a:b] for a, b in itertools.pairwise([0, *cuts, len(body)])]
+    got = grade_bytes(s, chunks, source="log.jsonl")
+    assert [(e.location, e.trace_id) for e in got.errors] == [
+        (e.location, e.trace_id) for e in want.errors
+    ]
+    assert len(want.errors) == sum(d + 2 > MAX_DEPTH for d in depths)
+    assert got.verdicts == want.verdicts
+
+
 @pytest.mark.parametrize(
     ("where", "depth"),
     [

@@ -21,8 +21,8 @@ Core (start at the top):
 * ``formats/``      upstream log formats -> canonical events (sans-IO)
 * ``config``, ``_config_layouts``  config files: decode, recognise the
   layout, compile a Suite (``load_config`` is the core's one file read)
-* ``pipeline``, ``projection``  bytes -> lines -> events -> engine; the
-  decode of only what a suite reads
+* ``pipeline``, ``batches``, ``projection``  bytes -> lines -> events ->
+  engine; decoded chunks and their lines; the decode of only what a suite reads
 * ``_locate``, ``_yaml``, ``_digest``, ``_depth``  their helpers (error
   locations, YAML 1.1/1.2, ids, nesting limits)
 

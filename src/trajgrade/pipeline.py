@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade._depth import scan_lines, too_deep_message
+from trajgrade.batches import Batch, Segment, segment
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
-from trajgrade.events import Event
 from trajgrade.formats import (
     BUILTIN,
     SNIFF_LIMIT,
@@ -32,7 +32,7 @@ from trajgrade.formats import (
     open_reader,
     sniff_trace_id,
 )
-from trajgrade.formats._lines import RecordIndex, nonblank_lines, one_by_one
+from trajgrade.formats._lines import one_by_one
 from trajgrade.formats.native import NativeReader
 from trajgrade.projection import reads_tool_results
 from trajgrade.verdicts import GuardDecision, Verdict
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from trajgrade.config import Suite
+    from trajgrade.events import Event
 
 __all__ = (
     "DEFAULT_MAX_LINE_BYTES",
@@ -55,57 +56,6 @@ __all__ = (
 #: Longest accepted line. Large enough for a 10 MB tool output in one event.
 DEFAULT_MAX_LINE_BYTES: Final = 32 * 1024 * 1024
 _BOM: Final = b"\xef\xbb\xbf"
-
-
-class Segment(msgspec.Struct, array_like=True):
-    """A run of lines decoded in one reader call, for line-number lookups."""
-
-    #: How many events it produced.
-    count: int
-    first_line: int
-    #: The bytes (a view into the chunk: no copy), or the explicit lines.
-    body: Any = None
-    lines: list[int] | None = None
-    #: Per event, its record's index among the non-blank lines of ``body``
-    #: (a reader's :class:`RecordIndex`): lines are counted only on demand.
-    records: list[int] | None = None
-
-
-class Batch(msgspec.Struct, kw_only=True):
-    """Events and errors decoded from the complete lines of one chunk."""
-
-    events: list[Event]
-    errors: list[InputError]
-    segments: list[Segment] = msgspec.field(default_factory=list)
-
-    def line_of(self, index: int) -> int | None:
-        """The 1-based line of ``events[index]``.
-
-        Readers that map one line to one event give no explicit lines on their
-        fast path; the mapping (the non-blank lines, in order) is computed only
-        here, when a message needs it.
-        """
-        if index < 0:
-            return None
-        for seg in self.segments:
-            if index < seg.count:
-                if seg.lines is None:
-                    nonblank = nonblank_lines(seg.body, seg.first_line)
-                    records = seg.records
-                    seg.lines = (
-                        nonblank if records is None else [nonblank[k] for k in records]
-                    )
-                return seg.lines[index] if index < len(seg.lines) else None
-            index -= seg.count
-        return None
-
-
-def _segment(
-    count: int, first: int, body: bytes | memoryview, lines: list[int] | None
-) -> Segment:
-    if isinstance(lines, RecordIndex):
-        return Segment(count, first, body, records=lines)
-    return Segment(count, first, body, lines)
 
 
 class SourceDecoder:
@@ -202,7 +152,7 @@ class SourceDecoder:
             self._decode(head, batch)
         cut = chunk.rfind(b"\n", start)
         if cut >= start:
-            self._decode(memoryview(chunk)[start : cut + 1], batch)
+            self._decode(memoryview(chunk)[start : cut + 1], batch, chunk, start)
             start = cut + 1
         self._tail = chunk[start:]
         if len(self._tail) > self._max:
@@ -247,7 +197,7 @@ class SourceDecoder:
                 events, errs, lines = self._reader.feed(data, line)
                 batch.errors.extend(errs)
                 if events:
-                    batch.segments.append(_segment(len(events), line, data, lines))
+                    batch.segments.append(segment(len(events), line, data, lines))
                     batch.events.extend(events)
         if self._reader is not None:
             more, errs = self._reader.close()
@@ -271,21 +221,39 @@ class SourceDecoder:
         self._tail = b""
         self._skipping = True
 
-    def _decode(self, body: bytes | memoryview, batch: Batch) -> None:
-        """Decode the complete lines ``body`` into ``batch``."""
-        first, errors, body = self._line, batch.errors, bytes(body)
-        # One pass counts the lines and finds those nested too deep.
-        n_lines, deep = (body.count(b"\n"), []) if self.document else scan_lines(body)
+    def _decode(
+        self,
+        body: bytes | memoryview,
+        batch: Batch,
+        chunk: bytes | None = None,
+        start: int = 0,
+    ) -> None:
+        """Decode the complete lines ``body`` (``chunk[start:]`` up to its
+        last newline, when given) into ``batch``."""
+        first, errors = self._line, batch.errors
+        deep: list[int] = []
+        if self.document:
+            n_lines = bytes(body).count(b"\n")
+        elif chunk is None:
+            n_lines, deep = scan_lines(bytes(body))
+        else:
+            # One pass over the whole chunk (no copy of the view) counts the
+            # lines and finds those nested too deep; the cut-off lines on
+            # either side are another call's.
+            n_all, deep = scan_lines(chunk)
+            before = chunk.count(b"\n", 0, start)
+            n_lines = n_all - before
+            deep = [i - before for i in deep if before <= i < n_all]
         self._line += n_lines
         self.offset += len(body)
         if len(body) > self._max:
-            body = self._drop_long_lines(body, first, errors)
+            body = self._drop_long_lines(bytes(body), first, errors)
         if deep:
-            body = self._drop_deep_lines(body, deep, first, errors)
+            body = self._drop_deep_lines(bytes(body), deep, first, errors)
         if self._reader is None:
             if self._fmt == "none":
                 return  # an unrecognised document: reported once, not per line
-            body, first = self._start_reader(body, first, errors)
+            body, first = self._start_reader(bytes(body), first, errors)
             if self._reader is None:
                 return
         try:
@@ -296,7 +264,7 @@ class SourceDecoder:
             )
         errors.extend(errs)
         if events:
-            batch.segments.append(_segment(len(events), first, body, lines))
+            batch.segments.append(segment(len(events), first, body, lines))
             if batch.events:
                 batch.events.extend(events)
             else:

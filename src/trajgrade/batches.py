@@ -1,0 +1,69 @@
+"""A decoded chunk: its events, its located errors, and how to find the line
+of any event in it (counted only when a message needs it).
+
+Readers that map one line to one event give no explicit lines on their fast
+path; :meth:`Batch.line_of` computes the mapping from the bytes on demand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from trajgrade.errors import InputError
+from trajgrade.events import Event
+from trajgrade.formats._lines import RecordIndex, nonblank_lines
+
+__all__ = ("Batch", "Segment", "segment")
+
+
+class Segment(msgspec.Struct, array_like=True):
+    """A run of lines decoded in one reader call, for line-number lookups."""
+
+    #: How many events it produced.
+    count: int
+    first_line: int
+    #: The bytes (a view into the chunk: no copy), or the explicit lines.
+    body: Any = None
+    lines: list[int] | None = None
+    #: Per event, its record's index among the non-blank lines of ``body``
+    #: (a reader's :class:`RecordIndex`): lines are counted only on demand.
+    records: list[int] | None = None
+
+
+class Batch(msgspec.Struct, kw_only=True):
+    """Events and errors decoded from the complete lines of one chunk."""
+
+    events: list[Event]
+    errors: list[InputError]
+    segments: list[Segment] = msgspec.field(default_factory=list)
+
+    def line_of(self, index: int) -> int | None:
+        """The 1-based line of ``events[index]``.
+
+        Readers that map one line to one event give no explicit lines on their
+        fast path; the mapping (the non-blank lines, in order) is computed only
+        here, when a message needs it.
+        """
+        if index < 0:
+            return None
+        for seg in self.segments:
+            if index < seg.count:
+                if seg.lines is None:
+                    nonblank = nonblank_lines(seg.body, seg.first_line)
+                    records = seg.records
+                    seg.lines = (
+                        nonblank if records is None else [nonblank[k] for k in records]
+                    )
+                return seg.lines[index] if index < len(seg.lines) else None
+            index -= seg.count
+        return None
+
+
+def segment(
+    count: int, first: int, body: bytes | memoryview, lines: list[int] | None
+) -> Segment:
+    if isinstance(lines, RecordIndex):
+        return Segment(count, first, body, records=lines)
+    return Segment(count, first, body, lines)

@@ -162,12 +162,12 @@ class Engine:
         guarding = self.guarding
         for event in events:
             tid = event.trace_id or default_trace
-            tr = traces.get(tid)
-            if tr is None:
+            try:
+                tr = traces[tid]  # (a try costs nothing until it raises)
+            except KeyError:
                 ended = self._closed.get(tid)
                 if ended is not None:
-                    # Dropped (counted): its trace ended, or every grader of
-                    # it is final already.
+                    # Dropped (counted): its trace ended, or all is final.
                     if ended:
                         self._n_late += 1
                     else:
@@ -189,6 +189,7 @@ class Engine:
                 tr.last_ts = ts
             kind = type(event)
             if kind is ToolCall:
+                abort = tr.abort
                 name: str = event.name  # type: ignore[union-attr,assignment]
                 route = by_name.get(name)
                 if route is None:
@@ -215,7 +216,6 @@ class Engine:
                             tr.calls = NO_CALLS  # an emptied dict keeps its table
                 elif kind is TraceStart and tr.parked:
                     tr.unpark()  # it may bring what a settled grader waits for
-            abort = tr.abort
             if route:
                 states = tr.states
                 for i, handler in route:

@@ -151,6 +151,7 @@ class ToolCalls:
         if self._track_steps:
             self.handlers[TurnStart] = self._on_turn
         self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
+        self._passed = self._pass_text()  # a pass's evidence: the same for every trace
 
     @staticmethod
     def _compile(
@@ -251,7 +252,7 @@ class ToolCalls:
             problems.append(self._sequence_text(state))
         if problems:
             return self._decide(state, Outcome.FAIL, "; ".join(problems))
-        return self._decide(state, Outcome.PASS, self._pass_text())
+        return self._decide(state, Outcome.PASS, self._passed)
 
     # ------------------------------------------------------------ events
     def _on_turn(self, state: ToolCallsState, event: TurnStart) -> Decision | None:
@@ -324,7 +325,7 @@ class ToolCalls:
             and not state.unmet
             and state.cursor >= len(self._sequence)
         ):
-            return self._decide(state, Outcome.PASS, self._pass_text())
+            return self._decide(state, Outcome.PASS, self._passed)
         return None
 
     @staticmethod
@@ -395,9 +396,9 @@ class ToolCalls:
             ok
             and self._can_pass_early
             and not state.unmet
-            and self._sequence_done(state)
+            and state.cursor >= len(self._sequence)
         ):
-            return self._decide(state, Outcome.PASS, self._pass_text())
+            return self._decide(state, Outcome.PASS, self._passed)
         return None
 
     def _close_windows(self, state: ToolCallsState) -> Decision | None:
@@ -420,9 +421,6 @@ class ToolCalls:
         return None
 
     # ------------------------------------------------------------ verdicts
-    def _sequence_done(self, state: ToolCallsState) -> bool:
-        return state.cursor >= len(self._sequence)
-
     def _violation(
         self,
         state: ToolCallsState,

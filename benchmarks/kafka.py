@@ -21,8 +21,9 @@ What it does (figures are printed, never asserted):
    decided by an event, the time from that event's send to the verdict's
    line on the process's stdout.
 
-Targets (issue 7): one consumer >= 100 k events/s; two >= 1.6x one;
-p99 produce -> verdict <= 100 ms at 10 k events/s. The development machine
+Targets: one consumer >= 150 k events/s and two >= 1.7x one (issue 14;
+issue 7 asked 100 k and 1.6x); p99 produce -> verdict <= 100 ms at 10 k
+events/s (issue 7). The development machine
 has 2 cores shared by the broker, the producer, and both consumers.
 """
 
@@ -51,8 +52,8 @@ from run import ensure_corpus, find_shared  # noqa: E402
 
 CONFIG = BENCH_DIR / "bench.yaml"
 PARTITIONS = 4
-TARGET_ONE = 100_000
-TARGET_SCALE = 1.6
+TARGET_ONE = 150_000
+TARGET_SCALE = 1.7
 TARGET_P99_MS = 100.0
 
 
@@ -424,7 +425,7 @@ def main() -> None:
         )
         one = throughput(bootstrap, topic, len(lines), 1, tmp)
         print(
-            f"one consumer : {one:>10,.0f} events/s  ({one / TARGET_ONE:.2f}x the 100 k target)",
+            f"one consumer : {one:>10,.0f} events/s  ({one / TARGET_ONE:.2f}x the 150 k target)",
             flush=True,
         )
         two = throughput(bootstrap, topic, len(lines), 2, tmp)

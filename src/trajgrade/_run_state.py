@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
-from trajgrade.exit_status import RunSummary, dropped_counts
+from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts
 from trajgrade.pipeline import Grading, SourceDecoder
 from trajgrade.projection import reads_tool_results
 from trajgrade.reporting import log_anomalies, report_problems
@@ -57,7 +57,7 @@ class _Run:
         self.summary = RunSummary()
         self.clocked = any(g.uses_clock for g in suite.graders)
         self.use_clock = options.live and options.clock != "event"
-        self._failed: dict[str, None] = {}
+        self._failed = FailedTraces()
         # Durable state.
         self.store: StateStore | None = None
         #: Positions of the checkpoint this run resumed from, by source.
@@ -100,7 +100,7 @@ class _Run:
             if v.final:
                 counts[v.outcome] = counts.get(v.outcome, 0) + 1
                 if v.outcome is not Outcome.PASS:
-                    self._failed[v.trace_id] = None
+                    self._failed.add(v.trace_id)
         if self.suppress:
             # Written before a crash and decided again now: drop the repeat.
             sup = self.suppress
@@ -363,7 +363,9 @@ class _Run:
             self.suppress = set(ckpt.suppress) | store.emitted_since(ckpt.sequence)
             s = self.summary
             s.verdicts = dict(ckpt.verdicts)
-            self._failed = dict.fromkeys(ckpt.failed_traces)
+            self._failed = FailedTraces(
+                ckpt.failed_traces, count=ckpt.failed_count, first=ckpt.failed_first
+            )
             s.resumed = True
             self.log.info(
                 "state_resumed",
@@ -411,7 +413,9 @@ class _Run:
                 positions=list(positions.values()),
                 engine=self.engine.checkpoint(),
                 verdicts={str(k): n for k, n in self.summary.verdicts.items()},
-                failed_traces=list(self._failed),
+                failed_traces=self._failed.recent(),
+                failed_count=self._failed.count,
+                failed_first=self._failed.first,
                 suppress=list(self.suppress),
             )
             data = store.encode(ckpt)
@@ -439,7 +443,7 @@ class _Run:
         s = self.summary
         s.events, s.traces = stats.events, stats.closed_traces
         s.late_events, s.settled_events = stats.late_events, stats.settled_events
-        s.failed_traces = list(self._failed)
+        s.failed_traces, s.failed_count = self._failed.first, self._failed.count
         s.verdicts = {Outcome(k): n for k, n in s.verdicts.items()}
         return s
 

@@ -9,6 +9,7 @@ a verdict" has its own status, distinct from "a trace failed" and from
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -16,7 +17,7 @@ import msgspec
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
 
 __all__ = (
@@ -26,6 +27,7 @@ __all__ = (
     "EXIT_NOTHING",
     "EXIT_OK",
     "EXIT_USAGE",
+    "FailedTraces",
     "RunSummary",
     "dropped",
     "dropped_counts",
@@ -49,13 +51,64 @@ EXIT_CODES: Final = {
 }
 
 
+#: How many failed trace ids a summary names (the rest are counted).
+SHOWN_FAILED: Final = 10
+#: How many recently failed trace ids are remembered so that a trace with
+#: several failing graders counts once (as many as the engine remembers of
+#: closed traces: a trace's verdicts all come before it is forgotten).
+FAILED_MEMORY: Final = 65_536
+
+
+class FailedTraces:
+    """The traces that did not pass: how many, the first few ids (for the
+    summary), and a bounded memory of the recent ones. Flat in the number of
+    traces, so a long ``--follow``, Kafka or ``--state`` run does not keep
+    (or checkpoint) every failed id it ever saw."""
+
+    __slots__ = ("_recent", "count", "first")
+
+    def __init__(
+        self,
+        recent: Iterable[str] = (),
+        *,
+        count: int | None = None,
+        first: Iterable[str] = (),
+    ) -> None:
+        self.count = 0
+        self.first: list[str] = list(first)[:SHOWN_FAILED]
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        for trace_id in recent:
+            self.add(trace_id)
+        if count is not None:
+            self.count = count
+
+    def add(self, trace_id: str) -> None:
+        """A final verdict of ``trace_id`` did not pass."""
+        recent = self._recent
+        if trace_id in recent:
+            return
+        recent[trace_id] = None
+        if len(recent) > FAILED_MEMORY:
+            recent.popitem(last=False)
+        self.count += 1
+        if len(self.first) < SHOWN_FAILED:
+            self.first.append(trace_id)
+
+    def recent(self) -> list[str]:
+        """The remembered ids, oldest first (what a checkpoint keeps)."""
+        return list(self._recent)
+
+
 class RunSummary(msgspec.Struct, kw_only=True):
     """What a run did, for the exit status and the closing log line."""
 
     events: int = 0
     traces: int = 0
     verdicts: dict[str, int] = msgspec.field(default_factory=dict)
+    #: The first traces that did not pass (at most ``SHOWN_FAILED``) ...
     failed_traces: list[str] = msgspec.field(default_factory=list)
+    #: ... and how many did.
+    failed_count: int = 0
     input_errors: int = 0
     #: Inputs that could not be read to their end.
     failed_sources: list[str] = msgspec.field(default_factory=list)
@@ -133,8 +186,10 @@ def report(
                 f"ended, {summary.settled_events} after every verdict was final"
             )
         if summary.failed_traces:
-            shown = ", ".join(summary.failed_traces[:10])
-            n_more = len(summary.failed_traces) - 10
+            shown = ", ".join(summary.failed_traces[:SHOWN_FAILED])
+            n_more = max(summary.failed_count, len(summary.failed_traces)) - min(
+                len(summary.failed_traces), SHOWN_FAILED
+            )
             echo(f"not passed: {shown}" + (f" (+{n_more} more)" if n_more > 0 else ""))
         if not any(summary.verdicts.values()):
             echo(f"nothing was graded (exit status {EXIT_NOTHING})")

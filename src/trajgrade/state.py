@@ -97,7 +97,12 @@ class Checkpoint(msgspec.Struct, kw_only=True):
     engine: EngineState
     #: Final verdicts by outcome, over every run that led here.
     verdicts: dict[str, int] = msgspec.field(default_factory=dict)
+    #: Recently failed trace ids (bounded: ``exit_status.FAILED_MEMORY``);
+    #: a checkpoint without ``failed_count`` (older) lists every one.
     failed_traces: list[str] = msgspec.field(default_factory=list)
+    #: How many traces did not pass, and the first ones the summary names.
+    failed_count: int | None = None
+    failed_first: list[str] = msgspec.field(default_factory=list)
     #: Ids of verdicts emitted before a crash and not yet decided again.
     suppress: list[str] = msgspec.field(default_factory=list)
 

@@ -53,7 +53,13 @@ from trajgrade.actions import ActionOptions, Actions
 from trajgrade.config import OnFail
 from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
-from trajgrade.exit_status import EXIT_FAILED, EXIT_NOTHING, EXIT_OK, EXIT_USAGE
+from trajgrade.exit_status import (
+    EXIT_FAILED,
+    EXIT_NOTHING,
+    EXIT_OK,
+    EXIT_USAGE,
+    FailedTraces,
+)
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.projection import reads_tool_results
 from trajgrade.reporting import report_problems
@@ -144,7 +150,9 @@ class WrapSummary(msgspec.Struct, kw_only=True):
     events: int = 0
     traces: int = 0
     verdicts: dict[str, int] = msgspec.field(default_factory=dict)
+    #: The first traces that did not pass, and how many did.
     failed_traces: list[str] = msgspec.field(default_factory=list)
+    failed_count: int = 0
     input_errors: int = 0
     #: Whether the agent's output could not be written (reader gone).
     output_lost: bool = False
@@ -176,7 +184,7 @@ class _Wrap:
         self.summary = WrapSummary()
         self.proc: Any = None
         self.stopping: anyio.Event = anyio.Event()
-        self._failed: dict[str, None] = {}
+        self._failed = FailedTraces()
         self._signals = 0
         self.decisions: DecisionWriter | None = None
         if options.decisions is not None:
@@ -206,7 +214,7 @@ class _Wrap:
             if v.final:
                 counts[v.outcome] = counts.get(v.outcome, 0) + 1
                 if v.outcome is not Outcome.PASS:
-                    self._failed[v.trace_id] = None
+                    self._failed.add(v.trace_id)
         self.sink.send(verdicts)
         self.sink.flush()
         self.actions.observe(verdicts)
@@ -330,7 +338,7 @@ class _Wrap:
         s = self.summary
         s.events = stats.events
         s.traces = stats.closed_traces
-        s.failed_traces = list(self._failed)
+        s.failed_traces, s.failed_count = self._failed.first, self._failed.count
         s.agent_exit = returncode
         failed = any(s.verdicts.get(o, 0) for o in (Outcome.FAIL, Outcome.ERROR))
         if s.stopped_by is not None:

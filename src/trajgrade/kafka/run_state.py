@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from trajgrade.exit_status import RunSummary, dropped_counts
+from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts
 from trajgrade.kafka.assignment import ADMIN_TIMEOUT, AssignGuard
 from trajgrade.kafka.sink import acked
 from trajgrade.verdicts import Outcome
@@ -70,7 +70,7 @@ class _RunState:
         self.lru: OrderedDict[tuple[int, str], None] = OrderedDict()
         self.split: OrderedDict[str, str] = OrderedDict()
         self.summary = RunSummary()
-        self.failed: dict[str, None] = {}
+        self.failed = FailedTraces()
         self.fatal: BaseException | None = None
         #: On-fail actions (--on-fail, --signal, --fail-fast) and the event
         #: that ends the run.
@@ -154,7 +154,7 @@ class _RunState:
             if v.final:
                 counts[v.outcome] = counts.get(v.outcome, 0) + 1
                 if v.outcome is not Outcome.PASS:
-                    self.failed[v.trace_id] = None
+                    self.failed.add(v.trace_id)
         if self.metrics is not None:
             self.metrics.count_verdicts(verdicts)
         self.out.send(verdicts)
@@ -276,5 +276,5 @@ class _RunState:
         s.traces = sum(t.closed_traces for t in stats)
         s.late_events = sum(t.late_events for t in stats)
         s.settled_events = sum(t.settled_events for t in stats)
-        s.failed_traces = list(self.failed)
+        s.failed_traces, s.failed_count = self.failed.first, self.failed.count
         return s

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from trajgrade.events import Event, ToolCall, TraceEnd
 from trajgrade.formats._document import DocumentReader, document_shape
 
@@ -75,3 +78,61 @@ def test_document_shape_reads_a_prefix() -> None:
         b'[{"role": "user"}]'
     ).__class__(True, frozenset(), frozenset({"role"}), False)
     assert document_shape(b"{not json") is None
+
+
+class _Collect(DocumentReader):
+    """Keeps every built item (objects and arrays at ``steps.item``)."""
+
+    format = "collect-test"
+    ITEMS = ("steps.item",)
+    SCALARS = ("id",)
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.built: list[Any] = []
+
+    def item(
+        self, prefix: str, obj: Any, events: list[Event], errors: list[Any]
+    ) -> None:
+        self.built.append(obj)
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(_VALUES, max_size=6),
+    ident=st.text(max_size=6),
+    data=st.data(),
+)
+def test_items_are_built_as_json_reads_them(
+    steps: list[Any], ident: str, data: st.DataObject
+) -> None:
+    """The inline item builder (``DocumentReader._drain``) gives, for any
+    nesting and any chunking, the objects and arrays ``json.loads`` gives
+    (scalar items are not items); top-level scalars are kept."""
+    doc = json.dumps({"steps": steps, "id": ident}, indent=1).encode()
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(doc) - 1), max_size=8)))
+    reader = _Collect(source="d.json", default_trace="d.json")
+    for a, b in zip([0, *cuts], [*cuts, len(doc)], strict=True):
+        _, errors, _ = reader.feed(doc[a:b], 1)
+        assert errors == []
+    reader.close()
+    want = [s for s in json.loads(doc)["steps"] if isinstance(s, dict | list)]
+    assert reader.built == want
+    assert reader.scalars == {"id": ident}

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import ijson
 import msgspec
-from ijson.common import ObjectBuilder
 
 from trajgrade._depth import MAX_DEPTH, too_deep_message
 from trajgrade.errors import InputError, Location
@@ -103,7 +102,11 @@ class DocumentReader:
         self._default = default_trace
         self._parsed = ijson.sendable_list()
         self._coro = ijson.parse_coro(self._parsed, use_float=True)
-        self._builder: ObjectBuilder | None = None
+        #: The item being built: its open containers, innermost last (empty:
+        #: not building), the last key of each open object, and its root.
+        self._stack: list[Any] = []
+        self._key: Any = None
+        self._root: Any = None
         self._building: str | None = None
         self._depth = 0
         #: Inside an item nested too deep: its events are skipped.
@@ -191,40 +194,66 @@ class DocumentReader:
             errors.append(self.error(msg, trace=self.trace_id))
 
     def _drain(self, events: list[Event], errors: list[InputError]) -> None:
+        # The hot loop of every document format: one pass per ijson event.
+        # The item is built inline (what ijson's ObjectBuilder does, without
+        # a method and a closure call per value); state lives in locals and
+        # is written back at the end, since an item may span chunks.
         items = self.ITEMS
         scalars = self.SCALARS
+        stack = self._stack
+        key = self._key
+        depth = self._depth
+        skipping = self._skipping
         for prefix, event, value in self._parsed:
-            if self._skipping:
-                if event in ("start_map", "start_array"):
-                    self._depth += 1
-                elif event in ("end_map", "end_array"):
-                    self._depth -= 1
-                    self._skipping = self._depth > 0
+            if skipping:
+                if event == "start_map" or event == "start_array":
+                    depth += 1
+                elif event == "end_map" or event == "end_array":
+                    depth -= 1
+                    skipping = depth > 0
                 continue
-            builder = self._builder
-            if builder is not None:
-                if event in ("start_map", "start_array"):
-                    self._depth += 1
-                    if self._depth > MAX_DEPTH:
+            if stack:
+                if event == "map_key":
+                    key = value
+                elif event == "start_map" or event == "start_array":
+                    depth += 1
+                    if depth > MAX_DEPTH:
                         # Too deep to walk: drop the item, skip to its end.
-                        self._builder = None
-                        self._skipping = True
+                        stack.clear()
+                        self._root = None
+                        skipping = True
                         errors.append(
                             self.error(too_deep_message(), trace=self.trace_id)
                         )
                         continue
-                builder.event(event, value)
-                if event in ("end_map", "end_array"):
-                    self._depth -= 1
-                    if self._depth == 0:
-                        self._builder = None
-                        self._item(builder.value, events, errors)
+                    new: Any = {} if event == "start_map" else []
+                    top = stack[-1]
+                    if type(top) is list:
+                        top.append(new)
+                    else:
+                        top[key] = new
+                    stack.append(new)
+                elif event == "end_map" or event == "end_array":
+                    depth -= 1
+                    stack.pop()
+                    if not stack:
+                        self._item(self._root, events, errors)
+                        self._root = None
+                else:
+                    top = stack[-1]
+                    if type(top) is list:
+                        top.append(value)
+                    else:
+                        top[key] = value
                 continue
-            if prefix in items and event in ("start_map", "start_array"):
-                self._builder = ObjectBuilder()
-                self._builder.event(event, value)
+            if prefix in items and (event == "start_map" or event == "start_array"):
+                self._root = {} if event == "start_map" else []
+                stack.append(self._root)
                 self._building = prefix
-                self._depth = 1
+                depth = 1
             elif prefix in scalars and event in ("string", "number", "boolean", "null"):
                 self.scalars[prefix] = value
+        self._key = key
+        self._depth = depth
+        self._skipping = skipping
         self._parsed.clear()

@@ -23,7 +23,13 @@ from hypothesis import strategies as st
 from tests._support import suite
 
 from trajgrade import StreamGrader
-from trajgrade._depth import MAX_DEPTH, deep_lines, too_deep, value_too_deep
+from trajgrade._depth import (
+    MAX_DEPTH,
+    deep_lines,
+    scan_lines,
+    too_deep,
+    value_too_deep,
+)
 from trajgrade.pipeline import grade_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -80,6 +86,42 @@ def test_shallow_values_and_brackets_in_strings_pass() -> None:
 
 
 # ---------------------------------------------------------------- per format
+_TEXT = st.text(alphabet='[]{}"\\ab\n', max_size=12)
+_JSON = st.recursive(
+    st.none() | st.integers() | _TEXT,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.tuples(_JSON, st.integers(0, 2 * MAX_DEPTH), st.booleans()), max_size=6
+    )
+)
+def test_a_chunk_is_measured_as_its_lines_are(
+    values: list[tuple[Any, int, bool]],
+) -> None:
+    """``scan_lines`` measures a chunk whose lines have many brackets in one
+    go; it finds exactly the lines ``too_deep`` finds one by one, whatever
+    brackets, quotes and backslashes the strings hold."""
+    lines = []
+    for value, depth, as_string in values:
+        nested: Any = value
+        for _ in range(depth):
+            nested = [nested]
+        # As a string, the brackets are text: never deep, but counted.
+        lines.append(json.dumps(json.dumps(nested) if as_string else nested).encode())
+    # Escaped quotes and backslashes before brackets in strings: not deep.
+    lines.append(json.dumps({"s": 'a"' + "[" * 300, "t": "\\" + "{" * 200}).encode())
+    body = b"".join(line + b"\n" for line in lines)
+    want = [i for i, line in enumerate(lines) if too_deep(line)]
+    assert scan_lines(body) == (len(lines), want)
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     # (the event object and its args add two levels)

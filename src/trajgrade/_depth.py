@@ -128,7 +128,26 @@ def scan_lines(body: bytes, limit: int = MAX_DEPTH) -> tuple[int, list[int]]:
     counts = openers.split(b"\n")
     suspects = [i for i, c in enumerate(counts) if len(c) > limit]
     lines = body.split(b"\n")
-    return newlines, [i for i in suspects if too_deep(lines[i], limit)]
+    return newlines, [i for i in suspects if _line_too_deep(lines[i], limit)]
+
+
+_decode = msgspec.json.Decoder().decode
+
+
+def _line_too_deep(line: bytes, limit: int) -> bool:
+    """``too_deep`` for a line with many brackets, by decoding it: msgspec
+    refuses what nests too deep for the stack (RecursionError), and the
+    containers of what it builds are few and cheap to walk. Lines full of
+    code or data in strings (an agent's file reads) would otherwise have
+    every escape and string cut out of them byte by byte. A line that is not
+    JSON is measured as text, so it is reported as before."""
+    try:
+        value = _decode(line)
+    except RecursionError:
+        return True
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return too_deep(line, limit)
+    return value_too_deep(value, limit)
 
 
 @functools.cache

@@ -81,11 +81,12 @@ def test_document_shape_reads_a_prefix() -> None:
 
 
 class _Collect(DocumentReader):
-    """Keeps every built item (objects and arrays at ``steps.item``)."""
+    """Keeps every built item with its prefix: the elements of ``steps``,
+    the value of ``agent`` and the elements of a top-level array."""
 
     format = "collect-test"
-    ITEMS = ("steps.item",)
-    SCALARS = ("id",)
+    ITEMS = ("steps.item", "agent", "item")
+    SCALARS = ("id", "meta.version")
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
@@ -94,7 +95,7 @@ class _Collect(DocumentReader):
     def item(
         self, prefix: str, obj: Any, events: list[Event], errors: list[Any]
     ) -> None:
-        self.built.append(obj)
+        self.built.append((prefix, obj))
 
 
 _SCALARS = (
@@ -114,25 +115,50 @@ _VALUES = st.recursive(
 )
 
 
+def _chunks(data: st.DataObject, doc: bytes) -> list[bytes]:
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(doc) - 1)), max_size=8)))
+    return [doc[a:b] for a, b in zip([0, *cuts], [*cuts, len(doc)], strict=True)]
+
+
+def _read(chunks: list[bytes]) -> _Collect:
+    reader = _Collect(source="d.json", default_trace="d.json")
+    for chunk in chunks:
+        _, errors, _ = reader.feed(chunk, 1)
+        assert errors == []
+    reader.close()
+    return reader
+
+
+def _containers(values: list[Any]) -> list[Any]:
+    return [v for v in values if isinstance(v, dict | list)]
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     steps=st.lists(_VALUES, max_size=6),
+    agent=_VALUES,
+    other=_VALUES,
     ident=st.text(max_size=6),
     data=st.data(),
 )
 def test_items_are_built_as_json_reads_them(
-    steps: list[Any], ident: str, data: st.DataObject
+    steps: list[Any], agent: Any, other: Any, ident: str, data: st.DataObject
 ) -> None:
-    """The inline item builder (``DocumentReader._drain``) gives, for any
-    nesting and any chunking, the objects and arrays ``json.loads`` gives
-    (scalar items are not items); top-level scalars are kept."""
-    doc = json.dumps({"steps": steps, "id": ident}, indent=1).encode()
-    cuts = sorted(data.draw(st.sets(st.integers(1, len(doc) - 1), max_size=8)))
-    reader = _Collect(source="d.json", default_trace="d.json")
-    for a, b in zip([0, *cuts], [*cuts, len(doc)], strict=True):
-        _, errors, _ = reader.feed(doc[a:b], 1)
-        assert errors == []
-    reader.close()
-    want = [s for s in json.loads(doc)["steps"] if isinstance(s, dict | list)]
+    """Items are built inline (``DocumentReader._drain``) from ijson's
+    events without prefixes: for any nesting and any chunking they are the
+    objects and arrays ``json.loads`` gives (scalar items are not items),
+    in document order, under ijson's prefixes; containers that lead to no
+    item are skipped; wanted top-level and nested scalars are kept."""
+    doc_obj = {"other": other, "steps": steps, "agent": agent, "id": ident}
+    doc_obj["meta"] = {"version": ident, "skip": other}
+    doc = json.dumps(doc_obj, indent=1).encode()
+    reader = _read(_chunks(data, doc))
+    loaded = json.loads(doc)
+    want = [("steps.item", s) for s in _containers(loaded["steps"])]
+    want += [("agent", a) for a in _containers([loaded["agent"]])]
     assert reader.built == want
-    assert reader.scalars == {"id": ident}
+    assert reader.scalars == {"id": ident, "meta.version": ident}
+    # A top-level array: its elements are the items "item".
+    doc = json.dumps([*steps, agent]).encode()
+    reader = _read(_chunks(data, doc))
+    assert reader.built == [("item", v) for v in _containers(json.loads(doc))]

@@ -84,6 +84,17 @@ def document_shape(prefix: bytes) -> DocShape | None:
     return DocShape(is_array, frozenset(top), frozenset(first), complete)
 
 
+def _leads(paths: tuple[str, ...]) -> frozenset[str]:
+    """Every prefix of a container on the way to one of ``paths`` (ijson
+    prefixes, dot-joined): the root is ``""``, ``steps.item`` needs
+    ``steps``."""
+    out: set[str] = set()
+    for path in paths:
+        parts = path.split(".")
+        out.update(".".join(parts[:k]) for k in range(len(parts)))
+    return frozenset(out)
+
+
 class DocumentReader:
     """Base of document formats: builds the configured items incrementally.
 
@@ -100,8 +111,14 @@ class DocumentReader:
     def __init__(self, *, source: str, default_trace: str) -> None:
         self._source = source
         self._default = default_trace
+        # basic_parse: ijson builds no prefix string per event; _drain knows
+        # the path of the few containers outside items it descends into.
         self._parsed = ijson.sendable_list()
-        self._coro = ijson.parse_coro(self._parsed, use_float=True)
+        self._coro = ijson.basic_parse_coro(self._parsed, use_float=True)
+        #: Open containers outside items: [is_map, prefix, last key].
+        self._path: list[list[Any]] = []
+        #: Prefixes of the containers that lead to an item or a scalar.
+        self._leads = _leads(self.ITEMS + self.SCALARS)
         #: The item being built: its open containers, innermost last (empty:
         #: not building), the last key of each open object, and its root.
         self._stack: list[Any] = []
@@ -195,16 +212,19 @@ class DocumentReader:
 
     def _drain(self, events: list[Event], errors: list[InputError]) -> None:
         # The hot loop of every document format: one pass per ijson event.
-        # The item is built inline (what ijson's ObjectBuilder does, without
-        # a method and a closure call per value); state lives in locals and
-        # is written back at the end, since an item may span chunks.
+        # Items are built inline (what ijson's ObjectBuilder does, without a
+        # method and a closure call per value); containers that lead to no
+        # item are skipped by depth alone. State lives in locals and is
+        # written back at the end, since anything may span chunks.
         items = self.ITEMS
         scalars = self.SCALARS
+        leads = self._leads
+        path = self._path
         stack = self._stack
         key = self._key
         depth = self._depth
         skipping = self._skipping
-        for prefix, event, value in self._parsed:
+        for event, value in self._parsed:
             if skipping:
                 if event == "start_map" or event == "start_array":
                     depth += 1
@@ -246,12 +266,32 @@ class DocumentReader:
                     else:
                         top[key] = value
                 continue
-            if prefix in items and (event == "start_map" or event == "start_array"):
-                self._root = {} if event == "start_map" else []
-                stack.append(self._root)
-                self._building = prefix
-                depth = 1
-            elif prefix in scalars and event in ("string", "number", "boolean", "null"):
+            # Outside items: the event's prefix, as ijson's parse names it.
+            if event == "map_key":
+                path[-1][2] = value
+                continue
+            if event == "end_map" or event == "end_array":
+                path.pop()
+                continue
+            if path:
+                is_map, outer, name = path[-1]
+                if not is_map:
+                    name = "item"
+                prefix = f"{outer}.{name}" if outer else name
+            else:
+                prefix = ""
+            if event == "start_map" or event == "start_array":
+                if prefix in items:
+                    self._root = {} if event == "start_map" else []
+                    stack.append(self._root)
+                    self._building = prefix
+                    depth = 1
+                elif prefix in leads:
+                    path.append([event == "start_map", prefix, None])
+                else:
+                    skipping = True  # nothing wanted inside: skip it whole
+                    depth = 1
+            elif prefix in scalars:
                 self.scalars[prefix] = value
         self._key = key
         self._depth = depth

@@ -127,14 +127,24 @@ def scan_lines(body: bytes, limit: int = MAX_DEPTH) -> tuple[int, list[int]]:
         return newlines, []
     counts = openers.split(b"\n")
     suspects = [i for i, c in enumerate(counts) if len(c) > limit]
-    lines = body.split(b"\n")
-    return newlines, [i for i in suspects if _line_too_deep(lines[i], limit)]
+    # The suspects' bytes are viewed in place (no copy of every line).
+    view = memoryview(body)
+    deep: list[int] = []
+    start = line = 0
+    for i in suspects:
+        while line < i:
+            start = body.index(b"\n", start) + 1
+            line += 1
+        end = body.find(b"\n", start)
+        if _line_too_deep(view[start : len(body) if end < 0 else end], limit):
+            deep.append(i)
+    return newlines, deep
 
 
 _decode = msgspec.json.Decoder().decode
 
 
-def _line_too_deep(line: bytes, limit: int) -> bool:
+def _line_too_deep(line: memoryview, limit: int) -> bool:
     """``too_deep`` for a line with many brackets, by decoding it: msgspec
     refuses what nests too deep for the stack (RecursionError), and the
     containers of what it builds are few and cheap to walk. Lines full of
@@ -146,7 +156,7 @@ def _line_too_deep(line: bytes, limit: int) -> bool:
     except RecursionError:
         return True
     except (msgspec.DecodeError, UnicodeDecodeError):
-        return too_deep(line, limit)
+        return too_deep(bytes(line), limit)
     return value_too_deep(value, limit)
 
 

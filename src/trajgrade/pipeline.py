@@ -233,7 +233,12 @@ class SourceDecoder:
         first, errors = self._line, batch.errors
         deep: list[int] = []
         if self.document:
-            n_lines = bytes(body).count(b"\n")
+            # (Counted in place: a document chunk is not copied here.)
+            n_lines = (
+                chunk.count(b"\n", start)
+                if chunk is not None
+                else bytes(body).count(b"\n")
+            )
         elif chunk is None:
             n_lines, deep = scan_lines(bytes(body))
         else:

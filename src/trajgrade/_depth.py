@@ -9,11 +9,14 @@ JSON string, or a mapping handed to the API) nested deeper than
 that bound may recurse freely. Agent records nest a dozen levels at most.
 
 The check is C-speed on clean input: a line cannot nest deeper than it has
-opening brackets, so one ``translate`` finds the few lines with more than
-the limit. Only those are measured: strings are cut out with ``replace`` and
-``split``, everything but brackets is deleted, balanced ``[]``/``{}`` pairs
-are peeled off a few levels, and what is left unbalanced (deep, or broken)
-is scanned up to the limit.
+opening brackets, so one ``translate`` of a whole chunk (which also counts
+its lines) finds the lines with more than the limit. Only those are
+measured, by decoding them: msgspec refuses input nested too deep for the
+stack with a ``RecursionError``, and the containers of what it builds are
+walked level by level. A line that is not JSON, and an embedded string
+(:func:`too_deep`), is measured as text: strings are cut out, everything
+but brackets is deleted, balanced ``[]``/``{}`` pairs are peeled off a few
+levels, and what is left unbalanced (deep, or broken) is scanned.
 """
 
 from __future__ import annotations

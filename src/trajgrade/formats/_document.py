@@ -120,13 +120,15 @@ class DocumentReader:
         #: Prefixes of the containers that lead to an item or a scalar.
         self._leads = _leads(self.ITEMS + self.SCALARS)
         #: The item being built: its open containers, innermost last (empty:
-        #: not building), the last key of each open object, and its root.
+        #: not building), the last key seen (a value always follows its key,
+        #: so one is enough, as in ijson's builder), and its root.
         self._stack: list[Any] = []
         self._key: Any = None
         self._root: Any = None
         self._building: str | None = None
         self._depth = 0
-        #: Inside an item nested too deep: its events are skipped.
+        #: Inside a container nobody wants, or an item nested too deep: its
+        #: events are skipped until ``_depth`` is back to 0.
         self._skipping = False
         self._line = 0
         #: The document was cut short or is not valid JSON: the events before

@@ -232,7 +232,8 @@ class SourceDecoder:
         last newline, when given) into ``batch``."""
         first, errors = self._line, batch.errors
         deep: list[int] = []
-        if self.document:
+        document = self.document
+        if document:
             # (Counted in place: a document chunk is not copied here.)
             n_lines = (
                 chunk.count(b"\n", start)
@@ -262,7 +263,10 @@ class SourceDecoder:
             if self._reader is None:
                 return
         try:
-            events, errs, lines = self._reader.feed(body, first)
+            if document:
+                events, errs, lines = self._reader.feed(body, first, n_lines)  # type: ignore[call-arg]
+            else:
+                events, errs, lines = self._reader.feed(body, first)
         except Exception as exc:  # a reader bug must cost its records, not the run
             events, errs, lines = one_by_one(
                 self._reader, self.source, body, first, exc

@@ -139,20 +139,23 @@ class DocumentReader:
 
     # ------------------------------------------------------------ Reader
     def feed(
-        self, buf: bytes | memoryview, first_line: int
+        self, buf: bytes | memoryview, first_line: int, newlines: int | None = None
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        """Push more of the document; return the events of the items it closed."""
+        """Push more of the document; return the events of the items it
+        closed. ``newlines``: how many ``buf`` has, when the caller counted
+        them already (the pipeline does)."""
         events: list[Event] = []
         errors: list[InputError] = []
         lines: list[int] = []
         if self.broken:
             return events, errors, lines
-        data = bytes(buf)
+        if newlines is None:
+            newlines = bytes(buf).count(b"\n")
         # Items finished by these bytes are placed at the chunk's last line:
-        # the parser does not report positions.
-        self._line = first_line + max(data.count(b"\n") - 1, 0)
+        # the parser does not report positions. (ijson reads the view.)
+        self._line = first_line + max(newlines - 1, 0)
         try:
-            self._coro.send(data)
+            self._coro.send(buf)
         except (ijson.JSONError, UnicodeDecodeError) as exc:
             self.broken = True
             errors.append(self._broken(exc))

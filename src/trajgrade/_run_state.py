@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from trajgrade.engine import Engine
 from trajgrade.errors import Location, SourceError
-from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts
+from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts, tally
 from trajgrade.pipeline import Grading, SourceDecoder
 from trajgrade.projection import reads_tool_results
 from trajgrade.reporting import log_anomalies, report_problems
@@ -95,12 +95,7 @@ class _Run:
         if not verdicts:
             return
         self._dirty = True
-        counts = self.summary.verdicts
-        for v in verdicts:
-            if v.final:
-                counts[v.outcome] = counts.get(v.outcome, 0) + 1
-                if v.outcome is not Outcome.PASS:
-                    self._failed.add(v.trace_id)
+        tally(verdicts, self.summary.verdicts, self._failed)
         if self.suppress:
             # Written before a crash and decided again now: drop the repeat.
             sup = self.suppress

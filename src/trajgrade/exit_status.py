@@ -19,6 +19,8 @@ from trajgrade.verdicts import Outcome
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from trajgrade.verdicts import Verdict
+
 
 __all__ = (
     "EXIT_CODES",
@@ -33,6 +35,7 @@ __all__ = (
     "dropped_counts",
     "exit_code",
     "report",
+    "tally",
 )
 
 EXIT_OK: Final = 0
@@ -97,6 +100,18 @@ class FailedTraces:
     def recent(self) -> list[str]:
         """The remembered ids, oldest first (what a checkpoint keeps)."""
         return list(self._recent)
+
+
+def tally(
+    verdicts: Iterable[Verdict], counts: dict[Any, int], failed: FailedTraces
+) -> None:
+    """Count final verdicts by outcome into ``counts`` and note the traces
+    whose final verdicts did not pass (a runner's summary)."""
+    for v in verdicts:
+        if v.final:
+            counts[v.outcome] = counts.get(v.outcome, 0) + 1
+            if v.outcome is not Outcome.PASS:
+                failed.add(v.trace_id)
 
 
 class RunSummary(msgspec.Struct, kw_only=True):

@@ -59,6 +59,7 @@ from trajgrade.exit_status import (
     EXIT_OK,
     EXIT_USAGE,
     FailedTraces,
+    tally,
 )
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.projection import reads_tool_results
@@ -209,12 +210,7 @@ class _Wrap:
             return
         if not verdicts:
             return
-        counts = self.summary.verdicts
-        for v in verdicts:
-            if v.final:
-                counts[v.outcome] = counts.get(v.outcome, 0) + 1
-                if v.outcome is not Outcome.PASS:
-                    self._failed.add(v.trace_id)
+        tally(verdicts, self.summary.verdicts, self._failed)
         self.sink.send(verdicts)
         self.sink.flush()
         self.actions.observe(verdicts)

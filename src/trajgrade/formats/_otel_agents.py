@@ -209,19 +209,28 @@ def _codex(event: str, trace: str, a: dict[str, Any], ts: float) -> list[Event]:
         and a.get("event.kind") == "response.completed"
         and "input_token_count" in a
     ):
-        return [
-            TurnStart(trace_id=trace, ts=ts, source="agent"),
-            Usage(
-                trace_id=trace,
-                ts=ts,
-                input_tokens=_int(a, "input_token_count"),
-                output_tokens=_int(a, "output_token_count"),
-                cache_read_tokens=_int(a, "cached_token_count"),
-                reasoning_tokens=_int(a, "reasoning_token_count"),
-                model=_str(a, "model"),
-            ),
-        ]
+        return _response(trace, ts, a, "cached_token_count", "reasoning_token_count")
     return []
+
+
+def _response(
+    trace: str, ts: float, a: dict[str, Any], cached: str, reasoning: str
+) -> list[Event]:
+    """A model response (Codex, Gemini): the agent's turn and its usage;
+    ``input_token_count`` includes the cached tokens. The two name the
+    cached and reasoning counts differently."""
+    return [
+        TurnStart(trace_id=trace, ts=ts, source="agent"),
+        Usage(
+            trace_id=trace,
+            ts=ts,
+            input_tokens=_int(a, "input_token_count"),
+            output_tokens=_int(a, "output_token_count"),
+            cache_read_tokens=_int(a, cached),
+            reasoning_tokens=_int(a, reasoning),
+            model=_str(a, "model"),
+        ),
+    ]
 
 
 # ---------------------------------------------------------------- Gemini CLI
@@ -248,18 +257,9 @@ def _gemini(event: str, trace: str, a: dict[str, Any], ts: float) -> list[Event]
             dur,
         )
     if event == "api_response":
-        return [
-            TurnStart(trace_id=trace, ts=ts, source="agent"),
-            Usage(
-                trace_id=trace,
-                ts=ts,
-                input_tokens=_int(a, "input_token_count"),
-                output_tokens=_int(a, "output_token_count"),
-                cache_read_tokens=_int(a, "cached_content_token_count"),
-                reasoning_tokens=_int(a, "thoughts_token_count"),
-                model=_str(a, "model"),
-            ),
-        ]
+        return _response(
+            trace, ts, a, "cached_content_token_count", "thoughts_token_count"
+        )
     if event == "api_error":
         msg = _str(a, "error") or "API request failed"
         return [

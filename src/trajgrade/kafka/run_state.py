@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts
+from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts, tally
 from trajgrade.kafka.assignment import ADMIN_TIMEOUT, AssignGuard
 from trajgrade.kafka.sink import acked
-from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -149,12 +148,7 @@ class _RunState:
             return
         if self.split:
             verdicts = [self._mark_split(v) for v in verdicts]
-        counts = self.summary.verdicts
-        for v in verdicts:
-            if v.final:
-                counts[v.outcome] = counts.get(v.outcome, 0) + 1
-                if v.outcome is not Outcome.PASS:
-                    self.failed.add(v.trace_id)
+        tally(verdicts, self.summary.verdicts, self.failed)
         if self.metrics is not None:
             self.metrics.count_verdicts(verdicts)
         self.out.send(verdicts)

@@ -14,6 +14,7 @@ from trajgrade.cli_options import (
     EXIT_OK,
     EXIT_USAGE,
     config_option,
+    format_option,
     load_policy,
 )
 from trajgrade.graders.matching._agents import AGENT_NAMES
@@ -79,13 +80,7 @@ def formats() -> None:
 
 @click.command()
 @click.argument("inputs", nargs=-1, type=str)
-@click.option(
-    "--format",
-    "fmt",
-    default="auto",
-    show_default=True,
-    help="Input format: auto, or a name from `trajgrade formats`.",
-)
+@format_option()
 def convert(inputs: tuple[str, ...], fmt: str) -> None:
     """Write the canonical JSONL events any supported log is read as."""
     from trajgrade import log as tlog
@@ -105,13 +100,7 @@ def convert(inputs: tuple[str, ...], fmt: str) -> None:
 
 @click.command()
 @click.argument("inputs", nargs=-1, type=str)
-@click.option(
-    "--format",
-    "fmt",
-    default="auto",
-    show_default=True,
-    help="Input format: auto, or a name from `trajgrade formats`.",
-)
+@format_option()
 @click.option(
     "--json",
     "as_json",

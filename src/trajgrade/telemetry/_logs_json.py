@@ -136,11 +136,17 @@ def _attributes(target: Any, raw: dict[str, Any], where: str) -> None:
         target.dropped_attributes_count = _int(dropped, where)
 
 
+#: A log record's integer fields (OTLP/JSON spelling, protobuf field).
+_INT_FIELDS: Final = (
+    ("timeUnixNano", "time_unix_nano"),
+    ("observedTimeUnixNano", "observed_time_unix_nano"),
+    ("droppedAttributesCount", "dropped_attributes_count"),
+    ("flags", "flags"),
+)
+
+
 def _record(r: Any, raw: dict[str, Any], where: str) -> None:
-    for camel, snake in (
-        ("timeUnixNano", "time_unix_nano"),
-        ("observedTimeUnixNano", "observed_time_unix_nano"),
-    ):
+    for camel, snake in _INT_FIELDS:
         value = _get(raw, camel, snake)
         if value is not None:
             setattr(r, snake, _int(value, f"{where}.{camel}"))
@@ -158,13 +164,6 @@ def _record(r: Any, raw: dict[str, Any], where: str) -> None:
         value = _get(raw, camel, snake)
         if value is not None:
             setattr(r, snake, value)
-    for camel, snake in (
-        ("droppedAttributesCount", "dropped_attributes_count"),
-        ("flags", "flags"),
-    ):
-        value = _get(raw, camel, snake)
-        if value is not None:
-            setattr(r, snake, _int(value, f"{where}.{camel}"))
     for camel, snake in (("traceId", "trace_id"), ("spanId", "span_id")):
         value = _get(raw, camel, snake)
         if value:

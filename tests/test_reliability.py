@@ -25,7 +25,6 @@ from tests._support import suite
 from trajgrade import StreamGrader
 from trajgrade._depth import (
     MAX_DEPTH,
-    deep_lines,
     scan_lines,
     too_deep,
     value_too_deep,
@@ -72,7 +71,7 @@ def _finals(verdicts: list[Any]) -> dict[tuple[str, str], str]:
 def test_deep_values_are_found(depth: int) -> None:
     assert too_deep(_nested(depth))
     assert too_deep('{"a":' + "[" * depth)  # cut short: still too deep
-    assert deep_lines(b'{"x":1}\n' + _nested(depth).encode() + b"\n") == [1]
+    assert scan_lines(b'{"x":1}\n' + _nested(depth).encode() + b"\n")[1] == [1]
 
 
 def test_shallow_values_and_brackets_in_strings_pass() -> None:
@@ -80,7 +79,7 @@ def test_shallow_values_and_brackets_in_strings_pass() -> None:
     assert not too_deep(json.dumps({"s": "[" * 10_000, "t": '\\"{' * 500}))
     wide = json.dumps([[[1]] * 5000])
     assert not too_deep(wide)
-    assert deep_lines(wide.encode() + b"\n" + wide.encode()) == []
+    assert scan_lines(wide.encode() + b"\n" + wide.encode())[1] == []
     assert not value_too_deep(json.loads(_nested(MAX_DEPTH)))
     assert value_too_deep(json.loads(_nested(MAX_DEPTH + 1)))
 

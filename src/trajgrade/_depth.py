@@ -31,7 +31,6 @@ __all__ = (
     "MAX_DEPTH",
     "TooDeep",
     "decode_bounded",
-    "deep_lines",
     "scan_lines",
     "too_deep",
     "value_too_deep",
@@ -109,11 +108,6 @@ def too_deep(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     if b"[" not in rest and b"{" not in rest:
         return False
     return _depth_over(skeleton, limit)
-
-
-def deep_lines(body: bytes, limit: int = MAX_DEPTH) -> list[int]:
-    """Indexes (0-based) of the lines of ``body`` nested deeper than ``limit``."""
-    return scan_lines(body, limit)[1]
 
 
 def scan_lines(body: bytes, limit: int = MAX_DEPTH) -> tuple[int, list[int]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 from typing import TYPE_CHECKING, Any
 
+from trajgrade.formats._lines import RecordIndex, nonblank_lines
 from trajgrade.pipeline import SourceDecoder
 
 if TYPE_CHECKING:
@@ -43,3 +44,15 @@ def decode(
 def of(events: list[Event], kind: type[Any]) -> list[Any]:
     """The events of one type."""
     return [e for e in events if isinstance(e, kind)]
+
+
+def feed_lines(
+    reader: Any, buf: bytes, first: int = 1
+) -> tuple[list[Event], list[InputError], list[int] | None]:
+    """``reader.feed(buf, first)`` with each event's line as a line number
+    (a reader's fast path gives record indexes, counted on demand)."""
+    events, errors, where = reader.feed(buf, first)
+    if isinstance(where, RecordIndex):
+        nonblank = nonblank_lines(buf, first)
+        where = [nonblank[k] for k in where]
+    return events, errors, where

@@ -6,6 +6,7 @@ import json
 import math
 
 from tests._support import suite
+from tests.formats._decode import feed_lines
 
 from trajgrade.errors import InputError
 from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
@@ -17,8 +18,8 @@ from trajgrade.verdicts import Outcome
 
 def _feed(*records: object) -> tuple[list[Event], list[InputError], list[int]]:
     buf = b"".join(json.dumps(r).encode() + b"\n" for r in records)
-    events, errors, lines = AgentvReader(source="a.jsonl", default_trace="a").feed(
-        buf, 1
+    events, errors, lines = feed_lines(
+        AgentvReader(source="a.jsonl", default_trace="a"), buf
     )
     assert lines is not None
     return events, errors, lines
@@ -174,7 +175,7 @@ def test_bad_records_are_located_and_charged_to_their_trace() -> None:
     """Bad JSON, a non-object and a call without a string tool are reported with line and field."""
     reader = AgentvReader(source="a.jsonl", default_trace="a")
     buf = b'{oops\n[1]\n{"id": "r", "output": [{"role": "assistant", "tool_calls": [{"input": {}}]}]}\n'
-    events, errors, lines = reader.feed(buf, 1)
+    events, errors, lines = feed_lines(reader, buf)
     assert [e.location.line for e in errors] == [1, 2, 3]
     assert "not valid JSON" in errors[0].message
     assert errors[2].location.field == "output[0].tool_calls[0].tool"

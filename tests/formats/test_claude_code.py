@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests._support import suite
+from tests.formats._decode import feed_lines
 
 from trajgrade.errors import InputError
 from trajgrade.events import (
@@ -27,7 +28,6 @@ from trajgrade.events import (
     Usage,
 )
 from trajgrade.formats import detect
-from trajgrade.formats._lines import RecordIndex, nonblank_lines
 from trajgrade.formats.claude_code import FORMAT, ClaudeCodeReader
 from trajgrade.pipeline import SourceDecoder, grade_bytes
 
@@ -304,11 +304,8 @@ def _user(content: Any, **kw: Any) -> dict[str, Any]:
 def _feed(*records: dict[str, Any]) -> tuple[list[Event], list[int], list[Event]]:
     reader = ClaudeCodeReader(source="r.jsonl", default_trace="r")
     buf = b"".join(json.dumps(r).encode() + b"\n" for r in records)
-    events, errors, lines = reader.feed(buf, 1)
+    events, errors, lines = feed_lines(reader, buf)
     assert not errors and lines is not None
-    if isinstance(lines, RecordIndex):  # record indexes: lines counted on demand
-        nonblank = nonblank_lines(buf, 1)
-        lines = [nonblank[k] for k in lines]
     return events, lines, reader.close()[0]
 
 

@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.formats._decode import feed_lines
 
 from trajgrade.errors import InputError
 from trajgrade.events import (
@@ -338,7 +339,7 @@ def test_line_numbers_name_each_event_line() -> None:
     """The reader reports the source line of every event it emits."""
     reader = CodexReader(source="r.jsonl", default_trace="r")
     data = _raw(DANGLING)
-    events, errors, lines = reader.feed(data, 1)
+    events, errors, lines = feed_lines(reader, data)
     assert not errors and lines is not None and len(lines) == len(events)
     raw_lines = data.split(b"\n")
     for event, n in zip(events, lines, strict=True):
@@ -825,7 +826,7 @@ _NODES = st.recursive(
 def test_random_records_never_crash_the_reader(records: list[Any]) -> None:
     """Any JSON lines give events or located input errors, never an exception."""
     reader = CodexReader(source="r.jsonl", default_trace="r")
-    events, errors, lines = reader.feed(_lines(*records), 1)
+    events, errors, lines = feed_lines(reader, _lines(*records))
     assert lines is not None and len(lines) == len(events)
     assert all(e.location.line is not None for e in errors)
     assert all(FORMAT.sniff(r) in (True, False) for r in records)

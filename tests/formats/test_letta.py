@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from tests.formats._decode import feed_lines
 
 from trajgrade import compile_suite, decode_config
 from trajgrade.errors import InputError
@@ -28,7 +29,7 @@ from trajgrade.verdicts import Outcome
 
 def _feed(*records: object) -> tuple[list[Event], list[InputError], list[int] | None]:
     buf = b"".join(json.dumps(r).encode() + b"\n" for r in records)
-    return LettaReader(source="l.jsonl", default_trace="l").feed(buf, 1)
+    return feed_lines(LettaReader(source="l.jsonl", default_trace="l"), buf)
 
 
 def _events(*records: object) -> list[Event]:
@@ -245,7 +246,9 @@ def test_bad_messages_are_located_errors_and_the_rest_is_read() -> None:
 def test_invalid_json_is_charged_to_its_trace_and_later_lines_are_read() -> None:
     """A broken line is a lost trajectory (its own or positional trace); the rest is read."""
     reader = LettaReader(source="x", default_trace="x")
-    events, errors, lines = reader.feed(b'[[{"mess\n{"trace_id": "r9", "traj\n[]\n', 7)
+    events, errors, lines = feed_lines(
+        reader, b'[[{"mess\n{"trace_id": "r9", "traj\n[]\n', 7
+    )
     assert "x:7: not valid JSON" in str(errors[0])
     assert [e.trace_id for e in errors] == ["x", "r9"]
     assert events == [TraceEnd(trace_id="x#3")] and lines == [9]

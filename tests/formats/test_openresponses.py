@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from tests.formats._decode import feed_lines
 
 from trajgrade.errors import InputError
 from trajgrade.events import (
@@ -70,7 +71,7 @@ def _feed(
 ) -> tuple[list[Event], list[InputError], list[int] | None]:
     buf = b"".join(json.dumps(r).encode() + b"\n" for r in records)
     reader = OpenResponsesReader(source="r.jsonl", default_trace=default)
-    return reader.feed(buf, 1)
+    return feed_lines(reader, buf)
 
 
 def test_a_real_responses_object_becomes_one_trace() -> None:

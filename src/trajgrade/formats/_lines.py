@@ -18,7 +18,14 @@ from trajgrade.formats._sniff import sniff_trace_id
 if TYPE_CHECKING:
     from trajgrade.events import Event
 
-__all__ = ("RecordIndex", "RecordReader", "nonblank_lines", "one_by_one", "unreadable")
+__all__ = (
+    "RecordIndex",
+    "RecordReader",
+    "located",
+    "nonblank_lines",
+    "one_by_one",
+    "unreadable",
+)
 
 _JSON: Final = msgspec.json.Decoder()
 
@@ -40,6 +47,19 @@ def nonblank_lines(buf: bytes | memoryview, first_line: int) -> list[int]:
         for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line)
         if line.strip()
     ]
+
+
+def located(errors: list[InputError], lines: list[int]) -> list[InputError]:
+    """A fast path's errors, which carry their record's index among the
+    non-blank lines as their line, with that line's number instead."""
+    out = []
+    for e in errors:
+        k = e.location.line
+        where = msgspec.structs.replace(
+            e.location, line=None if k is None else lines[k]
+        )
+        out.append(InputError(e.message, location=where, trace_id=e.trace_id))
+    return out
 
 
 def unreadable(source: str, n: int, line: bytes, exc: BaseException) -> InputError:
@@ -100,7 +120,32 @@ class RecordReader:
     def feed(
         self, buf: bytes | memoryview, first_line: int
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        """Decode every line of ``buf``; events, errors, and each event's line."""
+        """Decode every line of ``buf``; events, errors, and each event's line.
+
+        The common case is one ``decode_lines`` call (no per-line split or
+        decode call); a line that is not JSON anywhere in ``buf`` sends the
+        whole buffer through the line loop, which reports it. decode_lines
+        skips blank lines, so on the fast path ``n`` is a record's index
+        among the non-blank lines, and line numbers are counted only when an
+        error needs one.
+        """
+        try:
+            records = _JSON.decode_lines(buf)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return self._line_by_line(buf, first_line)
+        events: list[Event] = []
+        errors: list[InputError] = []
+        index = RecordIndex()
+        for k, record in enumerate(records):
+            self._guarded(record, k, None, buf, events, errors)
+            index.extend([k] * (len(events) - len(index)))
+        if errors:
+            errors = located(errors, nonblank_lines(buf, first_line))
+        return events, errors, index
+
+    def _line_by_line(
+        self, buf: bytes | memoryview, first_line: int
+    ) -> tuple[list[Event], list[InputError], list[int]]:
         events: list[Event] = []
         errors: list[InputError] = []
         lines: list[int] = []
@@ -112,14 +157,34 @@ class RecordReader:
             except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 errors.append(self.undecodable(line, n, exc))
             else:
-                k = len(events)
-                try:
-                    self.record(record, n, events, errors)
-                except Exception as exc:  # a reader bug costs one record, not the run
-                    del events[k:]
-                    errors.append(unreadable(self._source, n, line, exc))
+                self._guarded(record, n, line, buf, events, errors)
             lines.extend([n] * (len(events) - len(lines)))
         return events, errors, lines
+
+    def _guarded(
+        self,
+        record: Any,
+        n: int,
+        line: bytes | None,
+        buf: bytes | memoryview,
+        events: list[Event],
+        errors: list[InputError],
+    ) -> None:
+        k = len(events)
+        try:
+            self.record(record, n, events, errors)
+        except Exception as exc:  # a reader bug costs one record, not the run
+            del events[k:]
+            if line is None:  # the fast path: n-th non-blank line of buf
+                line = bytes(buf).split(b"\n")[nonblank_lines(buf, 0)[n]]
+            err = unreadable(self._source, n, line, exc)
+            err.trace_id = err.trace_id or self.current_trace()
+            errors.append(err)
+
+    def current_trace(self) -> str | None:
+        """The trace a record that names none belongs to (charged with a
+        reader failure on it); None: unknown."""
+        return None
 
     def close(self) -> tuple[list[Event], list[InputError]]:
         """Records are whole lines: nothing is held at the end."""

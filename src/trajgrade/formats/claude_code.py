@@ -113,7 +113,12 @@ from trajgrade.formats._claude_records import (
     session_in,
     usage_event,
 )
-from trajgrade.formats._lines import RecordIndex, nonblank_lines, unreadable
+from trajgrade.formats._lines import (
+    RecordIndex,
+    located,
+    nonblank_lines,
+    unreadable,
+)
 from trajgrade.formats.vally import parse_timestamp
 
 __all__ = ("FORMAT", "FORMATS", "ClaudeCodeReader")
@@ -191,7 +196,7 @@ class ClaudeCodeReader:
                     self._guarded(rec, k, events, errors, None)
                     index.extend([k] * (len(events) - len(index)))
             if errors:
-                errors = self._locate(errors, nonblank_lines(buf, first_line))
+                errors = located(errors, nonblank_lines(buf, first_line))
             return events, errors, index
         lines: list[int] = []
         for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
@@ -426,18 +431,6 @@ class ClaudeCodeReader:
         text, field = field_of(exc)
         msg = f"{text}; each line must be {_EXPECTED}"
         errors.append(self._error(msg, n, field, self._trace_of(line)))
-
-    @staticmethod
-    def _locate(errors: list[InputError], lines: list[int]) -> list[InputError]:
-        """The fast path's errors, their record indexes turned into lines."""
-        out = []
-        for e in errors:
-            k = e.location.line
-            where = msgspec.structs.replace(
-                e.location, line=None if k is None else lines[k]
-            )
-            out.append(InputError(e.message, location=where, trace_id=e.trace_id))
-        return out
 
     def _error(
         self, msg: str, n: int, field: str | None, trace: str | None

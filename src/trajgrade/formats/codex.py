@@ -113,12 +113,10 @@ from trajgrade.formats._codex_items import (
     tool_result,
 )
 from trajgrade.formats._codex_usage import UsageDeltas
-from trajgrade.formats._lines import unreadable
+from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.vally import parse_timestamp
 
 __all__ = ("FORMAT", "FORMATS", "CodexReader")
-
-_JSON: Final = msgspec.json.Decoder()
 
 _ENVELOPES: Final = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
@@ -135,13 +133,14 @@ def _meta(session: dict[str, Any]) -> dict[str, Any]:
     return {k: session[k] for k in (*_META_KEYS, "git") if k in session}
 
 
-class CodexReader:
+class CodexReader(RecordReader):
     """Translates Codex rollout / ``exec --json`` lines to canonical events."""
 
     format = "codex"
+    expected = "one Codex rollout or `codex exec --json` record"
 
     def __init__(self, *, source: str, default_trace: str) -> None:
-        self._source = source
+        super().__init__(source=source, default_trace=default_trace)
         self._tid = default_trace
         self._usage = UsageDeltas()
         self._items = ExecItems()
@@ -156,38 +155,24 @@ class CodexReader:
         #: The model of the current turn (``turn_context``), for usage events.
         self._model: str | None = None
 
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        events: list[Event] = []
-        errors: list[InputError] = []
-        lines: list[int] = []
-        for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
-            if not line.strip():
-                continue
-            k = len(events)
-            try:
-                record = _JSON.decode(line)
-                if not isinstance(record, dict):
-                    msg = f"expected a JSON object, got {type(record).__name__}"
-                    raise BadRecord(msg)
-                self._record(record, events)
-            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-                msg = f"not valid JSON ({exc}); each line must be one Codex rollout or `codex exec --json` record"
-                errors.append(self._error(msg, n, None))
-            except BadRecord as exc:
-                msg = f"{exc.message}; fix the producer or the line"
-                errors.append(self._error(msg, n, exc.field))
-            except Exception as exc:  # a reader bug costs one record, not the run
-                del events[k:]
-                err = unreadable(self._source, n, line, exc)
-                err.trace_id = err.trace_id or self._tid
-                errors.append(err)
-            lines.extend([n] * (len(events) - len(lines)))
-        return events, errors, lines
+    def record(
+        self, record: Any, n: int, events: list[Event], errors: list[InputError]
+    ) -> None:
+        try:
+            if not isinstance(record, dict):
+                msg = f"expected a JSON object, got {type(record).__name__}"
+                raise BadRecord(msg)
+            self._record(record, events)
+        except BadRecord as exc:
+            msg = f"{exc.message}; fix the producer or the line"
+            errors.append(self._error(msg, n, exc.field))
 
-    def close(self) -> tuple[list[Event], list[InputError]]:
-        return [], []
+    def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
+        msg = f"not valid JSON ({exc}); each line must be {self.expected}"
+        return self._error(msg, n, None)
+
+    def current_trace(self) -> str | None:
+        return self._tid
 
     def _error(self, msg: str, n: int, field: str | None) -> InputError:
         where = Location(file=self._source, line=n, field=field)

@@ -100,9 +100,16 @@ def _depth_over(skeleton: bytes, limit: int) -> bool:
 
 def too_deep(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     """Whether one JSON text nests deeper than ``limit``."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return False
+    if isinstance(data, str):
+        # Counted on the text: most embedded JSON (arguments, wrapped tool
+        # output) is far below the limit and need not be encoded at all.
+        if data.count("[") + data.count("{") <= limit:
+            return False
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        raw = data
+        if raw.count(b"[") + raw.count(b"{") <= limit:
+            return False
     skeleton = _brackets(raw)
     rest = _peel(skeleton)
     if b"[" not in rest and b"{" not in rest:

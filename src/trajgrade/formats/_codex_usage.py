@@ -54,7 +54,12 @@ class UsageDeltas:
         self._last = None
 
     def usage(
-        self, counts: Any, where: str, tid: str, ts: float | None
+        self,
+        counts: Any,
+        where: str,
+        tid: str,
+        ts: float | None,
+        model: str | None = None,
     ) -> Usage | None:
         """The usage a new running total adds, or None when it adds nothing."""
         totals = _totals(counts, where)
@@ -77,4 +82,5 @@ class UsageDeltas:
             cache_read_tokens=cached,
             cache_write_tokens=written,
             reasoning_tokens=reasoning,
+            model=model,
         )

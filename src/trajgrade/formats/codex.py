@@ -97,8 +97,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import msgspec
-
 from trajgrade.errors import InputError, Location
 from trajgrade.events import AgentError, Event, Message, TraceStart, TurnStart
 from trajgrade.formats._codex_exec import EXEC_TYPES, ExecItems
@@ -276,10 +274,10 @@ class CodexReader(RecordReader):
             if isinstance(info, dict):
                 where = "info.total_token_usage"
                 usage = self._usage.usage(
-                    info.get("total_token_usage"), where, self._tid, ts
+                    info.get("total_token_usage"), where, self._tid, ts, self._model
                 )
                 if usage is not None:
-                    events.append(msgspec.structs.replace(usage, model=self._model))
+                    events.append(usage)
         elif kind == "user_message":
             # ≤ 0.40 also announced injected context with kind != "plain".
             text = p.get("message")

@@ -25,6 +25,7 @@ from tests._support import suite
 from trajgrade import StreamGrader
 from trajgrade._depth import (
     MAX_DEPTH,
+    scan,
     scan_lines,
     too_deep,
     value_too_deep,
@@ -119,6 +120,17 @@ def test_a_chunk_is_measured_as_its_lines_are(
     body = b"".join(line + b"\n" for line in lines)
     want = [i for i, line in enumerate(lines) if too_deep(line)]
     assert scan_lines(body) == (len(lines), want)
+    # The lines with many brackets within the bound come with their values,
+    # which readers take instead of decoding those bytes again.
+    found = scan(body)
+    heavy = [
+        i
+        for i, line in enumerate(lines)
+        if line.count(b"[") + line.count(b"{") > MAX_DEPTH and i not in want
+    ]
+    assert [i for i, *_ in found.measured] == heavy
+    for i, start, end, value in found.measured:
+        assert body[start:end] == lines[i] and value == json.loads(lines[i])
 
 
 @settings(max_examples=150, deadline=None)

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
 __all__ = (
     "MAX_DEPTH",
+    "Scan",
     "TooDeep",
     "decode_bounded",
+    "scan",
     "scan_lines",
     "too_deep",
     "value_too_deep",
@@ -117,9 +119,23 @@ def too_deep(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     return _depth_over(skeleton, limit)
 
 
-def scan_lines(body: bytes, limit: int = MAX_DEPTH) -> tuple[int, list[int]]:
-    """How many newlines ``body`` has, and the indexes (0-based) of its lines
-    nested deeper than ``limit``: one C-speed pass over the bytes.
+class Scan(NamedTuple):
+    """What one pass over a chunk of lines found (see :func:`scan`)."""
+
+    #: How many newlines the chunk has.
+    newlines: int
+    #: Indexes (0-based) of the lines nested deeper than the limit.
+    deep: list[int]
+    #: The lines with more openers than the limit that were measured by
+    #: decoding them and are within it: (index, start, end, value), in
+    #: order; ``body[start:end]`` is the line and ``value`` its decoded
+    #: JSON, which a reader may take instead of parsing the line again.
+    measured: list[tuple[int, int, int, Any]]
+
+
+def scan(body: bytes, limit: int = MAX_DEPTH) -> Scan:
+    """How many newlines ``body`` has, and its lines nested deeper than
+    ``limit``: one C-speed pass over the bytes.
 
     A line cannot nest deeper than it has opening brackets: only lines with
     more than ``limit`` of them (rare in agent logs) are measured. The
@@ -128,40 +144,59 @@ def scan_lines(body: bytes, limit: int = MAX_DEPTH) -> tuple[int, list[int]]:
     openers = body.translate(None, _NOT_OPENERS)
     newlines = openers.count(b"\n")
     if len(openers) - newlines <= limit or _run_over(limit).search(openers) is None:
-        return newlines, []
+        return Scan(newlines, [], [])
     counts = openers.split(b"\n")
     suspects = [i for i, c in enumerate(counts) if len(c) > limit]
     # The suspects' bytes are viewed in place (no copy of every line).
     view = memoryview(body)
     deep: list[int] = []
+    measured: list[tuple[int, int, int, Any]] = []
     start = line = 0
     for i in suspects:
         while line < i:
             start = body.index(b"\n", start) + 1
             line += 1
         end = body.find(b"\n", start)
-        if _line_too_deep(view[start : len(body) if end < 0 else end], limit):
+        end = len(body) if end < 0 else end
+        value = _measure(view[start:end], limit)
+        if value is _DEEP:
             deep.append(i)
+        elif value is not _UNDECODED:
+            measured.append((i, start, end, value))
+    return Scan(newlines, deep, measured)
+
+
+def scan_lines(body: bytes, limit: int = MAX_DEPTH) -> tuple[int, list[int]]:
+    """How many newlines ``body`` has, and the indexes (0-based) of its lines
+    nested deeper than ``limit`` (:func:`scan` without the decoded lines)."""
+    newlines, deep, _ = scan(body, limit)
     return newlines, deep
 
 
 _decode = msgspec.json.Decoder().decode
 
 
-def _line_too_deep(line: memoryview, limit: int) -> bool:
-    """``too_deep`` for a line with many brackets, by decoding it: msgspec
-    refuses what nests too deep for the stack (RecursionError), and the
-    containers of what it builds are few and cheap to walk. Lines full of
-    code or data in strings (an agent's file reads) would otherwise have
-    every escape and string cut out of them byte by byte. A line that is not
-    JSON is measured as text, so it is reported as before."""
+#: What :func:`_measure` says of a line nested too deep, and of one that is
+#: not JSON (measured as text and within the limit).
+_DEEP: Final = object()
+_UNDECODED: Final = object()
+
+
+def _measure(line: memoryview, limit: int) -> Any:
+    """A line with many brackets, measured by decoding it: msgspec refuses
+    what nests too deep for the stack (RecursionError), and the containers
+    of what it builds are few and cheap to walk. Lines full of code or data
+    in strings (an agent's file reads) would otherwise have every escape and
+    string cut out of them byte by byte. A line that is not JSON is measured
+    as text, so it is reported as before. Gives the decoded value, or
+    ``_DEEP``, or ``_UNDECODED``."""
     try:
         value = _decode(line)
     except RecursionError:
-        return True
+        return _DEEP
     except (msgspec.DecodeError, UnicodeDecodeError):
-        return too_deep(bytes(line), limit)
-    return value_too_deep(value, limit)
+        return _DEEP if too_deep(bytes(line), limit) else _UNDECODED
+    return _DEEP if value_too_deep(value, limit) else value
 
 
 @functools.cache

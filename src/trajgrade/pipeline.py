@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade._depth import scan_lines, too_deep_message
+from trajgrade._depth import scan, too_deep_message
 from trajgrade.batches import Batch, Segment, segment
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
@@ -26,6 +26,7 @@ from trajgrade.formats import (
     BUILTIN,
     SNIFF_LIMIT,
     Reader,
+    TakesDecoded,
     detect,
     detect_document,
     document_shape,
@@ -232,6 +233,8 @@ class SourceDecoder:
         last newline, when given) into ``batch``."""
         first, errors = self._line, batch.errors
         deep: list[int] = []
+        #: Lines the depth bound decoded: (start, end, value) in ``body``.
+        measured: list[tuple[int, int, Any]] = []
         document = self.document
         if document:
             # (Counted in place: a document chunk is not copied here.)
@@ -241,30 +244,41 @@ class SourceDecoder:
                 else bytes(body).count(b"\n")
             )
         elif chunk is None:
-            n_lines, deep = scan_lines(bytes(body))
+            n_lines, deep, found = scan(bytes(body))
+            measured = [(s, e, v) for _, s, e, v in found]
         else:
             # One pass over the whole chunk (no copy of the view) counts the
             # lines and finds those nested too deep; the cut-off lines on
             # either side are another call's.
-            n_all, deep = scan_lines(chunk)
+            n_all, deep, found = scan(chunk)
             before = chunk.count(b"\n", 0, start)
             n_lines = n_all - before
             deep = [i - before for i in deep if before <= i < n_all]
+            measured = [
+                (s - start, e - start, v) for i, s, e, v in found if before <= i < n_all
+            ]
         self._line += n_lines
         self.offset += len(body)
         if len(body) > self._max:
             body = self._drop_long_lines(bytes(body), first, errors)
+            measured = []  # (offsets into the body as it was)
         if deep:
             body = self._drop_deep_lines(bytes(body), deep, first, errors)
+            measured = []
         if self._reader is None:
             if self._fmt == "none":
                 return  # an unrecognised document: reported once, not per line
             body, first = self._start_reader(bytes(body), first, errors)
+            measured = []  # (lines before the first readable one are cut)
             if self._reader is None:
                 return
         try:
             if document:
                 events, errs, lines = self._reader.feed(body, first, n_lines)  # type: ignore[call-arg]
+            elif measured and isinstance(self._reader, TakesDecoded):
+                # The reader takes those lines' values instead of parsing
+                # the same bytes a second time.
+                events, errs, lines = self._reader.feed_decoded(body, first, measured)
             else:
                 events, errs, lines = self._reader.feed(body, first)
         except Exception as exc:  # a reader bug must cost its records, not the run

@@ -16,7 +16,7 @@ logs as they are added.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
@@ -44,7 +44,7 @@ from trajgrade.formats._document import SNIFF_LIMIT, DocShape, document_shape
 from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 __all__ = (
     "BUILTIN",
@@ -53,6 +53,7 @@ __all__ = (
     "DocShape",
     "FormatType",
     "Reader",
+    "TakesDecoded",
     "detect",
     "detect_document",
     "document_shape",
@@ -84,6 +85,24 @@ class Reader(Protocol):
     # Optional: ``flush_trace(trace_id) -> list[Event]``, what the reader
     # holds for one trace waiting for more input (a response's usage), given
     # up now because the runner is about to close that trace (idle timeout).
+
+
+@runtime_checkable
+class TakesDecoded(Protocol):
+    """A reader that can take lines already decoded: the nesting bound
+    decodes a line with many brackets to measure it (trajgrade._depth), and
+    such a reader uses that value instead of parsing the line again."""
+
+    def feed_decoded(
+        self,
+        buf: bytes | memoryview,
+        first_line: int,
+        decoded: Sequence[tuple[int, int, Any]],
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        """``feed``, where ``buf[start:end]`` of each (start, end, value) is
+        one line whose JSON is ``value`` (in order); the result must be what
+        ``feed(buf, first_line)`` gives."""
+        ...
 
 
 class FormatType(Protocol):

@@ -16,11 +16,14 @@ from trajgrade.errors import InputError, Location
 from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from trajgrade.events import Event
 
 __all__ = (
     "RecordIndex",
     "RecordReader",
+    "decode_records",
     "located",
     "nonblank_lines",
     "one_by_one",
@@ -47,6 +50,36 @@ def nonblank_lines(buf: bytes | memoryview, first_line: int) -> list[int]:
         for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line)
         if line.strip()
     ]
+
+
+def decode_records(
+    decoder: msgspec.json.Decoder[Any],
+    buf: bytes | memoryview,
+    decoded: Sequence[tuple[int, int, Any]] = (),
+) -> list[Any] | None:
+    """The records of ``buf``'s non-blank lines, in order (one
+    ``decode_lines`` call), or None when a line is not one (the caller reads
+    line by line to report it).
+
+    ``decoded`` lists lines that were decoded already, as (start, end,
+    value) with ``buf[start:end]`` the line: their values are converted to
+    the decoder's type instead of parsing the bytes again, and the lines
+    between them are decoded in one call per run.
+    """
+    try:
+        if not decoded:
+            return decoder.decode_lines(buf)
+        view = memoryview(buf)
+        records: list[Any] = []
+        pos = 0
+        for start, end, value in decoded:
+            records += decoder.decode_lines(view[pos:start])
+            records.append(msgspec.convert(value, decoder.type))
+            pos = end
+        records += decoder.decode_lines(view[pos:])
+    except (msgspec.DecodeError, UnicodeDecodeError):  # (ValidationError too)
+        return None
+    return records
 
 
 def located(errors: list[InputError], lines: list[int]) -> list[InputError]:

@@ -85,7 +85,7 @@ flushing), and the ids of the last 4096 completed responses.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -115,11 +115,15 @@ from trajgrade.formats._claude_records import (
 )
 from trajgrade.formats._lines import (
     RecordIndex,
+    decode_records,
     located,
     nonblank_lines,
     unreadable,
 )
 from trajgrade.formats.vally import parse_timestamp
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ("FORMAT", "FORMATS", "ClaudeCodeReader")
 
@@ -179,16 +183,22 @@ class ClaudeCodeReader:
     def feed(
         self, buf: bytes | memoryview, first_line: int
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        return self.feed_decoded(buf, first_line, ())
+
+    def feed_decoded(
+        self,
+        buf: bytes | memoryview,
+        first_line: int,
+        decoded: Sequence[tuple[int, int, Any]],
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
         events: list[Event] = []
         errors: list[InputError] = []
-        try:
-            # The common case in one C call; any bad line takes the line loop
-            # below. decode_lines skips blank lines, so a record's index is
-            # its place among the non-blank lines: events and errors carry
-            # that, and lines are counted only if an error needs its number.
-            recs = DECODER.decode_lines(buf)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            recs = None
+        # The common case in one C call (or a few, around lines the nesting
+        # bound decoded already); any bad line takes the line loop below.
+        # decode_lines skips blank lines, so a record's index is its place
+        # among the non-blank lines: events and errors carry that, and lines
+        # are counted only if an error needs its number.
+        recs = decode_records(DECODER, buf, decoded)
         if recs is not None:
             index = RecordIndex()
             for k, rec in enumerate(recs):

@@ -13,14 +13,18 @@ agent's log needs no ids at all.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
+from trajgrade.formats._lines import decode_records
 from trajgrade.formats._sniff import sniff_trace_id
 from trajgrade.projection import LEAN_EVENT
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ("FORMAT", "FORMATS", "NativeReader")
 
@@ -49,13 +53,18 @@ class NativeReader:
     def feed(
         self, buf: bytes | memoryview, first_line: int
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        return self.feed_decoded(buf, first_line, ())
+
+    def feed_decoded(
+        self,
+        buf: bytes | memoryview,
+        first_line: int,
+        decoded: Sequence[tuple[int, int, Any]],
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
         lean = self._lean and _is_ascii(buf)
-        try:
-            if lean:
-                events: list[Event] = self._lean_decoder.decode_lines(buf)
-            else:
-                events = self._typed.decode_lines(buf)
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        decoder = self._lean_decoder if lean else self._typed
+        events: list[Event] | None = decode_records(decoder, buf, decoded)
+        if events is None:
             return self._slow(bytes(buf), first_line)
         # Events without trace_id keep it empty: the engine files them under
         # the source's default trace (no per-event pass here).

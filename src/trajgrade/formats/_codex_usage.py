@@ -8,6 +8,7 @@ seen; :mod:`trajgrade.formats.codex` documents the rules.
 
 from __future__ import annotations
 
+from operator import sub
 from typing import Any, Final
 
 from trajgrade.events import Usage
@@ -67,10 +68,12 @@ class UsageDeltas:
         if totals == last:
             return None  # the same total written again
         self._last = totals
-        if last is not None and all(t >= s for t, s in zip(totals, last, strict=True)):
-            totals = tuple(t - s for t, s in zip(totals, last, strict=True))
-        # else: the first total, or a count went down because the counters
-        # restarted (a resumed session): the new total is all new usage.
+        if last is not None:
+            delta = tuple(map(sub, totals, last))
+            if min(delta) >= 0:
+                totals = delta
+            # else: a count went down because the counters restarted (a
+            # resumed session): the new total is all new usage.
         if not any(totals):
             return None
         inp, cached, out, reasoning, written = totals

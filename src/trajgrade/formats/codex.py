@@ -176,17 +176,15 @@ class CodexReader(RecordReader):
         where = Location(file=self._source, line=n, field=field)
         return InputError(msg, location=where, trace_id=self._tid)
 
-    def _time(self, text: object) -> float | None:
-        if text != self._ts_text:
-            self._ts_text, self._ts = text, parse_timestamp(text)
-        return self._ts
-
     def _record(self, record: dict[str, Any], events: list[Event]) -> None:
         kind = record.get("type")
         if kind is not None and not isinstance(kind, str):
             msg = f"`type` must be a string, got {type(kind).__name__}"
             raise BadRecord(msg, "type")
-        ts = self._time(record.get("timestamp"))
+        text = record.get("timestamp")
+        if text != self._ts_text:  # (consecutive lines often share it)
+            self._ts_text, self._ts = text, parse_timestamp(text)
+        ts = self._ts
         if kind in _ENVELOPES:
             payload = record.get("payload")
             if not isinstance(payload, dict):

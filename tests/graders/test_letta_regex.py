@@ -27,6 +27,7 @@ TEXTS = [
     "cafe\u0301 x",  # decomposed accent
     "a\x1cb\x1dc\x1ed\x1fe f",  # file/group/record/unit separators
     "STRASSE straße Kelvin \u212a k",
+    "K\u212ak \u212aK",  # Kelvin sign beside K: folds together only in Unicode mode
     "12-12 3-4 ٣٤",
     "a\nb\nc\n",
 ]
@@ -40,6 +41,7 @@ PATTERNS = [
     r"[^\W\d]+",
     r"(?i)strasse|kelvin|k",
     r"(?i)(\w)\1",
+    r"(?ia)(\w)\1",
     r"(?P<n>\d+)-(?P=n)",
     r"(?m)^\w+$",
     r"(?s)a.+",

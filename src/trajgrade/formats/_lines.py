@@ -21,12 +21,14 @@ if TYPE_CHECKING:
     from trajgrade.events import Event
 
 __all__ = (
+    "DecodedFeed",
     "RecordIndex",
     "RecordReader",
     "decode_records",
     "located",
     "nonblank_lines",
     "one_by_one",
+    "reader_failed",
     "unreadable",
 )
 
@@ -105,6 +107,43 @@ def unreadable(source: str, n: int, line: bytes, exc: BaseException) -> InputErr
     return InputError(
         msg, location=Location(file=source, line=n), trace_id=sniff_trace_id(line)
     )
+
+
+def reader_failed(
+    source: str,
+    n: int,
+    line: bytes | None,
+    buf: bytes | memoryview,
+    exc: BaseException,
+    trace: str | None,
+) -> InputError:
+    """:func:`unreadable` for record ``n`` of ``buf``: its line when given,
+    else (a fast path, where ``n`` is the record's index among the non-blank
+    lines) found in ``buf``; charged to the trace the line names, else to
+    ``trace``."""
+    if line is None:
+        line = bytes(buf).split(b"\n")[nonblank_lines(buf, 0)[n]]
+    err = unreadable(source, n, line, exc)
+    err.trace_id = err.trace_id or trace
+    return err
+
+
+class DecodedFeed:
+    """``feed`` for a :class:`~trajgrade.formats.TakesDecoded` reader: its
+    ``feed_decoded`` with no line decoded beforehand."""
+
+    def feed(
+        self, buf: bytes | memoryview, first_line: int
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        return self.feed_decoded(buf, first_line, ())
+
+    def feed_decoded(
+        self,
+        buf: bytes | memoryview,
+        first_line: int,
+        decoded: Sequence[tuple[int, int, Any]],
+    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        raise NotImplementedError
 
 
 def one_by_one(
@@ -208,11 +247,9 @@ class RecordReader:
             self.record(record, n, events, errors)
         except Exception as exc:  # a reader bug costs one record, not the run
             del events[k:]
-            if line is None:  # the fast path: n-th non-blank line of buf
-                line = bytes(buf).split(b"\n")[nonblank_lines(buf, 0)[n]]
-            err = unreadable(self._source, n, line, exc)
-            err.trace_id = err.trace_id or self.current_trace()
-            errors.append(err)
+            errors.append(
+                reader_failed(self._source, n, line, buf, exc, self.current_trace())
+            )
 
     def current_trace(self) -> str | None:
         """The trace a record that names none belongs to (charged with a

@@ -114,11 +114,12 @@ from trajgrade.formats._claude_records import (
     usage_event,
 )
 from trajgrade.formats._lines import (
+    DecodedFeed,
     RecordIndex,
     decode_records,
     located,
     nonblank_lines,
-    unreadable,
+    reader_failed,
 )
 from trajgrade.formats.vally import parse_timestamp
 
@@ -167,7 +168,7 @@ class _Session:
         self.model: str | None = None
 
 
-class ClaudeCodeReader:
+class ClaudeCodeReader(DecodedFeed):
     """Translates Claude Code transcript and stream-json lines to canonical events."""
 
     format = "claude-code"
@@ -179,11 +180,6 @@ class ClaudeCodeReader:
         self._seen: dict[str, None] = {}
         #: The trace of the last line read: where a broken line most likely belongs.
         self._last: str | None = None
-
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        return self.feed_decoded(buf, first_line, ())
 
     def feed_decoded(
         self,
@@ -203,7 +199,7 @@ class ClaudeCodeReader:
             index = RecordIndex()
             for k, rec in enumerate(recs):
                 if rec.type in _READ:
-                    self._guarded(rec, k, events, errors, None)
+                    self._guarded(rec, k, events, errors, None, buf)
                     index.extend([k] * (len(events) - len(index)))
             if errors:
                 errors = located(errors, nonblank_lines(buf, first_line))
@@ -221,7 +217,7 @@ class ClaudeCodeReader:
                 errors.append(self._error(msg, n, None, self._trace_of(line)))
             else:
                 if rec.type in _READ:
-                    self._guarded(rec, n, events, errors, line)
+                    self._guarded(rec, n, events, errors, line, buf)
             lines.extend([n] * (len(events) - len(lines)))
         return events, errors, lines
 
@@ -232,16 +228,14 @@ class ClaudeCodeReader:
         events: list[Event],
         errors: list[InputError],
         line: bytes | None,
+        buf: bytes | memoryview,
     ) -> None:
         k = len(events)
         try:
             self._record(rec, n, events, errors)
         except Exception as exc:  # a reader bug costs one record, not the run
             del events[k:]
-            err = unreadable(self._source, n, line or b"", exc)
-            if err.trace_id is None:
-                err.trace_id = self._last
-            errors.append(err)
+            errors.append(reader_failed(self._source, n, line, buf, exc, self._last))
 
     def close(self) -> tuple[list[Event], list[InputError]]:
         events: list[Event] = []

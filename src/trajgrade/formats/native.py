@@ -19,7 +19,7 @@ import msgspec
 
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
-from trajgrade.formats._lines import decode_records
+from trajgrade.formats._lines import DecodedFeed, decode_records
 from trajgrade.formats._sniff import sniff_trace_id
 from trajgrade.projection import LEAN_EVENT
 
@@ -32,7 +32,7 @@ _TAGS: Final = frozenset(EVENT_TYPES)
 _AT: Final = re.compile(r" - at `\$\.?([^`]*)`$")
 
 
-class NativeReader:
+class NativeReader(DecodedFeed):
     """Decodes canonical JSONL."""
 
     format = "trajgrade"
@@ -49,11 +49,6 @@ class NativeReader:
     def skip_tool_results(self) -> None:
         """No grader reads ``ToolResult.result``: stop building it."""
         self._lean = True
-
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        return self.feed_decoded(buf, first_line, ())
 
     def feed_decoded(
         self,

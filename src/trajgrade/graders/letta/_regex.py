@@ -241,7 +241,12 @@ def translate(source: str) -> str:
         re.compile(source)  # the validity check and error text are re's
         parsed = _parser.parse(source, 0)
     names = {number: name for name, number in parsed.state.groupdict.items()}
-    return _Writer(names).seq(parsed, parsed.state.flags)
+    flags = parsed.state.flags
+    body = _Writer(names).seq(parsed, flags)
+    # The written pattern is flag-free but for backreferences under (?i),
+    # which compare with regex's case folding: a pattern-wide (?a) folds
+    # ASCII only, as re does (regex ignores a scoped a flag; docs/fidelity.md).
+    return f"(?a){body}" if flags & re.ASCII else body
 
 
 def compile_re(source: str) -> regex.Pattern[str]:

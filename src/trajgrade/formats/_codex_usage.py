@@ -35,7 +35,7 @@ def _totals(counts: Any, where: str) -> tuple[int, ...]:
         value = counts.get(key)
         if value is None:
             value = 0  # absent in older versions (cache writes, reasoning)
-        elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        elif type(value) is not int or value < 0:  # (bool is not int here)
             msg = f"`{where}.{key}` must be a non-negative integer, got {value!r}"
             raise BadRecord(msg, f"{where}.{key}")
         out.append(value)

@@ -123,6 +123,10 @@ _ENVELOPES: Final = frozenset(
 _EXEC_SNIFF: Final = EXEC_TYPES - {"error"}
 _META_KEYS: Final = ("cwd", "originator", "cli_version", "source", "model_provider")
 _SPOKEN: Final = frozenset({"assistant", "developer", "system"})
+#: The ``event_msg`` payload types that give events.
+_READ_EVENTS: Final = frozenset(
+    {"token_count", "user_message", "item_completed", "task_started", "error"}
+)
 _INJECTED: Final = ("<environment_context>", "<user_instructions>")
 
 
@@ -267,6 +271,8 @@ class CodexReader(RecordReader):
 
     def _event(self, p: dict[str, Any], ts: float | None, events: list[Event]) -> None:
         kind = p.get("type")
+        if kind not in _READ_EVENTS:
+            return  # (most: agent_reasoning, agent_message, … repeat items)
         if kind == "token_count":
             info = p.get("info")
             if isinstance(info, dict):

@@ -44,13 +44,15 @@ _JSON: Final = msgspec.json.Decoder()
 
 def parse_timestamp(value: Any) -> float | None:
     """ISO-8601 text or epoch seconds -> epoch seconds; None when absent/invalid."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str) and value:
+    if isinstance(value, str):  # (the common case first: agents write text)
+        if not value:
+            return None
         try:
             return datetime.fromisoformat(value).timestamp()
         except ValueError:
             return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     return None
 
 

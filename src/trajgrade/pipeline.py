@@ -26,6 +26,7 @@ from trajgrade.formats import (
     BUILTIN,
     SNIFF_LIMIT,
     Reader,
+    SkipsToolResults,
     TakesDecoded,
     detect,
     detect_document,
@@ -34,7 +35,6 @@ from trajgrade.formats import (
     sniff_trace_id,
 )
 from trajgrade.formats._lines import one_by_one
-from trajgrade.formats.native import NativeReader
 from trajgrade.projection import reads_tool_results
 from trajgrade.verdicts import GuardDecision, Verdict
 
@@ -329,7 +329,7 @@ class SourceDecoder:
 
     def _open(self, fmt: str) -> Reader:
         reader = open_reader(fmt, source=self.source, default_trace=self.default_trace)
-        if not self._tool_results and isinstance(reader, NativeReader):
+        if not self._tool_results and isinstance(reader, SkipsToolResults):
             reader.skip_tool_results()
         return reader
 

@@ -12,6 +12,12 @@ it and the attribute stays None. Graders keep receiving a ``ToolResult``
 (``isinstance`` holds; the engine routes the subclass as ``ToolResult``), and
 no pass over the events converts anything.
 
+Agents' readers that can skip the payload cheaply do the same through
+``skip_tool_results()`` (:class:`~trajgrade.formats.SkipsToolResults`): the
+Codex reader reads a wrapped output's status without building its text and
+leaves ``result`` None. tests/formats/test_codex.py checks that every other
+field and event is unchanged.
+
 A grader says it never reads ``ToolResult.result`` with a ``reads_result``
 attribute set to False; a grader that routes tool results and says nothing
 (a third-party plugin) reads it. tests/properties/test_projection.py checks

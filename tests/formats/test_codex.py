@@ -830,3 +830,40 @@ def test_random_records_never_crash_the_reader(records: list[Any]) -> None:
     assert lines is not None and len(lines) == len(events)
     assert all(e.location.line is not None for e in errors)
     assert all(FORMAT.sniff(r) in (True, False) for r in records)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in FIXTURES.glob("*.jsonl*")), ids=str
+)
+def test_results_unread_by_every_grader_are_left_unbuilt(name: str) -> None:
+    """With no grader reading ``ToolResult.result`` (projection), Codex
+    results carry the same call ids, error flags and durations, and every
+    other event is the same; only ``result`` is None."""
+    data = _raw(name)
+
+    def events(*, results: bool) -> list[Any]:
+        dec = SourceDecoder("r.jsonl", fmt="codex", tool_results=results)
+        batch, end = dec.feed(data), dec.close()
+        assert not batch.errors and not end.errors
+        return batch.events + end.events
+
+    full = events(results=True)
+    projected = events(results=False)
+    assert len(projected) == len(full)
+    for p, f in zip(projected, full, strict=True):
+        if isinstance(f, ToolResult):
+            assert msgspec.structs.replace(p, result=f.result) == f
+            # Rollout outputs are left unbuilt (exec items are decoded whole
+            # with their line anyway and keep theirs).
+            assert p.result is None or (
+                name.endswith("_events.jsonl") and p.result == f.result
+            )
+        else:
+            assert p == f
+    if name.startswith("agentcmd"):
+        # Wrapped (<= 0.40) outputs: the status is read without the text.
+        results = [e for e in full if isinstance(e, ToolResult)]
+        assert any(e.result is not None for e in results)
+        assert any(
+            e.is_error is not None and e.duration_ms is not None for e in results
+        )

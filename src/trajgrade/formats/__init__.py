@@ -53,6 +53,7 @@ __all__ = (
     "DocShape",
     "FormatType",
     "Reader",
+    "SkipsToolResults",
     "TakesDecoded",
     "detect",
     "detect_document",
@@ -103,6 +104,14 @@ class TakesDecoded(Protocol):
         one line whose JSON is ``value`` (in order); the result must be what
         ``feed(buf, first_line)`` gives."""
         ...
+
+
+@runtime_checkable
+class SkipsToolResults(Protocol):
+    """A reader that can leave ``ToolResult.result`` unbuilt when no grader
+    reads it (trajgrade.projection)."""
+
+    def skip_tool_results(self) -> None: ...
 
 
 class FormatType(Protocol):

@@ -158,13 +158,16 @@ def tool_call(item: dict[str, Any], tid: str, ts: float | None) -> ToolCall:
     )
 
 
-def tool_result(item: dict[str, Any], tid: str, ts: float | None) -> ToolResult:
-    """An output item of one of :data:`OUTPUT_TYPES`, paired by ``call_id``."""
+def tool_result(
+    item: dict[str, Any], tid: str, ts: float | None, *, payload: bool = True
+) -> ToolResult:
+    """An output item of one of :data:`OUTPUT_TYPES`, paired by ``call_id``
+    (``payload`` False: no grader reads ``result``, which is left None)."""
     cid = _opt_str(item, "call_id")
     if cid is None:
         msg = f"a {item['type']} needs a string `call_id` to pair it with its call"
         raise BadRecord(msg, "call_id")
-    result, is_error, duration_ms = _output_status(item.get("output"))
+    result, is_error, duration_ms = _output_status(item.get("output"), payload)
     return ToolResult(
         trace_id=tid,
         ts=ts,
@@ -175,7 +178,19 @@ def tool_result(item: dict[str, Any], tid: str, ts: float | None) -> ToolResult:
     )
 
 
-def _output_status(output: Any) -> tuple[Any, bool | None, float | None]:
+class _Wrapped(msgspec.Struct, gc=False):
+    """A ≤ 0.40 wrapped output read for its status only: the ``output`` text
+    (most of the bytes) is skipped, not built."""
+
+    metadata: Any = None
+
+
+_WRAPPED_STATUS: Final = msgspec.json.Decoder(_Wrapped)
+
+
+def _output_status(
+    output: Any, payload: bool = True
+) -> tuple[Any, bool | None, float | None]:
     """(result, is_error, duration_ms) of a tool output as Codex wrote it.
 
     ≤ 0.40: ``{"output", "metadata": {"exit_code", "duration_seconds"}}`` as
@@ -185,32 +200,38 @@ def _output_status(output: Any) -> tuple[Any, bool | None, float | None]:
     it. Known refusal texts are errors; anything else has no error flag.
     """
     if not isinstance(output, str):
-        return output, None, None
+        return (output if payload else None), None, None
     if output.startswith(_WRAPPED):
+        text: Any = None
         try:
-            wrapped = decode_bounded(_JSON, output)
+            if payload:
+                wrapped = decode_bounded(_JSON, output)
+                text = wrapped.get("output") if isinstance(wrapped, dict) else None
+                meta = wrapped.get("metadata") if isinstance(wrapped, dict) else None
+            else:
+                meta = decode_bounded(_WRAPPED_STATUS, output).metadata
         except (msgspec.DecodeError, UnicodeDecodeError):
-            wrapped = None
-        meta = wrapped.get("metadata") if isinstance(wrapped, dict) else None
-        if isinstance(wrapped, dict) and isinstance(meta, dict):
+            meta = None
+        if isinstance(meta, dict):
             code = meta.get("exit_code")
             secs = meta.get("duration_seconds")
             return (
-                wrapped.get("output"),
+                text,
                 code != 0 if _is_int(code) else None,
                 secs * 1000.0 if _is_int(secs) or isinstance(secs, float) else None,
             )
+    result = output if payload else None
     if output.startswith(_HEADER_KEYS):
         head = output[:_HEADER_MAX].split("\nOutput:", 1)[0]
         code_m, wall_m = _EXIT.search(head), _WALL.search(head)
         return (
-            output,
+            result,
             int(code_m.group(1)) != 0 if code_m else None,
             float(wall_m.group(1)) * 1000.0 if wall_m else None,
         )
     if output.startswith(_FAILURES):
-        return output, True, None
-    return output, None, None
+        return result, True, None
+    return result, None, None
 
 
 def _is_int(x: object) -> TypeGuard[int]:

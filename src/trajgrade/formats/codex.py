@@ -156,6 +156,13 @@ class CodexReader(RecordReader):
         self._ts: float | None = None
         #: The model of the current turn (``turn_context``), for usage events.
         self._model: str | None = None
+        #: False: no grader reads ``ToolResult.result`` (trajgrade.projection).
+        self._payload = True
+
+    def skip_tool_results(self) -> None:
+        """No grader reads ``ToolResult.result``: leave it None (the status,
+        error flag and duration are still read)."""
+        self._payload = False
 
     def record(
         self, record: Any, n: int, events: list[Event], errors: list[InputError]
@@ -254,7 +261,7 @@ class CodexReader(RecordReader):
         if kind in CALL_TYPES:
             events.append(tool_call(item, tid, ts))
         elif kind in OUTPUT_TYPES:
-            events.append(tool_result(item, tid, ts))
+            events.append(tool_result(item, tid, ts, payload=self._payload))
         elif kind == "message":
             role = item.get("role")
             if isinstance(role, str) and role in _SPOKEN:

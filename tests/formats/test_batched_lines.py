@@ -118,3 +118,35 @@ def test_codex_errors_are_located_the_same_on_both_paths(
     data = b"\n".join(lines) + b"\n"
     fast, slow = _both(lambda: CodexReader(source="r.jsonl", default_trace="r"), data)
     assert fast == (slow[0], slow[1][:-1], slow[2])
+
+
+@pytest.mark.parametrize("broken_after", [False, True], ids=["batched", "line loop"])
+def test_a_reader_failure_on_one_record_is_located_on_both_paths(
+    monkeypatch: pytest.MonkeyPatch, broken_after: bool
+) -> None:
+    """A record the reader fails on (a bug hostile input found) is one error
+    at its own line, charged to the trace the line names; the records around
+    it are read as without it."""
+    from trajgrade.formats.vally import VallyReader
+
+    real = VallyReader.record
+
+    def record(self: VallyReader, rec: Any, n: int, events: Any, errors: Any) -> None:
+        if rec.get("boom"):
+            events.append(None)  # (a half-made event must be dropped too)
+            raise KeyError("boom")
+        real(self, rec, n, events, errors)
+
+    monkeypatch.setattr(VallyReader, "record", record)
+    good = b'{"type":"usage","input_tokens":5,"output_tokens":1}'
+    bad = b'{"type":"usage","boom":true,"trace_id":"t9"}'
+    data = b"\n".join([good, b"", b"  ", bad, good]) + b"\n"
+    events, errors, lines = feed_lines(
+        VallyReader(source="v.jsonl", default_trace="v"),
+        data + (BROKEN if broken_after else b""),
+    )
+    assert lines == [1, 5] and all(e is not None for e in events)
+    err = errors[0]
+    assert (err.location.line, err.trace_id) == (4, "t9")
+    assert "could not be read (KeyError" in err.message
+    assert len(errors) == (2 if broken_after else 1)

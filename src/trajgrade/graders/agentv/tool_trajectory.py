@@ -32,7 +32,6 @@ unscored "Expected 1 tool calls, got 2".
 
 from __future__ import annotations
 
-from sys import intern
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.events import Event, Message, ToolCall, ToolResult
@@ -216,7 +215,7 @@ class ToolTrajectory:
             return -1
         if call.name != self._tools[seq]:
             state.marks[seq] = WRONG
-            state.got[seq] = intern(call.name)  # (names repeat across traces)
+            state.got[seq] = call.name
             return -1
         return self._judge(state, seq, call)
 
@@ -247,7 +246,7 @@ class ToolTrajectory:
     def _call_subset(self, state: TrajectoryState, call: ToolCall, seq: int) -> int:
         if self._tools:
             ok = any(self._matches(i, call) for i in self._by_name.get(call.name, ()))
-            state.seen.append((intern(call.name), ok))
+            state.seen.append((call.name, ok))
             state.done += ok
         return -1
 

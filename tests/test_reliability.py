@@ -26,7 +26,6 @@ from trajgrade import StreamGrader
 from trajgrade._depth import (
     MAX_DEPTH,
     scan,
-    scan_lines,
     too_deep,
     value_too_deep,
 )
@@ -72,7 +71,7 @@ def _finals(verdicts: list[Any]) -> dict[tuple[str, str], str]:
 def test_deep_values_are_found(depth: int) -> None:
     assert too_deep(_nested(depth))
     assert too_deep('{"a":' + "[" * depth)  # cut short: still too deep
-    assert scan_lines(b'{"x":1}\n' + _nested(depth).encode() + b"\n")[1] == [1]
+    assert scan(b'{"x":1}\n' + _nested(depth).encode() + b"\n").deep == [1]
 
 
 def test_shallow_values_and_brackets_in_strings_pass() -> None:
@@ -80,7 +79,7 @@ def test_shallow_values_and_brackets_in_strings_pass() -> None:
     assert not too_deep(json.dumps({"s": "[" * 10_000, "t": '\\"{' * 500}))
     wide = json.dumps([[[1]] * 5000])
     assert not too_deep(wide)
-    assert scan_lines(wide.encode() + b"\n" + wide.encode())[1] == []
+    assert scan(wide.encode() + b"\n" + wide.encode()).deep == []
     assert not value_too_deep(json.loads(_nested(MAX_DEPTH)))
     assert value_too_deep(json.loads(_nested(MAX_DEPTH + 1)))
 
@@ -105,7 +104,7 @@ _JSON = st.recursive(
 def test_a_chunk_is_measured_as_its_lines_are(
     values: list[tuple[Any, int, bool]],
 ) -> None:
-    """``scan_lines`` measures a chunk whose lines have many brackets in one
+    """``scan`` measures a chunk whose lines have many brackets in one
     go; it finds exactly the lines ``too_deep`` finds one by one, whatever
     brackets, quotes and backslashes the strings hold."""
     lines = []
@@ -119,10 +118,10 @@ def test_a_chunk_is_measured_as_its_lines_are(
     lines.append(json.dumps({"s": 'a"' + "[" * 300, "t": "\\" + "{" * 200}).encode())
     body = b"".join(line + b"\n" for line in lines)
     want = [i for i, line in enumerate(lines) if too_deep(line)]
-    assert scan_lines(body) == (len(lines), want)
+    found = scan(body)
+    assert (found.newlines, found.deep) == (len(lines), want)
     # The lines with many brackets within the bound come with their values,
     # which readers take instead of decoding those bytes again.
-    found = scan(body)
     heavy = [
         i
         for i, line in enumerate(lines)

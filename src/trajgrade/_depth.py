@@ -33,7 +33,6 @@ __all__ = (
     "TooDeep",
     "decode_bounded",
     "scan",
-    "scan_lines",
     "too_deep",
     "value_too_deep",
 )
@@ -164,13 +163,6 @@ def scan(body: bytes, limit: int = MAX_DEPTH) -> Scan:
         elif value is not _UNDECODED:
             measured.append((i, start, end, value))
     return Scan(newlines, deep, measured)
-
-
-def scan_lines(body: bytes, limit: int = MAX_DEPTH) -> tuple[int, list[int]]:
-    """How many newlines ``body`` has, and the indexes (0-based) of its lines
-    nested deeper than ``limit`` (:func:`scan` without the decoded lines)."""
-    newlines, deep, _ = scan(body, limit)
-    return newlines, deep
 
 
 _decode = msgspec.json.Decoder().decode

@@ -8,6 +8,7 @@ per-event line numbers live here once.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import msgspec
@@ -122,13 +123,13 @@ def reader_failed(
     lines) found in ``buf``; charged to the trace the line names, else to
     ``trace``."""
     if line is None:
-        line = bytes(buf).split(b"\n")[nonblank_lines(buf, 0)[n]]
+        line = [p for p in bytes(buf).split(b"\n") if p.strip()][n]
     err = unreadable(source, n, line, exc)
     err.trace_id = err.trace_id or trace
     return err
 
 
-class DecodedFeed:
+class DecodedFeed(ABC):
     """``feed`` for a :class:`~trajgrade.formats.TakesDecoded` reader: its
     ``feed_decoded`` with no line decoded beforehand."""
 
@@ -137,13 +138,14 @@ class DecodedFeed:
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
         return self.feed_decoded(buf, first_line, ())
 
+    @abstractmethod
     def feed_decoded(
         self,
         buf: bytes | memoryview,
         first_line: int,
         decoded: Sequence[tuple[int, int, Any]],
     ) -> tuple[list[Event], list[InputError], list[int] | None]:
-        raise NotImplementedError
+        """Decode every line of ``buf``, taking the values of ``decoded``."""
 
 
 def one_by_one(
@@ -201,9 +203,8 @@ class RecordReader:
         among the non-blank lines, and line numbers are counted only when an
         error needs one.
         """
-        try:
-            records = _JSON.decode_lines(buf)
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        records = decode_records(_JSON, buf)
+        if records is None:
             return self._line_by_line(buf, first_line)
         events: list[Event] = []
         errors: list[InputError] = []

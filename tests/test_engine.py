@@ -6,7 +6,7 @@ import msgspec
 from tests._support import call, end, one, result, suite
 
 from trajgrade import Engine, TraceSnapshot
-from trajgrade.verdicts import Outcome, verdict_id
+from trajgrade.verdicts import Outcome, keyed_id, verdict_id
 
 POLICY = """
 graders:
@@ -92,6 +92,17 @@ def test_verdict_ids_are_deterministic() -> None:
     a = Engine(suite(POLICY)).feed(call("bad", "1"))[0]
     b = Engine(suite(POLICY)).feed(call("bad", "1"))[0]
     assert a.id == b.id == verdict_id("t", "tool-calls", final=True)
+
+
+def test_verdict_ids_keep_their_published_values() -> None:
+    """Ids are blake2b-64 of ``trace NUL grader NUL final|sealed``: consumers
+    drop re-emitted duplicates by id, so an id may never change across
+    versions (known answers, and the engine's per-grader key ends)."""
+    assert verdict_id("tr-1", "exact", final=True) == "da0193b3e21502fe"
+    assert verdict_id("tr-1", "exact", final=False) == "168a5a708f8fba44"
+    sealed, final = Engine(suite(POLICY))._id_suffixes[0]
+    assert keyed_id("tr-1", final) == verdict_id("tr-1", "tool-calls", final=True)
+    assert keyed_id("tr-1", sealed) == verdict_id("tr-1", "tool-calls", final=False)
 
 
 def test_statistics_count_events_and_verdicts() -> None:

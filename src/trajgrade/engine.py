@@ -62,7 +62,8 @@ from trajgrade.verdicts import (
     Outcome,
     Verdict,
     grader_failed,
-    verdict_id,
+    id_suffixes,
+    keyed_id,
 )
 
 if TYPE_CHECKING:
@@ -116,6 +117,7 @@ class Engine:
         self._judges = self._guard.judges
         # Per event type and tool name: the graders that can react.
         self._routing = Routes(self._graders, self._judges)
+        self._id_suffixes = tuple(id_suffixes(g.name) for g in self._graders)
         self._routes = self._routing.by_type
         #: Traces kept only for guarding (every verdict final), oldest first.
         self._kept: OrderedDict[str, None] = OrderedDict()
@@ -366,9 +368,7 @@ class Engine:
 
     def snapshot(self) -> list[TraceSnapshot]:
         """Every open trace's state (see :mod:`trajgrade.state` for the file form)."""
-        return [
-            s for tid in self._traces if (s := self.snapshot_trace(tid)) is not None
-        ]
+        return [tr.snapshot() for tr in self._traces.values()]
 
     def restore(self, snapshots: Iterable[TraceSnapshot]) -> None:
         """Load trace states taken by ``snapshot`` from an engine with the same suite."""
@@ -435,7 +435,7 @@ class Engine:
         if early:
             self._n_early += 1
         return Verdict(
-            id=verdict_id(tr.id, g.name, final=d.final),
+            id=keyed_id(tr.id, self._id_suffixes[i][d.final]),
             trace_id=tr.id,
             grader=g.name,
             kind=g.kind,

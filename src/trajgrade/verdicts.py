@@ -38,6 +38,8 @@ __all__ = (
     "Settled",
     "Verdict",
     "grader_failed",
+    "id_suffixes",
+    "keyed_id",
     "verdict_id",
 )
 
@@ -177,8 +179,18 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 def verdict_id(trace_id: str, grader: str, *, final: bool) -> str:
     """The deterministic id of a verdict (16 hex digits)."""
-    key = f"{trace_id}\x00{grader}\x00{'final' if final else 'sealed'}".encode()
-    return blake2b(key, digest_size=8).hexdigest()
+    return keyed_id(trace_id, id_suffixes(grader)[final])
+
+
+def id_suffixes(grader: str) -> tuple[bytes, bytes]:
+    """The ends of a grader's verdict id keys, (sealed, final): indexed by
+    ``final``; the engine builds them once per grader, not per verdict."""
+    return f"\x00{grader}\x00sealed".encode(), f"\x00{grader}\x00final".encode()
+
+
+def keyed_id(trace_id: str, suffix: bytes) -> str:
+    """:func:`verdict_id` from a trace id and one of :func:`id_suffixes`."""
+    return blake2b(trace_id.encode() + suffix, digest_size=8).hexdigest()
 
 
 def grader_failed(exc: Exception) -> Decision:

@@ -130,6 +130,12 @@ class MetricThreshold:
         self._limit = limit
         self._shown_max = shown_max
         self._measure = measure
+        if measure is _count:
+            #: The engine's fast path for counters (step without the measure
+            #: call): every routed event moves the value by one.
+            self.handlers: dict[type[Any], Any] = dict.fromkeys(
+                event_types, self._count_step
+            )
 
     def start(self) -> MetricState:
         return MetricState()
@@ -140,6 +146,11 @@ class MetricThreshold:
         if state.value == before:
             return None
         return self._check(state)
+
+    def _count_step(self, state: MetricState, event: Event) -> Decision | None:
+        value = state.value + 1
+        state.value = value
+        return None if value <= self._limit else self._check(state)
 
     def tick(self, state: MetricState, *, elapsed: float) -> Decision | None:
         if not self.uses_clock:

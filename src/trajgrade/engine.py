@@ -362,9 +362,7 @@ class Engine:
     def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
         """One open trace's state as plain data."""
         tr = self._traces.get(trace_id)
-        if tr is None:
-            return None
-        return tr.snapshot()
+        return None if tr is None else tr.snapshot()
 
     def snapshot(self) -> list[TraceSnapshot]:
         """Every open trace's state (see :mod:`trajgrade.state` for the file form)."""
@@ -457,12 +455,14 @@ class Engine:
             # invent results) and reported once, here.
             self.anomalies.append(unanswered(tr.id, list(tr.calls)))
         out: list[Verdict] = []
+        graders, tainted = self._graders, tr.tainted
         for i, st in enumerate(tr.states):
             if st is None:
                 continue
             first = not tr.sealed >> i & 1
-            d = decide(self._graders[i].finish, st)
-            d = closing_decision(d, tr.tainted, sealed=not first)
+            d = decide(graders[i].finish, st)
+            if d is None or not d.final or tainted is not None:
+                d = closing_decision(d, tainted, sealed=not first)
             v = self._stamp(tr, i, d, early=False)
             if v is not None:
                 out.append(v)

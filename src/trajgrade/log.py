@@ -43,14 +43,33 @@ def configure(
     _LazyLogger.ready = False
 
 
+def _import_structlog(*, json: bool) -> Any:
+    """structlog, without rich when the lines are JSON.
+
+    ``structlog.dev`` imports rich (a dependency of ours, for the live status
+    line) if it can, only to format exceptions on a terminal: about 45 ms of
+    start-up that a run logging JSON to a pipe or a file never uses. Hiding
+    it for that one import makes structlog fall back to plain tracebacks,
+    which JSON lines do not render anyway.
+    """
+    if json and "structlog" not in sys.modules and "rich" not in sys.modules:
+        sys.modules["rich"] = None  # type: ignore[assignment]  # ImportError
+        try:
+            import structlog
+        finally:
+            del sys.modules["rich"]
+    else:
+        import structlog
+    return structlog
+
+
 def _setup(
     *, level: str = "info", stream: IO[bytes] | None = None, json: bool | None = None
 ) -> None:
-    import structlog
-
     out = stream if stream is not None else sys.stderr.buffer
     if json is None:
         json = not (hasattr(out, "isatty") and out.isatty())
+    structlog = _import_structlog(json=json)
     processors: list[Any] = [
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -101,11 +120,11 @@ class _LazyLogger:
         ):
             return _ignore  # filtered out anyway: do not load structlog for it
         if self._logger is None:
+            if not _LazyLogger.ready:
+                _setup(**_settings)  # (imports structlog)
+                _LazyLogger.ready = True
             import structlog
 
-            if not _LazyLogger.ready:
-                _setup(**_settings)
-                _LazyLogger.ready = True
             self._logger = structlog.get_logger("trajgrade").bind(**self._context)
         return getattr(self._logger, method)
 

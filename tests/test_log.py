@@ -1,0 +1,60 @@
+"""The log edge: JSON lines on stderr, and no rich in a process that logs JSON.
+
+Each case runs in its own interpreter, because what is imported (and when)
+is the behaviour under test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+_LOG_ONE_LINE = """
+import io, sys
+from trajgrade import log
+out = io.BytesIO()
+log.configure(stream=out, json={json})
+log.get_logger(source="a.jsonl").warning("source_changed", offset=3)
+sys.stderr.write(out.getvalue().decode())
+print("rich" in sys.modules, "structlog" in sys.modules)
+"""
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+
+
+def test_json_logging_does_not_load_rich() -> None:
+    """structlog.dev would import rich (about 45 ms) to format exceptions on
+    a terminal; a run writing JSON lines never needs it."""
+    proc = _run(_LOG_ONE_LINE.format(json=True))
+    assert proc.stdout.split() == ["False", "True"]
+    [line] = proc.stderr.splitlines()
+    record = json.loads(line)
+    assert record["event"] == "source_changed"
+    assert record["level"] == "warning"
+    assert record["source"] == "a.jsonl"
+    assert record["offset"] == 3
+
+
+def test_rich_still_imports_after_json_logging_started() -> None:
+    """Hiding rich lasts for structlog's import only: the live status line
+    can load it afterwards."""
+    code = _LOG_ONE_LINE.format(json=True) + (
+        "import rich.console\nprint(rich.console.Console is not None)\n"
+    )
+    assert _run(code).stdout.split() == ["False", "True", "True"]
+
+
+def test_console_logging_keeps_structlog_as_it_is() -> None:
+    """Readable lines (a terminal) import structlog unchanged, rich and all."""
+    proc = _run(_LOG_ONE_LINE.format(json=False))
+    assert proc.stdout.split() == ["True", "True"]
+    assert "source_changed" in proc.stderr

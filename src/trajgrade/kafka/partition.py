@@ -363,11 +363,13 @@ def _lines(values: list[Any]) -> bytes | None:
             return None
     except TypeError:
         return None  # a None value (a tombstone)
-    flat = b"".join(values)
-    if _NL in flat or b"\r" in flat:
-        return None
     values.append(b"")  # the newline after the last value
-    return _NL.join(values)
+    joined = _NL.join(values)
+    # Exactly the newlines the join put in: none inside a value (one copy
+    # of the batch, not two).
+    if joined.count(_NL) != len(values) - 1 or b"\r" in joined:
+        return None
+    return joined
 
 
 def _key(rec: Any) -> str | None:

@@ -16,7 +16,7 @@ logs as they are added.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import msgspec
 
@@ -44,7 +44,9 @@ from trajgrade.formats._document import SNIFF_LIMIT, DocShape, document_shape
 from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
+
+    from trajgrade.formats._lines import Fed, Measured
 
 __all__ = (
     "BUILTIN",
@@ -69,9 +71,7 @@ class Reader(Protocol):
     #: The format's name.
     format: str
 
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+    def feed(self, buf: bytes | memoryview, first_line: int) -> Fed:
         """Decode complete lines; return their events, the errors of bad lines,
         and each event's line number (None when events are exactly the
         non-blank lines in order, so the caller can derive them if needed; a
@@ -95,11 +95,8 @@ class TakesDecoded(Protocol):
     such a reader uses that value instead of parsing the line again."""
 
     def feed_decoded(
-        self,
-        buf: bytes | memoryview,
-        first_line: int,
-        decoded: Sequence[tuple[int, int, Any]],
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        self, buf: bytes | memoryview, first_line: int, decoded: Measured
+    ) -> Fed:
         """``feed``, where ``buf[start:end]`` of each (start, end, value) is
         one line whose JSON is ``value`` (in order); the result must be what
         ``feed(buf, first_line)`` gives."""

@@ -27,6 +27,7 @@ from trajgrade.errors import InputError, Location
 
 if TYPE_CHECKING:
     from trajgrade.events import Event
+    from trajgrade.formats._lines import Fed
 
 __all__ = ("DocShape", "DocumentReader", "document_shape")
 
@@ -140,7 +141,7 @@ class DocumentReader:
     # ------------------------------------------------------------ Reader
     def feed(
         self, buf: bytes | memoryview, first_line: int, newlines: int | None = None
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+    ) -> Fed:
         """Push more of the document; return the events of the items it
         closed. ``newlines``: how many ``buf`` has, when the caller counted
         them already (the pipeline does)."""

@@ -18,8 +18,15 @@ from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import TypeAlias
 
     from trajgrade.events import Event
+
+    #: What a reader's ``feed`` gives: events, the errors of bad lines, and
+    #: each event's line (see :class:`trajgrade.formats.Reader`).
+    Fed: TypeAlias = tuple[list[Event], list[InputError], list[int] | None]
+    #: Lines decoded already: (start, end, value), ``buf[start:end]`` the line.
+    Measured: TypeAlias = Sequence[tuple[int, int, Any]]
 
 __all__ = (
     "DecodedFeed",
@@ -58,7 +65,7 @@ def nonblank_lines(buf: bytes | memoryview, first_line: int) -> list[int]:
 def decode_records(
     decoder: msgspec.json.Decoder[Any],
     buf: bytes | memoryview,
-    decoded: Sequence[tuple[int, int, Any]] = (),
+    decoded: Measured = (),
 ) -> list[Any] | None:
     """The records of ``buf``'s non-blank lines, in order (one
     ``decode_lines`` call), or None when a line is not one (the caller reads
@@ -133,18 +140,13 @@ class DecodedFeed(ABC):
     """``feed`` for a :class:`~trajgrade.formats.TakesDecoded` reader: its
     ``feed_decoded`` with no line decoded beforehand."""
 
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+    def feed(self, buf: bytes | memoryview, first_line: int) -> Fed:
         return self.feed_decoded(buf, first_line, ())
 
     @abstractmethod
     def feed_decoded(
-        self,
-        buf: bytes | memoryview,
-        first_line: int,
-        decoded: Sequence[tuple[int, int, Any]],
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        self, buf: bytes | memoryview, first_line: int, decoded: Measured
+    ) -> Fed:
         """Decode every line of ``buf``, taking the values of ``decoded``."""
 
 
@@ -191,9 +193,7 @@ class RecordReader:
         self._source = source
         self._default = default_trace
 
-    def feed(
-        self, buf: bytes | memoryview, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+    def feed(self, buf: bytes | memoryview, first_line: int) -> Fed:
         """Decode every line of ``buf``; events, errors, and each event's line.
 
         The common case is one ``decode_lines`` call (no per-line split or

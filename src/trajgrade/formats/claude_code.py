@@ -124,7 +124,7 @@ from trajgrade.formats._lines import (
 from trajgrade.formats.vally import parse_timestamp
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from trajgrade.formats._lines import Fed, Measured
 
 __all__ = ("FORMAT", "FORMATS", "ClaudeCodeReader")
 
@@ -182,11 +182,8 @@ class ClaudeCodeReader(DecodedFeed):
         self._last: str | None = None
 
     def feed_decoded(
-        self,
-        buf: bytes | memoryview,
-        first_line: int,
-        decoded: Sequence[tuple[int, int, Any]],
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        self, buf: bytes | memoryview, first_line: int, decoded: Measured
+    ) -> Fed:
         events: list[Event] = []
         errors: list[InputError] = []
         # The common case in one C call (or a few, around lines the nesting

@@ -95,9 +95,8 @@ and the exec tool items started but not completed (at most 4096).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from trajgrade.errors import InputError, Location
 from trajgrade.events import AgentError, Event, Message, TraceStart, TurnStart
 from trajgrade.formats._codex_exec import EXEC_TYPES, ExecItems
 from trajgrade.formats._codex_items import (
@@ -113,6 +112,9 @@ from trajgrade.formats._codex_items import (
 from trajgrade.formats._codex_usage import UsageDeltas
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.vally import parse_timestamp
+
+if TYPE_CHECKING:
+    from trajgrade.errors import InputError
 
 __all__ = ("FORMAT", "FORMATS", "CodexReader")
 
@@ -174,18 +176,14 @@ class CodexReader(RecordReader):
             self._record(record, events)
         except BadRecord as exc:
             msg = f"{exc.message}; fix the producer or the line"
-            errors.append(self._error(msg, n, exc.field))
+            errors.append(self.error(msg, n, field=exc.field, trace=self._tid))
 
     def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
         msg = f"not valid JSON ({exc}); each line must be {self.expected}"
-        return self._error(msg, n, None)
+        return self.error(msg, n, trace=self._tid)
 
     def current_trace(self) -> str | None:
         return self._tid
-
-    def _error(self, msg: str, n: int, field: str | None) -> InputError:
-        where = Location(file=self._source, line=n, field=field)
-        return InputError(msg, location=where, trace_id=self._tid)
 
     def _record(self, record: dict[str, Any], events: list[Event]) -> None:
         kind = record.get("type")

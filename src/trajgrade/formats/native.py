@@ -24,7 +24,7 @@ from trajgrade.formats._sniff import sniff_trace_id
 from trajgrade.projection import LEAN_EVENT
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from trajgrade.formats._lines import Fed, Measured
 
 __all__ = ("FORMAT", "FORMATS", "NativeReader")
 
@@ -51,11 +51,8 @@ class NativeReader(DecodedFeed):
         self._lean = True
 
     def feed_decoded(
-        self,
-        buf: bytes | memoryview,
-        first_line: int,
-        decoded: Sequence[tuple[int, int, Any]],
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+        self, buf: bytes | memoryview, first_line: int, decoded: Measured
+    ) -> Fed:
         lean = self._lean and _is_ascii(buf)
         decoder = self._lean_decoder if lean else self._typed
         events: list[Event] | None = decode_records(decoder, buf, decoded)
@@ -68,9 +65,7 @@ class NativeReader(DecodedFeed):
     def close(self) -> tuple[list[Event], list[InputError]]:
         return [], []
 
-    def _slow(
-        self, buf: bytes, first_line: int
-    ) -> tuple[list[Event], list[InputError], list[int] | None]:
+    def _slow(self, buf: bytes, first_line: int) -> Fed:
         events: list[Event] = []
         errors: list[InputError] = []
         lines: list[int] = []

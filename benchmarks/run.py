@@ -10,10 +10,15 @@ For each corpus size this runs, alternating for N rounds,
   grader of the six checks),
 * agentv 4.42.4's ToolTrajectoryGrader (``peers/agentv.mjs``), when ``node``
   and ``npm`` are on PATH (installed once into ``~/.cache/trajgrade-bench``),
+* ``hand_loop.py`` and ``hand_loop.py --bounded``: the six checks as one
+  hand-written special-purpose loop (not trajgrade; the yardstick for how
+  much of the floor a Python program can keep, without and with the nesting
+  bound trajgrade owes its users),
 
 and measures each child's wall time, CPU time and peak RSS (``os.wait4``:
 that child's own resource usage). Every trace's verdict of both trajgrade
-configs is checked against the ``stream_ref`` floor's in the same run.
+configs and of the hand-written loop is checked against the ``stream_ref``
+floor's in the same run.
 
 Corpora come from ``../shared/bench/gen_traces.py`` and are cached in
 ``benchmarks/.corpus/<size>/`` (reused when ``manifest.json`` exists).
@@ -64,23 +69,41 @@ SIX = "trajgrade_six"  # six.yaml
 MSGSPEC = "msgspec_struct"
 STREAM_REF = "stream_ref"
 AGENTV = "agentv"
+HAND = "hand_loop"
+HAND_BOUNDED = "hand_loop_bounded"
 OURS = (TRAJGRADE, SIX)
-ALL_PROGRAMS = (TRAJGRADE, SIX, MSGSPEC, STREAM_REF, AGENTV)
-#: The checks each trajgrade config has, named after the stream_ref floor's.
+HANDS = (HAND, HAND_BOUNDED)
+#: The programs that write verdict lines (JSONL) on stdout, checked per trace.
+VERDICT_WRITERS = (*OURS, *HANDS)
+ALL_PROGRAMS = (TRAJGRADE, SIX, MSGSPEC, STREAM_REF, HAND, HAND_BOUNDED, AGENTV)
+_SIX_CHECKS = (
+    "in_order",
+    "any_order",
+    "forbidden",
+    "arg_regex",
+    "arg_regex_first",
+    "exact",
+)
+#: The checks each verdict writer has, named after the stream_ref floor's.
 CHECKS = {
     TRAJGRADE: ("in_order", "forbidden", "arg_regex"),
-    SIX: (
-        "in_order",
-        "any_order",
-        "forbidden",
-        "arg_regex",
-        "arg_regex_first",
-        "exact",
-    ),
+    SIX: _SIX_CHECKS,
+    HAND: _SIX_CHECKS,
+    HAND_BOUNDED: _SIX_CHECKS,
 }
 #: six.yaml's exact check is two graders (agentv's exact mode ignores a
 #: trailing extra call): it passes when both pass.
 JOINED = {"exact": ("exact", "exact_length")}
+
+#: The speed ratios computed and printed: program -> the programs it is
+#: compared with. trajgrade against the hand-written loop says how much of
+#: the loop's speed the general engine keeps.
+RATIOS = {
+    TRAJGRADE: (MSGSPEC, STREAM_REF, AGENTV),
+    SIX: (MSGSPEC, STREAM_REF, AGENTV, HAND_BOUNDED),
+    HAND: (MSGSPEC, AGENTV),
+    HAND_BOUNDED: (MSGSPEC, AGENTV),
+}
 
 TARGET_SIZE = "large"
 TARGETS = {  # (program, against): least ratio of events/s, on large
@@ -273,6 +296,13 @@ def command(program: str, shared: Path, corpus: Path, out: Path) -> list[str]:
             *("-m", "trajgrade", "grade", "-q", *config),
             *("--output", "jsonl", events),
         ]
+    if program in HANDS:
+        bounded = ("--bounded",) if program == HAND_BOUNDED else ()
+        return [
+            sys.executable,
+            *(str(BENCH_DIR / "hand_loop.py"), *bounded),
+            *("--shared", str(shared), events),
+        ]
     if program == AGENTV:
         peer = str(BENCH_DIR / "peers" / "agentv.mjs")
         checks = str(out.with_name("checks.json"))
@@ -308,7 +338,7 @@ def tail(path: Path, limit: int = 2000) -> str:
 
 
 def output_path(tmp: Path, program: str, rnd: int) -> Path:
-    suffix = "jsonl" if program in OURS else "json"
+    suffix = "jsonl" if program in VERDICT_WRITERS else "json"
     return tmp / f"{program}-{rnd}.{suffix}"
 
 
@@ -318,7 +348,9 @@ def run_rounds(report: SizeReport, shared: Path, rounds: int, tmp: Path) -> None
     for rnd in range(1, rounds + 1):
         for program in report.programs:
             out = output_path(tmp, program, rnd)
-            stdout = out if program in OURS else tmp / f"{program}-{rnd}.stdout"
+            stdout = (
+                out if program in VERDICT_WRITERS else tmp / f"{program}-{rnd}.stdout"
+            )
             stderr = tmp / f"{program}-{rnd}.stderr"
             argv = command(program, shared, corpus, out)
             cost = run_child(argv, stdout, stderr, REPO)
@@ -399,7 +431,9 @@ def check_verdicts(report: SizeReport, tmp: Path) -> None:
         )
     )
     agree = all(r == ref for r in refs)
-    for program in OURS:
+    for program in VERDICT_WRITERS:
+        if program not in report.programs:
+            continue
         checks = CHECKS[program]
         bad: Counter[str] = Counter()
         seen = False
@@ -453,8 +487,8 @@ def summarise(report: SizeReport) -> None:
             peak_rss_mib_median=statistics.median(rss),
             peak_rss_mib_max=max(rss),
         )
-    for ours in OURS:
-        for base in (MSGSPEC, STREAM_REF, AGENTV):
+    for ours, bases in RATIOS.items():
+        for base in bases:
             for what in ("wall", "cpu"):
                 report.ratios[f"{ours}/{base} {what}"] = paired_ratio(
                     report, ours, base, what
@@ -483,11 +517,15 @@ def targets(reports: dict[str, SizeReport]) -> dict[str, Any]:
     for (ours, base), least in TARGETS.items():
         value = large.ratios.get(f"{ours}/{base} wall") if large else None
         cpu = large.ratios.get(f"{ours}/{base} cpu") if large else None
+        hand = large.ratios.get(f"{HAND_BOUNDED}/{base} wall") if large else None
         out[f"{ours}/{base}"] = {
             "wall": value,
             "cpu": cpu,
             "target": least,
             "met": None if value is None else value >= least,
+            # The same ratio for the hand-written six-check loop with the
+            # nesting bound: what a special-purpose Python program reaches.
+            "hand_loop_bounded_wall": hand,
         }
     for ours in OURS:
         s = large.summary.get(ours) if large else None
@@ -572,6 +610,8 @@ LABELS = {
     MSGSPEC: "floor msgspec_struct",
     STREAM_REF: "floor stream_ref",
     AGENTV: f"agentv {AGENTV_VERSION}",
+    HAND: "hand-written loop",
+    HAND_BOUNDED: "hand loop + bound",
 }
 
 
@@ -600,8 +640,8 @@ def print_table(report: SizeReport) -> None:
             f"{s.events_per_cpu_s / 1e3:>8.0f} k {s.peak_rss_mib_median:>13.1f}"
         )
     print("speed ratios (median over rounds of same-round pairs; >1 means faster):")
-    for ours in OURS:
-        for base in (MSGSPEC, STREAM_REF, AGENTV):
+    for ours, bases in RATIOS.items():
+        for base in bases:
             wall = report.ratios.get(f"{ours}/{base} wall")
             cpu = report.ratios.get(f"{ours}/{base} cpu")
             if wall is None:
@@ -618,7 +658,7 @@ def print_agreement(report: SizeReport) -> None:
     print(
         f"verdicts {mark} every trace against stream_ref (pass counts ours/reference):"
     )
-    for program in (*OURS, AGENTV):
+    for program in (*VERDICT_WRITERS, AGENTV):
         counts = report.pass_counts.get(program)
         if not counts:
             continue
@@ -654,6 +694,9 @@ def print_targets(t: dict[str, Any]) -> None:
             if item["wall"] is None
             else f" (wall {item['wall']:.2f}x, cpu {item['cpu']:.2f}x)"
         )
+        hand = item["hand_loop_bounded_wall"]
+        if hand is not None:
+            shown += f"; {LABELS[HAND_BOUNDED]}: wall {hand:.2f}x"
         print(f"{LABELS[ours]} >= {least}x {LABELS[base]}: {met(item['met'])}{shown}")
     for ours in OURS:
         item = t[f"{ours} peak RSS MiB"]

@@ -27,6 +27,8 @@ CORE_PARTS = frozenset(
         "errors",
         "engine",
         "engine_state",
+        "engine_checkpoint",
+        "packing",
         "guarding",
         "routing",
         "graders",

@@ -31,6 +31,10 @@ ends as :class:`Anomaly` records in ``anomalies`` (the runner drains and logs
 them); rejected events (``reject``) taint a trace: its open graders end in
 ``error``.
 
+Memory: with more than ``2 * warm_traces`` traces open, the grader states of
+traces idle since the last sweep are packed into bytes until their next
+event (:mod:`trajgrade.packing`); results are the same.
+
 ``feed`` raises nothing for bad data: a grader's other exceptions are its bugs.
 """
 
@@ -39,6 +43,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
+from trajgrade.engine_checkpoint import Checkpoints
 from trajgrade.engine_state import (
     NO_CALLS,
     Anomaly,
@@ -53,6 +58,7 @@ from trajgrade.engine_state import (
 from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
 from trajgrade.guarding import Guard
+from trajgrade.packing import WARM_TRACES, Packer
 from trajgrade.projection import LeanResult
 from trajgrade.routing import Routes, decide
 from trajgrade.verdicts import (
@@ -76,7 +82,7 @@ __all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
 #: How many closed trace ids are remembered to drop late events.
-CLOSED_MEMORY: Final = 65_536
+CLOSED_MEMORY: Final = Checkpoints.closed_memory
 #: How many open call ids per trace the integrity check keeps.
 OPEN_CALLS_MAX: Final = 10_000
 #: How many traces whose verdicts are all final are kept for guarding their
@@ -84,7 +90,7 @@ OPEN_CALLS_MAX: Final = 10_000
 GUARD_MEMORY: Final = 65_536
 
 
-class Engine:
+class Engine(Checkpoints):
     """Grades any number of interleaved traces with one compiled Suite."""
 
     def __init__(
@@ -94,6 +100,7 @@ class Engine:
         check_integrity: bool = True,
         samples: Mapping[str, Any] | None = None,
         guarding: bool = True,
+        warm_traces: int = WARM_TRACES,
     ) -> None:
         self.suite = suite
         #: Dataset rows by trace id; a trace's row reaches its graders as a
@@ -118,6 +125,9 @@ class Engine:
         # Per event type and tool name: the graders that can react.
         self._routing = Routes(self._graders, self._judges)
         self._id_suffixes = tuple(id_suffixes(g.name) for g in self._graders)
+        #: Packs idle traces' states once more than twice ``warm_traces``
+        #: are open (trajgrade.packing); None: never (0, or a clocked grader).
+        self._packer = Packer.for_suite(self._graders, warm=warm_traces)
         self._routes = self._routing.by_type
         #: Traces kept only for guarding (every verdict final), oldest first.
         self._kept: OrderedDict[str, None] = OrderedDict()
@@ -183,6 +193,8 @@ class Engine:
                     if tr.live == 0 and not self._keep(tr):
                         self._forget(tr, ended=False)
                         continue
+            if tr.packed is not None:
+                self._packer.thaw(tr)  # type: ignore[union-attr]
             tr.events += 1
             if now is not None:
                 tr.seen_at = now
@@ -258,6 +270,8 @@ class Engine:
             if kind is TraceEnd:
                 out.extend(self._close(tr, ended=True))
         self._n_events += len(events)
+        if self._packer is not None:
+            self._packer.sweep(traces, self._n_events)
         return out
 
     def tick(self, now: float) -> list[Verdict]:
@@ -359,43 +373,6 @@ class Engine:
         )
 
     # ------------------------------------------------------------ state
-    def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
-        """One open trace's state as plain data."""
-        tr = self._traces.get(trace_id)
-        return None if tr is None else tr.snapshot()
-
-    def snapshot(self) -> list[TraceSnapshot]:
-        """Every open trace's state (see :mod:`trajgrade.state` for the file form)."""
-        return [tr.snapshot() for tr in self._traces.values()]
-
-    def restore(self, snapshots: Iterable[TraceSnapshot]) -> None:
-        """Load trace states taken by ``snapshot`` from an engine with the same suite."""
-        for snap in snapshots:
-            tr = _Trace.restored(snap, self._graders)
-            self._traces[snap.trace_id] = tr
-            if tr.live == 0:
-                self._kept[tr.id] = None
-            self._closed.pop(snap.trace_id, None)
-            self._unopened.pop(snap.trace_id, None)
-
-    def checkpoint(self) -> EngineState:
-        """The whole engine state: open traces, closed ids, pending taints."""
-        return EngineState(
-            traces=self.snapshot(),
-            closed=list(self._closed.items()),
-            unopened=dict(self._unopened),
-        )
-
-    def load(self, state: EngineState) -> None:
-        """Restore a :meth:`checkpoint` (from an engine with the same suite)."""
-        for tid, ended in state.closed:
-            self._closed[tid] = ended
-            self._traces.pop(tid, None)
-        while len(self._closed) > CLOSED_MEMORY:
-            self._closed.popitem(last=False)
-        self._unopened.update(state.unopened)
-        self.restore(state.traces)
-
     def is_closed(self, trace_id: str) -> bool:
         """True when ``trace_id`` was closed recently (its late events are dropped)."""
         return trace_id in self._closed
@@ -448,6 +425,8 @@ class Engine:
         )
 
     def _close(self, tr: _Trace, *, ended: bool) -> list[Verdict]:
+        if tr.packed is not None:
+            self._packer.thaw(tr)  # type: ignore[union-attr]
         if tr.parked:
             tr.unpark()  # settled graders give their final verdicts too
         if self._integrity and tr.calls:

@@ -156,7 +156,9 @@ class _Trace:
         "id",
         "last_ts",
         "live",
+        "mark",
         "opened_at",
+        "packed",
         "parked",
         "sealed",
         "seen_at",
@@ -183,6 +185,11 @@ class _Trace:
         #: States of graders that left this trace's routes (settled), by
         #: index; their slot in ``states`` is None meanwhile.
         self.parked: dict[int, Any] | None = None
+        #: The grader states, msgpack-packed while the trace is idle
+        #: (trajgrade.packing); ``states`` is empty meanwhile.
+        self.packed: bytes | None = None
+        #: ``events`` at the last packing sweep (had it events since?).
+        self.mark = 0
 
     def park(self, i: int) -> None:
         """Grader ``i`` is settled: no routed event reaches it until
@@ -199,10 +206,11 @@ class _Trace:
                 self.states[i] = st
         self.parked = None
 
-    def snapshot(self) -> TraceSnapshot:
-        """This trace as plain data (grader states msgpack-encoded)."""
+    def snapshot(self, packed: list[Any] | None = None) -> TraceSnapshot:
+        """This trace as plain data (grader states msgpack-encoded);
+        ``packed``: the states of a packed trace, unpacked."""
         enc = msgspec.msgpack.encode
-        states = list(self.states)
+        states = list(self.states if packed is None else packed)
         for i, st in (self.parked or {}).items():
             states[i] = st
         return TraceSnapshot(

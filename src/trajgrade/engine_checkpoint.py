@@ -1,0 +1,86 @@
+"""The engine's state as plain data: snapshots, checkpoints, restores.
+
+A mixin of :class:`trajgrade.engine.Engine` (kept apart so the feeding loop
+reads on its own). A packed idle trace (:mod:`trajgrade.packing`) is
+unpacked for its snapshot only: a checkpoint does not bring every idle
+trace's objects back.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trajgrade.engine_state import EngineState, TraceSnapshot, _Trace
+
+if TYPE_CHECKING:
+    from collections import OrderedDict
+    from collections.abc import Iterable, Sequence
+
+    from trajgrade.graders import Grader
+    from trajgrade.packing import Packer
+
+__all__ = ("Checkpoints",)
+
+
+class Checkpoints:
+    """Snapshot, checkpoint, restore and load for the engine."""
+
+    #: How many closed trace ids are remembered to drop late events.
+    closed_memory = 65_536
+    # The engine's own fields these methods use.
+    _graders: Sequence[Grader[Any]]
+    _traces: dict[str, _Trace]
+    _closed: OrderedDict[str, bool]
+    _unopened: dict[str, str]
+    _kept: OrderedDict[str, None]
+    _packer: Packer | None
+
+    def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
+        """One open trace's state as plain data."""
+        tr = self._traces.get(trace_id)
+        return None if tr is None else self._snapshot(tr)
+
+    def snapshot(self) -> list[TraceSnapshot]:
+        """Every open trace's state (see :mod:`trajgrade.state` for the file form)."""
+        return [self._snapshot(tr) for tr in self._traces.values()]
+
+    def restore(self, snapshots: Iterable[TraceSnapshot]) -> None:
+        """Load trace states taken by ``snapshot`` from an engine with the same suite."""
+        for snap in snapshots:
+            tr = _Trace.restored(snap, self._graders)
+            # (A trace open already is replaced in place: its place in the
+            # open order, which ``finish`` closes by, stays.)
+            self._uncount(self._traces.get(snap.trace_id))
+            self._traces[snap.trace_id] = tr
+            if tr.live == 0:
+                self._kept[tr.id] = None
+            self._closed.pop(snap.trace_id, None)
+            self._unopened.pop(snap.trace_id, None)
+
+    def checkpoint(self) -> EngineState:
+        """The whole engine state: open traces, closed ids, pending taints."""
+        return EngineState(
+            traces=self.snapshot(),
+            closed=list(self._closed.items()),
+            unopened=dict(self._unopened),
+        )
+
+    def load(self, state: EngineState) -> None:
+        """Restore a :meth:`checkpoint` (from an engine with the same suite)."""
+        for tid, ended in state.closed:
+            self._closed[tid] = ended
+            self._uncount(self._traces.pop(tid, None))
+        while len(self._closed) > self.closed_memory:
+            self._closed.popitem(last=False)
+        self._unopened.update(state.unopened)
+        self.restore(state.traces)
+
+    def _snapshot(self, tr: _Trace) -> TraceSnapshot:
+        if tr.packed is None or self._packer is None:
+            return tr.snapshot()
+        return tr.snapshot(self._packer.states(tr))
+
+    def _uncount(self, gone: _Trace | None) -> None:
+        """A trace a checkpoint replaced or closed: no longer a packed one."""
+        if gone is not None and gone.packed is not None and self._packer is not None:
+            self._packer.cold -= 1

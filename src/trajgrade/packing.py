@@ -1,0 +1,112 @@
+"""Idle traces keep their grader states packed: memory per open trace.
+
+A trace's grader states are a handful of small msgspec objects (about 1.2 KB
+with the six benchmark checks); a consumer of many agents may hold a
+hundred thousand traces open, most of them idle at any moment. Like a
+streaming system's serialized state backend, the engine keeps only the
+traces that had events lately as objects: once more than ``2 * warm``
+traces are open as objects, a sweep packs the grader states of every trace
+that had no event since the previous sweep into one msgpack ``bytes``
+(about 120 B with the six checks) and the trace's next event unpacks them.
+The trace's own record (counters, open call ids, clock) stays as it is, so
+idle timeouts and statistics never unpack anything.
+
+Packing is invisible in results: states are plain data that round-trip
+through msgpack exactly (``--state`` checkpoints and hook sessions depend on
+it), and settled graders (``_Trace.park``) come back on their routes, as
+after a restore. ``tests/properties/test_packing.py`` runs engines that pack
+at every sweep beside engines that never pack. With fewer open traces than
+the limit (every batch run of the benchmark corpus) nothing is packed; the
+cost is one attribute test per event.
+
+Suites with a clock-driven grader (``wall-time``) are not packed: ``tick``
+visits every open trace's state each second.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, Optional
+
+import msgspec
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from trajgrade.engine_state import _Trace
+    from trajgrade.graders import Grader
+
+__all__ = ("WARM_TRACES", "Packer")
+
+#: Open traces kept as objects before idle ones are packed (the sweep starts
+#: at twice this many).
+WARM_TRACES: Final = 4096
+
+
+class Packer:
+    """Packs and unpacks the grader states of one engine's traces."""
+
+    def __init__(self, graders: Sequence[Grader[Any]], *, warm: int) -> None:
+        # One fixed-length tuple type for the whole list of states: one
+        # bytes object per trace, decoded in one call.
+        types = tuple(Optional[g.state_type] for g in graders)  # noqa: UP045
+        self._decode = msgspec.msgpack.Decoder(tuple[types]).decode  # type: ignore[valid-type]
+        self._encode = msgspec.msgpack.Encoder().encode
+        self._warm = max(1, warm)
+        #: How many open traces are packed now.
+        self.cold = 0
+        #: Events counted when the last sweep ended: sweeps are at least
+        #: ``warm`` events apart, so their cost stays bounded per event.
+        self._swept_at = 0
+
+    @classmethod
+    def for_suite(cls, graders: Sequence[Grader[Any]], *, warm: int) -> Packer | None:
+        """A packer for these graders, or None when their states are not
+        packed (a clock-driven grader; a state type msgpack cannot decode)."""
+        if warm <= 0 or any(g.uses_clock for g in graders):
+            return None
+        try:
+            return cls(graders, warm=warm)
+        except (TypeError, ValueError):  # a plugin's state type msgspec refuses
+            return None
+
+    def states(self, tr: _Trace) -> list[Any]:
+        """A packed trace's grader states, decoded (the trace stays packed)."""
+        assert tr.packed is not None
+        return list(self._decode(tr.packed))
+
+    def thaw(self, tr: _Trace) -> None:
+        """Unpack a trace's grader states (its next event, or its end)."""
+        tr.states = self.states(tr)
+        tr.packed = None
+        tr.mark = tr.events
+        self.cold -= 1
+
+    def sweep(self, traces: dict[str, _Trace], events: int) -> None:
+        """When too many traces are open as objects, pack those that had no
+        event since the previous sweep (each trace gets a second chance)."""
+        if len(traces) - self.cold <= 2 * self._warm:
+            return
+        if events - self._swept_at < self._warm:
+            return
+        encode = self._encode
+        for tr in traces.values():
+            if tr.packed is not None:
+                continue
+            if tr.events != tr.mark:
+                tr.mark = tr.events
+                continue
+            states = tr.states
+            if tr.parked:
+                states = list(states)
+                for i, st in tr.parked.items():
+                    states[i] = st
+                tr.parked = None
+            tr.packed = encode(states)
+            tr.states = PACKED
+            self.cold += 1
+        self._swept_at = events
+
+
+#: The ``states`` of a packed trace: empty, never written (the engine unpacks
+#: a trace before it reads its states).
+PACKED: Final[list[Any]] = []

@@ -1,0 +1,153 @@
+"""Packing idle traces' grader states does not show in results.
+
+With more than ``2 * warm_traces`` traces open, the engine packs the states
+of traces that had no event since its last sweep into msgpack bytes and
+unpacks them at their next event (trajgrade/packing.py). An engine that
+packs at nearly every batch (``warm_traces=1``) and one that never packs
+(``warm_traces=0``) are fed the same random interleaved traces in the same
+random batches, on random suites of every streaming grader type: their
+verdicts, guard decisions and anomalies are equal after every batch, and a
+checkpoint of the packing engine (packed traces unpacked for it) loaded
+into a fresh one goes on to the same end. Checkpoints themselves may
+differ where a settled grader came back on its routes after unpacking (as
+after any restore) and kept reading events its outcome no longer depends
+on; with no such grader they are equal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from strategies import streams
+from test_routing import mixed_suites
+
+from trajgrade.config import compile_suite, decode_config
+from trajgrade.engine import Engine, EngineState
+from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TurnStart
+from trajgrade.packing import PACKED
+
+if TYPE_CHECKING:
+    from strategies import Stream
+
+    from trajgrade.config import Suite
+    from trajgrade.verdicts import Verdict
+
+
+@settings(max_examples=300, deadline=None)
+@given(suite=mixed_suites(), stream=streams(max_traces=6), data=st.data())
+def test_packing_equals_never_packing(
+    suite: Suite, stream: Stream, data: st.DataObject
+) -> None:
+    packing, plain = Engine(suite, warm_traces=1), Engine(suite, warm_traces=0)
+    got: list[Verdict] = []
+    want: list[Verdict] = []
+    events = stream.events
+    cut = data.draw(st.integers(0, len(events)), label="checkpoint at")
+    i = 0
+    while i < len(events):
+        n = data.draw(st.integers(1, 4), label="batch")
+        batch = events[i : i + n]
+        got += packing.feed_many(batch)
+        want += plain.feed_many(batch)
+        assert got == want
+        assert packing.decisions == plain.decisions
+        assert packing.anomalies == plain.anomalies
+        assert packing.open_traces() == plain.open_traces()
+        if packing._packer is not None and packing._packer.cold:
+            event("some traces were packed")  # (--hypothesis-show-statistics)
+        i += n
+        if i >= cut > 0:
+            # What a restart from this checkpoint would continue with.
+            resumed = Engine(suite, warm_traces=1)
+            resumed.load(packing.checkpoint())
+            resumed.decisions.extend(packing.decisions)
+            resumed.anomalies.extend(packing.anomalies)
+            packing, cut = resumed, 0
+    got += packing.finish()
+    want += plain.finish()
+    assert got == want
+    assert packing.decisions == plain.decisions
+
+
+def _plain(state: EngineState) -> object:
+    """A checkpoint with each grader state decoded untyped: a state that went
+    through msgpack holds ``0.0`` where a fresh one may hold ``0`` (a
+    ``float`` field), as after any restore; the values are equal."""
+    return (
+        [
+            (msgspec.structs.replace(t, states=[]), [_raw(s) for s in t.states])
+            for t in state.traces
+        ],
+        state.closed,
+        state.unopened,
+    )
+
+
+def _raw(state: bytes | None) -> object:
+    return None if state is None else msgspec.msgpack.decode(state)
+
+
+def _suite() -> Suite:
+    return compile_suite(
+        decode_config(
+            "graders:\n"
+            "  - {type: tool-calls, name: seq, config: {sequence: [view, bash]}}\n"
+            "  - {type: tool-calls, name: never, config: {disallowed: [rm]}}\n"
+            "  - {type: letta-tool, name: first, config: {extractor: tool_arguments,"
+            " extractor_config: {tool_name: bash}, function: contains}}\n"
+            "  - {type: tool_trajectory, name: exact, config: {mode: exact,"
+            " expected: [{tool: view}, {tool: bash}]}}\n"
+            "  - {type: tool-call-count, name: calls, config: {max: 3}}\n"
+        )
+    )
+
+
+def _head(t: str) -> list[Event]:
+    return [
+        TurnStart(trace_id=t, step=0),
+        ToolCall(trace_id=t, name="view", call_id=f"{t}-1", args={"path": "a"}),
+        ToolResult(trace_id=t, call_id=f"{t}-1", result="x"),
+    ]
+
+
+def _tail(t: str) -> list[Event]:
+    return [
+        ToolCall(trace_id=t, name="bash", call_id=f"{t}-2", args={"command": "ls"}),
+        ToolResult(trace_id=t, call_id=f"{t}-2", result="ok"),
+        TraceEnd(trace_id=t),
+    ]
+
+
+def test_idle_traces_are_packed_and_come_back_the_same() -> None:
+    """The property is not vacuous: with many traces open, idle ones hold
+    only bytes (a fraction of their objects' size), and unpacked at their
+    next event they grade as if never packed."""
+    suite = _suite()
+    heads = [ev for k in range(40) for ev in _head(f"t{k}")]
+    tails = [ev for k in range(40) for ev in _tail(f"t{k}")]
+    packing = Engine(suite, warm_traces=4)
+    plain = Engine(suite, warm_traces=0)
+    got = packing.feed_many(heads[:60]) + packing.feed_many(heads[60:])
+    want = plain.feed_many(heads)
+    cold = [tr for tr in packing._traces.values() if tr.packed is not None]
+    assert len(cold) >= 20  # the traces opened before the last sweep
+    assert all(tr.states is PACKED for tr in cold)
+    assert all(len(tr.packed or b"") < 200 for tr in cold)
+    assert _plain(packing.checkpoint()) == _plain(plain.checkpoint())
+    got += packing.feed_many(tails) + packing.finish()
+    want += plain.feed_many(tails) + plain.finish()
+    assert got == want
+
+
+def test_a_suite_with_a_clock_is_never_packed() -> None:
+    """wall-time's tick visits every open trace's state: no packing."""
+    suite = compile_suite(
+        decode_config("graders:\n  - {type: wall-time, name: w, config: {max: 60s}}\n")
+    )
+    engine = Engine(suite, warm_traces=1)
+    engine.feed_many([ev for k in range(10) for ev in _head(f"t{k}")])
+    engine.feed_many([ev for k in range(10, 20) for ev in _head(f"t{k}")])
+    assert all(tr.packed is None for tr in engine._traces.values())

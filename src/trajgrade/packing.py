@@ -20,7 +20,10 @@ the limit (every batch run of the benchmark corpus) nothing is packed; the
 cost is one attribute test per event.
 
 Suites with a clock-driven grader (``wall-time``) are not packed: ``tick``
-visits every open trace's state each second.
+visits every open trace's state each second. Neither are suites with a
+third-party grader, unless it says ``packs_state = True``: its state must
+round-trip through msgpack only for ``--state``, which a plugin may never
+have been run with.
 """
 
 from __future__ import annotations
@@ -61,8 +64,9 @@ class Packer:
     @classmethod
     def for_suite(cls, graders: Sequence[Grader[Any]], *, warm: int) -> Packer | None:
         """A packer for these graders, or None when their states are not
-        packed (a clock-driven grader; a state type msgpack cannot decode)."""
-        if warm <= 0 or any(g.uses_clock for g in graders):
+        packed (a clock-driven grader, a third-party grader that does not
+        say its state packs, a state type msgpack cannot decode)."""
+        if warm <= 0 or any(g.uses_clock or not _packs(g) for g in graders):
             return None
         try:
             return cls(graders, warm=warm)
@@ -105,6 +109,13 @@ class Packer:
             tr.states = PACKED
             self.cold += 1
         self._swept_at = events
+
+
+def _packs(grader: Grader[Any]) -> bool:
+    """Built-in graders' states round-trip (tests/properties/test_packing.py);
+    a plugin's, when it says so."""
+    builtin = type(grader).__module__.startswith("trajgrade.")
+    return bool(getattr(grader, "packs_state", builtin))
 
 
 #: The ``states`` of a packed trace: empty, never written (the engine unpacks

@@ -151,3 +151,27 @@ def test_a_suite_with_a_clock_is_never_packed() -> None:
     engine.feed_many([ev for k in range(10) for ev in _head(f"t{k}")])
     engine.feed_many([ev for k in range(10, 20) for ev in _head(f"t{k}")])
     assert all(tr.packed is None for tr in engine._traces.values())
+
+
+def test_a_third_party_grader_is_packed_only_when_it_says_so() -> None:
+    """A plugin's state had to round-trip only for ``--state``: its suite is
+    not packed unless the grader says ``packs_state = True``."""
+    from trajgrade.graders.vally.tool_calls import ToolCalls
+
+    class Plugin(ToolCalls):  # defined outside trajgrade: a third party's
+        pass
+
+    heads = [ev for k in range(20) for ev in _head(f"t{k}")]
+    for says, packed in ((None, False), (True, True)):
+        suite = _suite()
+        g = suite.graders[0]
+        plugin = Plugin.__new__(Plugin)
+        plugin.__dict__.update(g.__dict__)
+        if says is not None:
+            plugin.packs_state = says  # type: ignore[attr-defined]
+        suite.graders = (plugin, *suite.graders[1:])  # type: ignore[misc]
+        engine = Engine(suite, warm_traces=1)
+        engine.feed_many(heads[:30])
+        engine.feed_many(heads[30:])
+        cold = [tr for tr in engine._traces.values() if tr.packed is not None]
+        assert bool(cold) is packed

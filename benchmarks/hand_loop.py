@@ -7,10 +7,10 @@ show in the same run how far a general engine is from it, and how far the
 hand-written loop itself is from the targets:
 
 * read the file in 1 MiB chunks and cut them at the last newline;
-* decode each chunk with one ``decode_lines`` call into a tagged union of
-  slim event classes (the ``tool_result`` payload skipped, as trajgrade's
-  projection does);
-* dispatch on the event's class, keep the six checks' state per trace in a
+* decode each chunk with one ``decode_lines`` call into one slim event
+  class (its type, trace id, and a call's name and arguments; everything
+  else, such as a tool result's payload, skipped unbuilt);
+* dispatch on the event's type, keep the six checks' state per trace in a
   plain list, and at ``trace_end`` write one final verdict line per check
   (the same records and grader names as ``six.yaml``, so ``run.py`` checks
   every trace's verdicts against the ``stream_ref`` floor's).
@@ -40,48 +40,14 @@ import msgspec
 _SHARED_BENCH = Path(__file__).resolve().parent / "shared" / "bench"
 
 
-class _Event(msgspec.Struct, tag_field="type", gc=False):
+class _Event(msgspec.Struct, gc=False):
+    """Any canonical event, reduced to what the six checks read (msgspec
+    skips every other field without building it)."""
+
+    type: str
     trace_id: str = ""
-
-
-class _Call(_Event, tag="tool_call"):
     name: str = ""
     args: dict[str, Any] = {}
-
-
-class _End(_Event, tag="trace_end"):
-    pass
-
-
-class _Other(_Event):
-    """Every other canonical type: only its class is looked at."""
-
-
-class _Start(_Other, tag="trace_start"):
-    pass
-
-
-class _Turn(_Other, tag="turn_start"):
-    pass
-
-
-class _Message(_Other, tag="message"):
-    pass
-
-
-class _Result(_Other, tag="tool_result"):
-    pass
-
-
-class _Usage(_Other, tag="usage"):
-    pass
-
-
-class _Error(_Other, tag="error"):
-    pass
-
-
-_Union = _Call | _End | _Start | _Turn | _Message | _Result | _Usage | _Error
 
 
 class _Verdict(msgspec.Struct):
@@ -89,17 +55,6 @@ class _Verdict(msgspec.Struct):
     grader: str
     outcome: str
     final: bool = True
-
-
-_GRADERS = (
-    "in_order",
-    "any_order",
-    "forbidden",
-    "arg_regex",
-    "arg_regex_first",
-    "exact",
-    "exact_length",
-)
 
 
 def main() -> int:
@@ -114,6 +69,7 @@ def main() -> int:
         ARG_FIELD,
         ARG_REGEX,
         ARG_TOOL,
+        CHECK_ORDER,
         FORBIDDEN,
         GOLDEN,
         IN_ORDER,
@@ -123,7 +79,9 @@ def main() -> int:
     if args.bounded:
         from trajgrade._depth import scan
 
-    decode_lines = msgspec.json.Decoder(_Union).decode_lines
+    # six.yaml's graders: the checks, and exact's length as a grader of its own.
+    graders = (*CHECK_ORDER, "exact_length")
+    decode_lines = msgspec.json.Decoder(_Event).decode_lines
     encode = msgspec.json.Encoder().encode
     rx = re.compile(ARG_REGEX)
     any_order = frozenset(ANY_ORDER)
@@ -144,8 +102,8 @@ def main() -> int:
                 raise SystemExit("a line nests too deep (not expected in the corpus)")
             lines: list[bytes] = []
             for ev in decode_lines(body):
-                kind = type(ev)
-                if kind is _Call:
+                kind = ev.type
+                if kind == "tool_call":
                     s = states.get(ev.trace_id)
                     if s is None:
                         s = states[ev.trace_id] = [
@@ -177,7 +135,7 @@ def main() -> int:
                             s[5] += 1
                         else:
                             s[6] = True
-                elif kind is _End:
+                elif kind == "trace_end":
                     tid = ev.trace_id
                     s = states.pop(tid, None) or [
                         0,
@@ -198,7 +156,7 @@ def main() -> int:
                         not s[6] and s[5] == n_golden,
                         s[7] <= n_golden,
                     )
-                    for grader, ok in zip(_GRADERS, passed, strict=True):
+                    for grader, ok in zip(graders, passed, strict=True):
                         lines.append(
                             encode(_Verdict(tid, grader, "pass" if ok else "fail"))
                         )

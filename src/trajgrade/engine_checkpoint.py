@@ -78,7 +78,7 @@ class Checkpoints:
     def _snapshot(self, tr: _Trace) -> TraceSnapshot:
         if tr.packed is None or self._packer is None:
             return tr.snapshot()
-        return tr.snapshot(self._packer.states(tr))
+        return tr.snapshot(*self._packer.unpacked(tr))
 
     def _uncount(self, gone: _Trace | None) -> None:
         """A trace a checkpoint replaced or closed: no longer a packed one."""

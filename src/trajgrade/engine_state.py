@@ -185,8 +185,9 @@ class _Trace:
         #: States of graders that left this trace's routes (settled), by
         #: index; their slot in ``states`` is None meanwhile.
         self.parked: dict[int, Any] | None = None
-        #: The grader states, msgpack-packed while the trace is idle
-        #: (trajgrade.packing); ``states`` is empty meanwhile.
+        #: The grader states and open call ids, msgpack-packed while the
+        #: trace is idle (trajgrade.packing); ``states`` and ``calls`` are
+        #: empty meanwhile.
         self.packed: bytes | None = None
         #: ``events`` at the last packing sweep (had it events since?).
         self.mark = 0
@@ -206,9 +207,11 @@ class _Trace:
                 self.states[i] = st
         self.parked = None
 
-    def snapshot(self, packed: list[Any] | None = None) -> TraceSnapshot:
+    def snapshot(
+        self, packed: list[Any] | None = None, calls: list[str] | None = None
+    ) -> TraceSnapshot:
         """This trace as plain data (grader states msgpack-encoded);
-        ``packed``: the states of a packed trace, unpacked."""
+        ``packed`` and ``calls``: a packed trace's states and open call ids."""
         enc = msgspec.msgpack.encode
         states = list(self.states if packed is None else packed)
         for i, st in (self.parked or {}).items():
@@ -221,7 +224,7 @@ class _Trace:
             tainted=self.tainted,
             sealed=[bool(self.sealed >> i & 1) for i in range(len(states))],
             states=[None if st is None else enc(st) for st in states],
-            open_calls=list(self.calls),
+            open_calls=list(self.calls) if calls is None else calls,
             seen_at=self.seen_at,
             abort=self.abort,
         )

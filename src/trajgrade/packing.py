@@ -6,10 +6,10 @@ hundred thousand traces open, most of them idle at any moment. Like a
 streaming system's serialized state backend, the engine keeps only the
 traces that had events lately as objects: once more than ``2 * warm``
 traces are open as objects, a sweep packs the grader states of every trace
-that had no event since the previous sweep into one msgpack ``bytes``
-(about 120 B with the six checks) and the trace's next event unpacks them.
-The trace's own record (counters, open call ids, clock) stays as it is, so
-idle timeouts and statistics never unpack anything.
+that had no event since the previous sweep, with its open call ids, into
+one msgpack ``bytes`` (about 120 B with the six checks) and the trace's
+next event unpacks them. The trace's own record (counters, flags, clocks)
+stays as it is, so idle timeouts and statistics never unpack anything.
 
 Packing is invisible in results: states are plain data that round-trip
 through msgpack exactly (``--state`` checkpoints and hook sessions depend on
@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 
 import msgspec
 
+from trajgrade.engine_state import NO_CALLS
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -49,10 +51,12 @@ class Packer:
     """Packs and unpacks the grader states of one engine's traces."""
 
     def __init__(self, graders: Sequence[Grader[Any]], *, warm: int) -> None:
-        # One fixed-length tuple type for the whole list of states: one
-        # bytes object per trace, decoded in one call.
+        # One fixed-length tuple type for the whole list of states, and the
+        # open call ids (oldest first): one bytes object per trace, decoded
+        # in one call. (A trace idle while a tool runs has a call open.)
         types = tuple(Optional[g.state_type] for g in graders)  # noqa: UP045
-        self._decode = msgspec.msgpack.Decoder(tuple[types]).decode  # type: ignore[valid-type]
+        packed = tuple[tuple[types], list[str]]  # type: ignore[valid-type]
+        self._decode = msgspec.msgpack.Decoder(packed).decode
         self._encode = msgspec.msgpack.Encoder().encode
         self._warm = max(1, warm)
         #: How many open traces are packed now.
@@ -73,14 +77,17 @@ class Packer:
         except (TypeError, ValueError):  # a plugin's state type msgspec refuses
             return None
 
-    def states(self, tr: _Trace) -> list[Any]:
-        """A packed trace's grader states, decoded (the trace stays packed)."""
+    def unpacked(self, tr: _Trace) -> tuple[list[Any], list[str]]:
+        """A packed trace's grader states and open call ids, decoded (the
+        trace stays packed)."""
         assert tr.packed is not None
-        return list(self._decode(tr.packed))
+        states, calls = self._decode(tr.packed)
+        return list(states), calls
 
     def thaw(self, tr: _Trace) -> None:
         """Unpack a trace's grader states (its next event, or its end)."""
-        tr.states = self.states(tr)
+        tr.states, calls = self.unpacked(tr)
+        tr.calls = dict.fromkeys(calls) if calls else NO_CALLS
         tr.packed = None
         tr.mark = tr.events
         self.cold -= 1
@@ -105,8 +112,9 @@ class Packer:
                 for i, st in tr.parked.items():
                     states[i] = st
                 tr.parked = None
-            tr.packed = encode(states)
+            tr.packed = encode((states, list(tr.calls)))
             tr.states = PACKED
+            tr.calls = NO_CALLS
             self.cold += 1
         self._swept_at = events
 

@@ -26,6 +26,7 @@ from test_routing import mixed_suites
 
 from trajgrade.config import compile_suite, decode_config
 from trajgrade.engine import Engine, EngineState
+from trajgrade.engine_state import NO_CALLS
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TurnStart
 from trajgrade.packing import PACKED
 
@@ -106,16 +107,17 @@ def _suite() -> Suite:
 
 
 def _head(t: str) -> list[Event]:
+    """A turn, a call and its result, then a call whose tool is running."""
     return [
         TurnStart(trace_id=t, step=0),
         ToolCall(trace_id=t, name="view", call_id=f"{t}-1", args={"path": "a"}),
         ToolResult(trace_id=t, call_id=f"{t}-1", result="x"),
+        ToolCall(trace_id=t, name="bash", call_id=f"{t}-2", args={"command": "ls"}),
     ]
 
 
 def _tail(t: str) -> list[Event]:
     return [
-        ToolCall(trace_id=t, name="bash", call_id=f"{t}-2", args={"command": "ls"}),
         ToolResult(trace_id=t, call_id=f"{t}-2", result="ok"),
         TraceEnd(trace_id=t),
     ]
@@ -130,16 +132,18 @@ def test_idle_traces_are_packed_and_come_back_the_same() -> None:
     tails = [ev for k in range(40) for ev in _tail(f"t{k}")]
     packing = Engine(suite, warm_traces=4)
     plain = Engine(suite, warm_traces=0)
-    got = packing.feed_many(heads[:60]) + packing.feed_many(heads[60:])
+    got = packing.feed_many(heads[:80]) + packing.feed_many(heads[80:])
     want = plain.feed_many(heads)
     cold = [tr for tr in packing._traces.values() if tr.packed is not None]
     assert len(cold) >= 20  # the traces opened before the last sweep
-    assert all(tr.states is PACKED for tr in cold)
+    # Their states and their open call go into the bytes.
+    assert all(tr.states is PACKED and tr.calls is NO_CALLS for tr in cold)
     assert all(len(tr.packed or b"") < 200 for tr in cold)
     assert _plain(packing.checkpoint()) == _plain(plain.checkpoint())
     got += packing.feed_many(tails) + packing.finish()
     want += plain.feed_many(tails) + plain.finish()
     assert got == want
+    assert packing.anomalies == plain.anomalies == []  # every result paired
 
 
 def test_a_suite_with_a_clock_is_never_packed() -> None:
@@ -171,7 +175,7 @@ def test_a_third_party_grader_is_packed_only_when_it_says_so() -> None:
             plugin.packs_state = says  # type: ignore[attr-defined]
         suite.graders = (plugin, *suite.graders[1:])  # type: ignore[misc]
         engine = Engine(suite, warm_traces=1)
-        engine.feed_many(heads[:30])
-        engine.feed_many(heads[30:])
+        engine.feed_many(heads[:40])
+        engine.feed_many(heads[40:])
         cold = [tr for tr in engine._traces.values() if tr.packed is not None]
         assert bool(cold) is packed

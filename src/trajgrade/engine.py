@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.engine_checkpoint import Checkpoints
 from trajgrade.engine_state import (
+    CLOSED_MEMORY,
     NO_CALLS,
     Anomaly,
     EngineState,
@@ -81,8 +82,6 @@ __all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
-#: How many closed trace ids are remembered to drop late events.
-CLOSED_MEMORY: Final = Checkpoints.closed_memory
 #: How many open call ids per trace the integrity check keeps.
 OPEN_CALLS_MAX: Final = 10_000
 #: How many traces whose verdicts are all final are kept for guarding their
@@ -193,7 +192,7 @@ class Engine(Checkpoints):
                     if tr.live == 0 and not self._keep(tr):
                         self._forget(tr, ended=False)
                         continue
-            if tr.packed is not None:
+            if tr.packed is not None:  # (only a packer packs: it is set)
                 self._packer.thaw(tr)  # type: ignore[union-attr]
             tr.events += 1
             if now is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trajgrade.engine_state import EngineState, TraceSnapshot, _Trace
+from trajgrade.engine_state import CLOSED_MEMORY, EngineState, TraceSnapshot, _Trace
 
 if TYPE_CHECKING:
     from collections import OrderedDict
@@ -25,8 +25,6 @@ __all__ = ("Checkpoints",)
 class Checkpoints:
     """Snapshot, checkpoint, restore and load for the engine."""
 
-    #: How many closed trace ids are remembered to drop late events.
-    closed_memory = 65_536
     # The engine's own fields these methods use.
     _graders: Sequence[Grader[Any]]
     _traces: dict[str, _Trace]
@@ -70,7 +68,7 @@ class Checkpoints:
         for tid, ended in state.closed:
             self._closed[tid] = ended
             self._uncount(self._traces.pop(tid, None))
-        while len(self._closed) > self.closed_memory:
+        while len(self._closed) > CLOSED_MEMORY:
             self._closed.popitem(last=False)
         self._unopened.update(state.unopened)
         self.restore(state.traces)

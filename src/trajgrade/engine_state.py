@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from trajgrade.guarding import AbortState
 
 __all__ = (
+    "CLOSED_MEMORY",
     "NO_CALLS",
     "Anomaly",
     "EngineState",
@@ -142,6 +143,9 @@ class EngineState(msgspec.Struct, kw_only=True, array_like=True):
     #: Traces a rejected record named before any of their events arrived.
     unopened: dict[str, str]
 
+
+#: How many closed trace ids are remembered to drop late events.
+CLOSED_MEMORY: Final = 65_536
 
 #: A trace's open call ids while it has none: shared, never written (the
 #: engine gives a trace its own dict at its first call id; per-trace memory).

@@ -40,15 +40,19 @@ if TYPE_CHECKING:
     from trajgrade.engine_state import _Trace
     from trajgrade.graders import Grader
 
-__all__ = ("WARM_TRACES", "Packer")
+__all__ = ("PACKED", "WARM_TRACES", "Packer")
 
 #: Open traces kept as objects before idle ones are packed (the sweep starts
 #: at twice this many).
 WARM_TRACES: Final = 4096
+#: The ``states`` of a packed trace: empty, never written (the engine unpacks
+#: a trace before it reads its states).
+PACKED: Final[list[Any]] = []
 
 
 class Packer:
-    """Packs and unpacks the grader states of one engine's traces."""
+    """Packs and unpacks the grader states (and open call ids) of one
+    engine's traces."""
 
     def __init__(self, graders: Sequence[Grader[Any]], *, warm: int) -> None:
         # One fixed-length tuple type for the whole list of states, and the
@@ -124,8 +128,3 @@ def _packs(grader: Grader[Any]) -> bool:
     a plugin's, when it says so."""
     builtin = type(grader).__module__.startswith("trajgrade.")
     return bool(getattr(grader, "packs_state", builtin))
-
-
-#: The ``states`` of a packed trace: empty, never written (the engine unpacks
-#: a trace before it reads its states).
-PACKED: Final[list[Any]] = []

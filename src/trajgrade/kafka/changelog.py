@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
-from trajgrade.engine import CLOSED_MEMORY, EngineState, TraceSnapshot
+from trajgrade.engine import EngineState, TraceSnapshot
+from trajgrade.engine_state import CLOSED_MEMORY
 from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:

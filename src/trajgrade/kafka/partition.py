@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade.engine import CLOSED_MEMORY, Anomaly, Engine
+from trajgrade.engine import Anomaly, Engine
+from trajgrade.engine_state import CLOSED_MEMORY
 from trajgrade.kafka.changelog import ENTRY_VERSION, Entry, encode_entry
 from trajgrade.pipeline import Batch, Grading, Segment, SourceDecoder
 from trajgrade.projection import reads_tool_results

@@ -15,7 +15,11 @@ grader state, the engine's per-trace record and the garbage collector's view
 of them. Targets (issue "Engine speed"): <= 1 KB per open trace, and 100 k open
 traces in <= 150 MiB peak.
 
-Usage: python benchmarks/open_traces.py [--traces 100000] [--rounds 3]
+With ``--running-tool`` each trace's ``bash`` call comes before the pause,
+so every open trace waits for a tool's result (one open call), as a
+session does while its tool runs.
+
+Usage: python benchmarks/open_traces.py [--traces 100000] [--rounds 3] [--running-tool]
 """
 
 from __future__ import annotations
@@ -90,13 +94,21 @@ def tail(i: int) -> list[dict[str, object]]:
     ]
 
 
-def write(path: Path, n: int, *, interleaved: bool) -> int:
+def write(path: Path, n: int, *, interleaved: bool, running: bool = False) -> int:
+    """``running``: each trace's ``bash`` call is in its first part, so every
+    open trace waits for a running tool (one open call id)."""
+    cut = 5 if running else 4
+
+    def trace(i: int) -> list[dict[str, object]]:
+        return head(i) + tail(i)
+
     events = 0
     with path.open("wb") as f:
         if interleaved:
-            parts = [head(i) for i in range(n)] + [tail(i) for i in range(n)]
+            parts = [trace(i)[:cut] for i in range(n)]
+            parts += [trace(i)[cut:] for i in range(n)]
         else:
-            parts = [head(i) + tail(i) for i in range(n)]
+            parts = [trace(i) for i in range(n)]
         for part in parts:
             for ev in part:
                 f.write(_ENC.encode(ev) + b"\n")
@@ -108,6 +120,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--traces", type=int, default=100_000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--running-tool",
+        action="store_true",
+        help="every open trace waits for a tool's result (its call is open)",
+    )
     args = p.parse_args()
     n = args.traces
     with tempfile.TemporaryDirectory(prefix="trajgrade-open-") as tmp_s:
@@ -116,7 +133,7 @@ def main() -> int:
             "open": tmp / "open.jsonl",
             "sequential": tmp / "sequential.jsonl",
         }
-        events = write(inputs["open"], n, interleaved=True)
+        events = write(inputs["open"], n, interleaved=True, running=args.running_tool)
         write(inputs["sequential"], n, interleaved=False)
         costs: dict[str, list[Cost]] = {k: [] for k in inputs}
         for _ in range(args.rounds):
@@ -132,8 +149,10 @@ def main() -> int:
                     print((tmp / "err").read_text()[-2000:])
                     return 1
                 costs[kind].append(cost)
+    waiting = ", each waiting for a tool" if args.running_tool else ""
     print(
-        f"{n:,} traces, {events:,} events each input, six.yaml; medians of {args.rounds}"
+        f"{n:,} traces{waiting}, {events:,} events each input, six.yaml; "
+        f"medians of {args.rounds}"
     )
     peak: dict[str, float] = {}
     for kind, runs in costs.items():

@@ -427,7 +427,8 @@ class _Run:
     # ------------------------------------------------------------ end
     def finish(self, *, close_traces: bool) -> RunSummary:
         if close_traces:
-            self.emit(self.engine.finish())
+            for verdicts in self.engine.finish_batches():
+                self.emit(verdicts)
         log_anomalies(self.log, ((a, Location()) for a in self.engine.anomalies))
         self.summary.anomalies += len(self.engine.anomalies)
         self.engine.anomalies.clear()

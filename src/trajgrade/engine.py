@@ -74,7 +74,7 @@ from trajgrade.verdicts import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from trajgrade.config import Suite
 
@@ -324,14 +324,25 @@ class Engine(Checkpoints):
 
     def finish(self) -> list[Verdict]:
         """End of input: every open trace gives its final verdicts."""
-        out: list[Verdict] = []
+        return [v for batch in self.finish_batches() for v in batch]
+
+    def finish_batches(self, traces: int = 1024) -> Iterator[list[Verdict]]:
+        """:meth:`finish`, the verdicts of ``traces`` traces at a time: a
+        runner writes each batch before the next is built, so ending a run
+        with a hundred thousand open traces does not hold all their verdicts
+        (and unpacked states) at once."""
         for tid, reason in list(self._unopened.items()):
             # Traces whose only records were lost still get (error) verdicts.
             self._open(tid, None).tainted = reason
         self._unopened.clear()
-        for tr in list(self._traces.values()):
+        out: list[Verdict] = []
+        for k, tr in enumerate(list(self._traces.values()), start=1):
             out.extend(self._close(tr, ended=False))
-        return out
+            if k % traces == 0:
+                yield out
+                out = []
+        if out:
+            yield out
 
     def reject(self, trace_id: str, reason: str) -> None:
         """An event of ``trace_id`` was lost (undecodable, wrong types): its

@@ -250,4 +250,5 @@ def conclude(state: _Run, *, live: bool) -> None:
     for key, tracked in list(state.inputs.items()):
         state.end_input(tracked, cut=s.interrupted or s.stopped)
         del state.inputs[key]
-    state.emit(state.engine.finish())
+    for verdicts in state.engine.finish_batches():
+        state.emit(verdicts)

@@ -325,7 +325,8 @@ class _Wrap:
 
     # ------------------------------------------------------------ the end
     def finish(self, returncode: int) -> WrapSummary:
-        self.emit(self.engine.finish())
+        for verdicts in self.engine.finish_batches():
+            self.emit(verdicts)
         self.engine.anomalies.clear()
         self.sink.close()
         if self.decisions is not None:

@@ -147,3 +147,26 @@ def test_a_trace_whose_only_records_were_lost_still_gets_error_verdicts() -> Non
     engine.reject("ghost", "in.jsonl:3: bad")
     out = engine.finish()
     assert {(v.trace_id, v.outcome) for v in out} == {("ghost", Outcome.ERROR)}
+
+
+def test_closing_in_batches_gives_the_same_verdicts_in_the_same_order() -> None:
+    """finish_batches / expire_batches: a runner writes each batch before the
+    next is built; flattened they are finish() / expire(), in order."""
+    s = suite("graders:\n  - {type: tool-calls, name: a, config: {required: [bash]}}\n")
+
+    def opened() -> Engine:
+        engine = Engine(s)
+        for k in range(5):
+            engine.feed(call("bash", f"c{k}", trace=f"t{k}"), now=float(k))
+        return engine
+
+    whole, batched = opened(), opened()
+    want = whole.expire(now=10.0, idle=7.5)  # t0, t1 and t2 are idle
+    batches = list(batched.expire_batches(now=10.0, idle=7.5, traces=2))
+    assert [len({v.trace_id for v in b}) for b in batches] == [2, 1]
+    assert [v for b in batches for v in b] == want
+    assert whole.open_traces() == batched.open_traces() == ["t3", "t4"]
+    want = whole.finish()
+    batches = list(batched.finish_batches(traces=1))
+    assert [[v.trace_id for v in b] for b in batches] == [["t3"], ["t4"]]
+    assert [v for b in batches for v in b] == want

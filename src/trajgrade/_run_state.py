@@ -314,7 +314,8 @@ class _Run:
                     self.emit(self.engine.tick(now))
                 if idle is not None:
                     self.flush_held(self.engine.idle_traces(now, idle))
-                    self.emit(self.engine.expire(now, idle))
+                    for verdicts in self.engine.expire_batches(now, idle):
+                        self.emit(verdicts)
             await self.maybe_checkpoint()
 
     async def show(self, status: StatusLine) -> None:

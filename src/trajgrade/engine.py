@@ -310,12 +310,15 @@ class Engine(Checkpoints):
     def expire(self, now: float, idle: float) -> list[Verdict]:
         """Close, as if they ended, the traces with no event for ``idle``
         seconds of the runner's clock (live sources with no end marker)."""
-        limit = now - idle
-        out: list[Verdict] = []
-        for tr in list(self._traces.values()):
-            if tr.seen_at is not None and tr.seen_at <= limit:
-                out.extend(self._close(tr, ended=True))
-        return out
+        return [v for batch in self.expire_batches(now, idle) for v in batch]
+
+    def expire_batches(
+        self, now: float, idle: float, traces: int = 1024
+    ) -> Iterator[list[Verdict]]:
+        """:meth:`expire`, the verdicts of ``traces`` traces at a time (see
+        :meth:`finish_batches`)."""
+        idle_now = [self._traces[tid] for tid in self.idle_traces(now, idle)]
+        return self._close_batches(idle_now, ended=True, traces=traces)
 
     def end_trace(self, trace_id: str) -> list[Verdict]:
         """Close one trace as if its ``trace_end`` arrived (idle timeout, …)."""
@@ -335,14 +338,9 @@ class Engine(Checkpoints):
             # Traces whose only records were lost still get (error) verdicts.
             self._open(tid, None).tainted = reason
         self._unopened.clear()
-        out: list[Verdict] = []
-        for k, tr in enumerate(list(self._traces.values()), start=1):
-            out.extend(self._close(tr, ended=False))
-            if k % traces == 0:
-                yield out
-                out = []
-        if out:
-            yield out
+        yield from self._close_batches(
+            list(self._traces.values()), ended=False, traces=traces
+        )
 
     def reject(self, trace_id: str, reason: str) -> None:
         """An event of ``trace_id`` was lost (undecodable, wrong types): its
@@ -459,6 +457,18 @@ class Engine(Checkpoints):
                     self._guard.verdict(tr, i, v, None, first=first)
         self._forget(tr, ended=ended)
         return out
+
+    def _close_batches(
+        self, trs: list[_Trace], *, ended: bool, traces: int
+    ) -> Iterator[list[Verdict]]:
+        out: list[Verdict] = []
+        for k, tr in enumerate(trs, start=1):
+            out.extend(self._close(tr, ended=ended))
+            if k % traces == 0:
+                yield out
+                out = []
+        if out:
+            yield out
 
     def _forget(self, tr: _Trace, *, ended: bool) -> None:
         del self._traces[tr.id]

@@ -37,6 +37,7 @@ CORE_PARTS = frozenset(
         "config",
         "_config_layouts",
         "pipeline",
+        "grading",
         "batches",
         "_locate",
         "_yaml",

@@ -22,8 +22,9 @@ Core (start at the top):
 * ``formats/``      upstream log formats -> canonical events (sans-IO)
 * ``config``, ``_config_layouts``  config files: decode, recognise the
   layout, compile a Suite (``load_config`` is the core's one file read)
-* ``pipeline``, ``batches``, ``projection``  bytes -> lines -> events ->
-  engine; decoded chunks and their lines; the decode of only what a suite reads
+* ``pipeline``, ``batches``, ``grading``, ``projection``  bytes -> lines ->
+  events -> engine; decoded chunks and their lines; batches into the engine
+  with their errors located; the decode of only what a suite reads
 * ``_locate``, ``_yaml``, ``_digest``, ``_depth``  their helpers (error
   locations, YAML 1.1/1.2, ids, nesting limits)
 

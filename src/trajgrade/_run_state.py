@@ -160,7 +160,9 @@ class _Run:
         self._dirty = True
         self.bytes_read += len(data)
         grading = self.grading
-        self.emit(grading.feed(tracked.decoder, tracked.feed(data), now=self.now()))
+        batch, now = tracked.feed(data), self.now()
+        for verdicts in grading.feed_batches(tracked.decoder, batch, now=now):
+            self.emit(verdicts)
         if grading.errors or grading.anomalies:
             self.report()
 

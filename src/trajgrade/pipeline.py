@@ -4,9 +4,9 @@
 across chunk boundaries (a partial last line is held until it completes),
 enforces the line-length limit without holding an oversize line in memory,
 detects the format from the first readable line, and runs that format's
-reader. :class:`Grading` wires decoders to one
-:class:`~trajgrade.engine.Engine` and collects what a runner needs to report:
-verdicts, located input errors and anomalies.
+reader. :class:`~trajgrade.grading.Grading` (re-exported here) wires
+decoders to one :class:`~trajgrade.engine.Engine` and collects what a runner
+needs to report: verdicts, located input errors and anomalies.
 
 The async runner (``runner.py``) only reads chunks and writes results; batch
 grading is the same calls with the whole input at once (:func:`grade_bytes`).
@@ -35,6 +35,7 @@ from trajgrade.formats import (
     sniff_trace_id,
 )
 from trajgrade.formats._lines import one_by_one
+from trajgrade.grading import Grading
 from trajgrade.projection import reads_tool_results
 from trajgrade.verdicts import GuardDecision, Verdict
 
@@ -422,39 +423,6 @@ class GradeResult(msgspec.Struct, kw_only=True):
     anomalies: list[tuple[Anomaly, Location]]
     #: The guard's decisions, in order (see :mod:`trajgrade.guarding`).
     decisions: list[GuardDecision] = msgspec.field(default_factory=list)
-
-
-class Grading:
-    """Feeds decoded batches into one engine; reports what happened."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.errors: list[InputError] = []
-        self.anomalies: list[tuple[Anomaly, Location]] = []
-
-    def feed(
-        self, decoder: SourceDecoder, batch: Batch, *, now: float | None = None
-    ) -> list[Verdict]:
-        """Feed one batch; bad records taint their traces; return verdicts."""
-        engine = self.engine
-        for err in batch.errors:
-            self.errors.append(err)
-            if err.trace_id is not None:
-                engine.reject(err.trace_id, str(err))
-        out = (
-            engine.feed_many(batch.events, now=now, default_trace=decoder.default_trace)
-            if batch.events
-            else []
-        )
-        if engine.anomalies:
-            # Rare: find each anomaly's event in the batch to name its line.
-            position = {id(ev): i for i, ev in enumerate(batch.events)}
-            for a in engine.anomalies:
-                index = position.get(id(a.event), -1)
-                where = Location(file=decoder.source, line=batch.line_of(index))
-                self.anomalies.append((a, where))
-            engine.anomalies.clear()
-        return out
 
 
 def grade_bytes(

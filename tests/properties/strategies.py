@@ -300,6 +300,17 @@ def encode_jsonl(events: list[Event]) -> bytes:
     return b"".join(msgspec.json.encode(ev) + b"\n" for ev in events)
 
 
+def sprinkled(
+    data: st.DataObject, events: list[Event], odd: tuple[bytes, ...], most: int = 3
+) -> bytes:
+    """Canonical JSONL of ``events`` with up to ``most`` of the ``odd`` lines
+    (broken, or decoded differently) put in at random places."""
+    lines = encode_jsonl(events).splitlines()
+    for line in data.draw(st.lists(st.sampled_from(odd), max_size=most)):
+        lines.insert(data.draw(st.integers(0, len(lines))), line)
+    return b"".join(line + b"\n" for line in lines)
+
+
 @st.composite
 def chunked(draw: st.DrawFn, data: bytes) -> list[bytes]:
     """``data`` cut at arbitrary byte positions (lines split across chunks)."""

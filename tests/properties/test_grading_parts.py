@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunked, encode_jsonl, streams
+from strategies import chunked, sprinkled, streams
 from test_routing import mixed_suites
 
 from trajgrade.engine import Engine
@@ -38,10 +38,7 @@ _BROKEN = (
 def test_feeding_in_parts_equals_feeding_whole(
     suite: Suite, stream: Stream, data: st.DataObject
 ) -> None:
-    lines = encode_jsonl(stream.events).splitlines()
-    for odd in data.draw(st.lists(st.sampled_from(_BROKEN), max_size=3)):
-        lines.insert(data.draw(st.integers(0, len(lines))), odd)
-    chunks = data.draw(chunked(b"".join(line + b"\n" for line in lines)))
+    chunks = data.draw(chunked(sprinkled(data, stream.events, _BROKEN)))
     part = data.draw(st.integers(1, 5), label="events per part")
     runs = []
     for parts in (False, True):

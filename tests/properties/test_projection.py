@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import chunked, encode_jsonl, streams, suites
+from strategies import chunked, sprinkled, streams, suites
 from test_routing import mixed_suites
 
 from trajgrade.config import compile_suite, decode_config
@@ -71,10 +71,7 @@ _SUITES = st.one_of(mixed_suites(), suites(metrics=False).map(lambda c: c.suite)
 def test_projected_decode_equals_full_decode(
     suite: Suite, stream: Stream, data: st.DataObject
 ) -> None:
-    lines = encode_jsonl(stream.events).splitlines()
-    for odd in data.draw(st.lists(st.sampled_from(_ODD_LINES), max_size=3)):
-        lines.insert(data.draw(st.integers(0, len(lines))), odd)
-    body = b"".join(line + b"\n" for line in lines)
+    body = sprinkled(data, stream.events, _ODD_LINES)
     chunks = data.draw(chunked(body), label="chunks")
     got = grade_bytes(suite, chunks)
     want = _full(suite, chunks)

@@ -333,7 +333,7 @@ class Engine(Checkpoints):
         """:meth:`finish`, the verdicts of ``traces`` traces at a time: a
         runner writes each batch before the next is built, so ending a run
         with a hundred thousand open traces does not hold all their verdicts
-        (and unpacked states) at once."""
+        at once."""
         for tid, reason in list(self._unopened.items()):
             # Traces whose only records were lost still get (error) verdicts.
             self._open(tid, None).tainted = reason

@@ -80,5 +80,5 @@ class Checkpoints:
 
     def _uncount(self, gone: _Trace | None) -> None:
         """A trace a checkpoint replaced or closed: no longer a packed one."""
-        if gone is not None and gone.packed is not None and self._packer is not None:
-            self._packer.cold -= 1
+        if gone is not None and self._packer is not None:
+            self._packer.forget(gone)

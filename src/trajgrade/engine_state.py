@@ -212,12 +212,12 @@ class _Trace:
         self.parked = None
 
     def snapshot(
-        self, packed: list[Any] | None = None, calls: list[str] | None = None
+        self, states: list[Any] | None = None, calls: list[str] | None = None
     ) -> TraceSnapshot:
         """This trace as plain data (grader states msgpack-encoded);
-        ``packed`` and ``calls``: a packed trace's states and open call ids."""
+        ``states`` and ``calls``: a packed trace's, unpacked."""
         enc = msgspec.msgpack.encode
-        states = list(self.states if packed is None else packed)
+        states = list(self.states if states is None else states)
         for i, st in (self.parked or {}).items():
             states[i] = st
         return TraceSnapshot(

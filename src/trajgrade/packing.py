@@ -88,6 +88,12 @@ class Packer:
         states, calls = self._decode(tr.packed)
         return list(states), calls
 
+    def forget(self, tr: _Trace) -> None:
+        """``tr`` left the engine without being unpacked (a checkpoint
+        replaced or closed it)."""
+        if tr.packed is not None:
+            self.cold -= 1
+
     def thaw(self, tr: _Trace) -> None:
         """Unpack a trace's grader states (its next event, or its end)."""
         tr.states, calls = self.unpacked(tr)
@@ -110,13 +116,8 @@ class Packer:
             if tr.events != tr.mark:
                 tr.mark = tr.events
                 continue
-            states = tr.states
-            if tr.parked:
-                states = list(states)
-                for i, st in tr.parked.items():
-                    states[i] = st
-                tr.parked = None
-            tr.packed = encode((states, list(tr.calls)))
+            tr.unpark()  # settled graders come back on their routes when unpacked
+            tr.packed = encode((tr.states, list(tr.calls)))
             tr.states = PACKED
             tr.calls = NO_CALLS
             self.cold += 1

@@ -285,8 +285,11 @@ class _Wrap:
                 return
             now = time.time() if self.clocked else None
             # Grade first: a stop is decided before a slow reader of the
-            # agent's output can hold us up.
-            self.emit(grading.feed(decoder, decoder.feed(chunk), now=now))
+            # agent's output can hold us up. Part by part: a stop comes
+            # before the rest of the chunk is graded, and a chunk that ends
+            # thousands of traces never holds all their verdicts.
+            for part in grading.feed_batches(decoder, decoder.feed(chunk), now=now):
+                self.emit(part)
             if grading.errors or grading.anomalies:
                 self.report()
             self.pass_through(chunk)
@@ -445,7 +448,8 @@ async def _watch(
             tg.start_soon(state.clock)
         with reading:
             await state.read(proc.stdout, decoder)
-        state.emit(state.grading.feed(decoder, decoder.close()))
+        for part in state.grading.feed_batches(decoder, decoder.close()):
+            state.emit(part)
         state.report()
         returncode = await proc.wait()
         if state.summary.stopped_by is not None:

@@ -22,7 +22,7 @@ from trajgrade.kafka.partition import PartitionWorker
 from trajgrade.kafka.run_state import _RunState
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
     from trajgrade.verdicts import Verdict
 
@@ -32,6 +32,9 @@ __all__: tuple[str, ...] = ()
 #: Their commits still happen in batch order; more than one lets grading run
 #: ahead of a slow broker round trip (the produce -> verdict latency).
 SETTLING_MAX: Final = 4
+#: Housekeeping closes at most this many traces before their verdicts are
+#: written (idle timeouts, the open-trace cap).
+CLOSE_PART: Final = 1024
 #: Split traces remembered so each is reported once.
 SPLIT_MEMORY: Final = 10_000
 
@@ -164,8 +167,13 @@ class _Grader(_RunState):
                 touched.setdefault(tp.partition, set()).update(names)
                 verdicts.extend(out)
                 commits[tp] = decoded.end
-            verdicts.extend(self._housekeeping(now, touched))
             await self._emit(verdicts, self._decisions())
+            for part in self._housekeeping(now, touched):
+                # Written part by part: an idle timeout that closes a
+                # hundred thousand quiet traces at once never holds all
+                # their verdicts (at-least-once still holds: the offsets
+                # and the changelog follow every part).
+                await self._emit(part, self._decisions())
             sends = await self._checkpoint(touched)
             while len(self._settling) >= SETTLING_MAX:
                 await self._settling[0].wait()
@@ -215,37 +223,50 @@ class _Grader(_RunState):
                 if self.metrics is not None:
                     self.metrics.split_traces.inc()
 
-    def _housekeeping(self, now: float, touched: dict[int, set[str]]) -> list[Verdict]:
-        """Clock, idle timeout, open-trace cap; keep owner/LRU maps current."""
-        out: list[Verdict] = []
+    def _housekeeping(
+        self, now: float, touched: dict[int, set[str]]
+    ) -> Iterator[list[Verdict]]:
+        """Clock, idle timeout, open-trace cap; keep owner/LRU maps current.
+
+        The verdicts come in parts of at most ``CLOSE_PART`` traces' worth
+        (a part's closing waits until the one before is written)."""
         due = now - self._last_housekeeping >= self.options.tick_interval
         if due:
             self._last_housekeeping = now
         idle = self.options.idle_timeout
-        for p, worker in self.workers.items():
+        for worker in self.workers.values():
             engine = worker.engine
-            fired: list[Verdict] = []
             if due and self.clocked:
-                fired.extend(engine.tick(now))
-            if due and idle is not None:
-                # What the partition's reader holds for the traces about to
-                # close (a response's usage) is graded first, as at end of input.
-                for tid in engine.idle_traces(now, idle):
-                    held = worker.decoder.flush_trace(tid)
-                    if held.events:
-                        fired.extend(worker.grading.feed(worker.decoder, held))
-                expired = engine.expire(now, idle)
-                if expired and self.metrics is not None:
+                yield self._fired(worker, engine.tick(now), touched)
+            if not due or idle is None:
+                continue
+            # What the partition's reader holds for the traces about to
+            # close (a response's usage) is graded first, as at end of input.
+            held: list[Verdict] = []
+            for tid in engine.idle_traces(now, idle):
+                events = worker.decoder.flush_trace(tid)
+                if events.events:
+                    held.extend(worker.grading.feed(worker.decoder, events))
+            yield self._fired(worker, held, touched)
+            for expired in engine.expire_batches(now, idle, CLOSE_PART):
+                if self.metrics is not None:
                     self.metrics.expired_traces.inc(len({v.trace_id for v in expired}))
-                fired.extend(expired)
-            if fired:
-                names = {v.trace_id for v in fired}
-                touched.setdefault(p, set()).update(names)
-                self._track(worker, names)
-                out.extend(fired)
-                self._report(worker, worker.problems())
-        out.extend(self._enforce_cap(touched))
-        return out
+                yield self._fired(worker, expired, touched)
+        yield from self._enforce_cap(touched)
+
+    def _fired(
+        self,
+        worker: PartitionWorker,
+        fired: list[Verdict],
+        touched: dict[int, set[str]],
+    ) -> list[Verdict]:
+        """Housekeeping's verdicts of one partition, with its maps kept current."""
+        if fired:
+            names = {v.trace_id for v in fired}
+            touched.setdefault(worker.partition, set()).update(names)
+            self._track(worker, names)
+            self._report(worker, worker.problems())
+        return fired
 
     def _track(self, worker: PartitionWorker, names: Iterable[str]) -> None:
         """Keep the owner map (split detection) and the LRU (cap) current."""
@@ -263,10 +284,11 @@ class _Grader(_RunState):
                 lru[key] = None
                 lru.move_to_end(key)
 
-    def _enforce_cap(self, touched: dict[int, set[str]]) -> list[Verdict]:
+    def _enforce_cap(self, touched: dict[int, set[str]]) -> Iterator[list[Verdict]]:
         cap = self.kafka.max_open_traces
         open_now = sum(w.engine.statistics().open_traces for w in self.workers.values())
         out: list[Verdict] = []
+        evicted = 0
         while open_now > cap and self.lru:
             (p, tid), _ = self.lru.popitem(last=False)
             worker = self.workers.get(p)
@@ -290,4 +312,8 @@ class _Grader(_RunState):
             )
             if self.metrics is not None:
                 self.metrics.evicted_traces.inc()
-        return out
+            evicted += 1
+            if evicted % CLOSE_PART == 0:
+                yield out  # (a restore may bring far more than the cap)
+                out = []
+        yield out

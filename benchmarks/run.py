@@ -5,6 +5,8 @@ For each corpus size this runs, alternating for N rounds,
 * ``python -m trajgrade grade -q -c benchmarks/bench.yaml`` (3 checks),
 * ``python -m trajgrade grade -q --allow-code -c benchmarks/six.yaml`` (all
   six shared checks),
+* ``python -m trajgrade grade -q -c benchmarks/one.yaml`` (one check, the
+  cheapest: what every config pays before its graders' own work),
 * ``../shared/bench/floor.py --mode msgspec_struct`` (typed decode, no grading),
 * ``../shared/bench/floor.py --mode stream_ref`` (decode + a naive streaming
   grader of the six checks),
@@ -55,6 +57,7 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO / "benchmarks"
 CONFIG = BENCH_DIR / "bench.yaml"
 SIX_CONFIG = BENCH_DIR / "six.yaml"
+ONE_CONFIG = BENCH_DIR / "one.yaml"
 CORPUS_CACHE = BENCH_DIR / ".corpus"
 SIZES = ("small", "medium", "large")
 DEFAULT_SIZES = ("medium", "large")
@@ -66,16 +69,17 @@ AGENTV_CORE = AGENTV_CACHE / "node_modules" / "@agentv" / "core" / "dist" / "ind
 
 TRAJGRADE = "trajgrade"  # bench.yaml
 SIX = "trajgrade_six"  # six.yaml
+ONE = "trajgrade_one"  # one.yaml
 MSGSPEC = "msgspec_struct"
 STREAM_REF = "stream_ref"
 AGENTV = "agentv"
 HAND = "hand_loop"
 HAND_BOUNDED = "hand_loop_bounded"
-OURS = (TRAJGRADE, SIX)
+OURS = (TRAJGRADE, SIX, ONE)
 HANDS = (HAND, HAND_BOUNDED)
 #: The programs that write verdict lines (JSONL) on stdout, checked per trace.
 VERDICT_WRITERS = (*OURS, *HANDS)
-ALL_PROGRAMS = (TRAJGRADE, SIX, MSGSPEC, STREAM_REF, HAND, HAND_BOUNDED, AGENTV)
+ALL_PROGRAMS = (TRAJGRADE, SIX, ONE, MSGSPEC, STREAM_REF, HAND, HAND_BOUNDED, AGENTV)
 _SIX_CHECKS = (
     "in_order",
     "any_order",
@@ -88,6 +92,7 @@ _SIX_CHECKS = (
 CHECKS = {
     TRAJGRADE: ("in_order", "forbidden", "arg_regex"),
     SIX: _SIX_CHECKS,
+    ONE: ("forbidden",),
     HAND: _SIX_CHECKS,
     HAND_BOUNDED: _SIX_CHECKS,
 }
@@ -101,6 +106,7 @@ JOINED = {"exact": ("exact", "exact_length")}
 RATIOS = {
     TRAJGRADE: (MSGSPEC, STREAM_REF, AGENTV),
     SIX: (MSGSPEC, STREAM_REF, AGENTV, HAND_BOUNDED),
+    ONE: (MSGSPEC, AGENTV),
     HAND: (MSGSPEC, AGENTV),
     HAND_BOUNDED: (MSGSPEC, AGENTV),
 }
@@ -286,11 +292,10 @@ def command(program: str, shared: Path, corpus: Path, out: Path) -> list[str]:
     """The argv of one program; ``out`` is where its result lands."""
     events = str(corpus / "events.jsonl")
     if program in OURS:
-        config = (
-            ("--allow-code", "-c", str(SIX_CONFIG))
-            if program == SIX
-            else ("-c", str(CONFIG))
-        )
+        config = {
+            SIX: ("--allow-code", "-c", str(SIX_CONFIG)),
+            ONE: ("-c", str(ONE_CONFIG)),
+        }.get(program, ("-c", str(CONFIG)))
         return [
             sys.executable,
             *("-m", "trajgrade", "grade", "-q", *config),
@@ -518,6 +523,7 @@ def targets(reports: dict[str, SizeReport]) -> dict[str, Any]:
         value = large.ratios.get(f"{ours}/{base} wall") if large else None
         cpu = large.ratios.get(f"{ours}/{base} cpu") if large else None
         hand = large.ratios.get(f"{HAND_BOUNDED}/{base} wall") if large else None
+        one = large.ratios.get(f"{ONE}/{base} wall") if large else None
         out[f"{ours}/{base}"] = {
             "wall": value,
             "cpu": cpu,
@@ -526,6 +532,8 @@ def targets(reports: dict[str, SizeReport]) -> dict[str, Any]:
             # The same ratio for the hand-written six-check loop with the
             # nesting bound: what a special-purpose Python program reaches.
             "hand_loop_bounded_wall": hand,
+            # trajgrade with its cheapest single check: no config reaches more.
+            "one_check_wall": one,
         }
     for ours in OURS:
         s = large.summary.get(ours) if large else None
@@ -607,6 +615,7 @@ def print_facts(facts: dict[str, Any]) -> None:
 LABELS = {
     TRAJGRADE: "trajgrade bench.yaml",
     SIX: "trajgrade six.yaml",
+    ONE: "trajgrade one.yaml",
     MSGSPEC: "floor msgspec_struct",
     STREAM_REF: "floor stream_ref",
     AGENTV: f"agentv {AGENTV_VERSION}",
@@ -697,6 +706,9 @@ def print_targets(t: dict[str, Any]) -> None:
         hand = item["hand_loop_bounded_wall"]
         if hand is not None:
             shown += f"; {LABELS[HAND_BOUNDED]}: wall {hand:.2f}x"
+        one = item["one_check_wall"]
+        if one is not None:
+            shown += f"; {LABELS[ONE]}: wall {one:.2f}x"
         print(f"{LABELS[ours]} >= {least}x {LABELS[base]}: {met(item['met'])}{shown}")
     for ours in OURS:
         item = t[f"{ours} peak RSS MiB"]
@@ -802,7 +814,11 @@ def write_json(
 ) -> None:
     doc = {
         "machine": facts,
-        "configs": {TRAJGRADE: str(CONFIG), SIX: str(SIX_CONFIG)},
+        "configs": {
+            TRAJGRADE: str(CONFIG),
+            SIX: str(SIX_CONFIG),
+            ONE: str(ONE_CONFIG),
+        },
         "sizes": {size: asdict(r) for size, r in reports.items()},
         "targets": t,
     }

@@ -72,10 +72,18 @@ def test_the_documented_smoke_run_checks_every_verdict() -> None:
     assert "verdicts \u2713 every trace against stream_ref" in done.stdout
     # The six-check writers: trajgrade and the hand-written yardstick loop
     # (without and with the nesting bound) agree with the reference on all.
-    for label in ("trajgrade six\\.yaml", "hand-written loop", "hand loop \\+ bound"):
+    checks = _harness().CHECKS
+    labels = {
+        "trajgrade six\\.yaml": checks["trajgrade_six"],
+        "hand-written loop": checks["trajgrade_six"],
+        "hand loop \\+ bound": checks["trajgrade_six"],
+        # The one-check config: the ceiling printed beside each target.
+        "trajgrade one\\.yaml": checks["trajgrade_one"],
+    }
+    for label, names in labels.items():
         counts = re.search(rf"^  {label}: (.*)", done.stdout, re.MULTILINE)
         assert counts is not None, label
-        for check in _harness().CHECKS["trajgrade_six"]:
+        for check in names:
             assert re.search(rf"\b{check} (\d+)/\1\b", counts.group(1)), counts.group(1)
     assert re.search(
         r"hand loop \+ bound vs floor msgspec_struct: wall [\d.]+x", done.stdout

@@ -170,3 +170,28 @@ def test_closing_in_batches_gives_the_same_verdicts_in_the_same_order() -> None:
     batches = list(batched.finish_batches(traces=1))
     assert [[v.trace_id for v in b] for b in batches] == [["t3"], ["t4"]]
     assert [v for b in batches for v in b] == want
+
+
+def test_ticking_in_batches_gives_the_same_verdicts_in_the_same_order() -> None:
+    """tick_batches: sessions started together pass a wall-time budget
+    together; a runner writes each batch of traces' verdicts before the next
+    is built, and flattened they are tick()'s."""
+    s = suite("graders:\n  - {type: wall-time, name: w, config: {max: '1s'}}\n")
+
+    def opened() -> Engine:
+        engine = Engine(s)
+        for k in range(5):
+            engine.feed(call("bash", f"c{k}", trace=f"t{k}"), now=100.0 + k * 0.1)
+        return engine
+
+    whole, batched = opened(), opened()
+    want = whole.tick(101.25)  # t0, t1 and t2 are over the budget
+    batches = list(batched.tick_batches(101.25, traces=2))
+    assert [[v.trace_id for v in b] for b in batches] == [["t0"], ["t1", "t2"]]
+    assert [v for b in batches for v in b] == want
+    assert not list(batched.tick_batches(101.25, traces=2))  # sealed: said once
+    later = list(batched.tick_batches(109.0, traces=2))  # all final now
+    assert [len(b) for b in later] == [1, 2, 2]
+    assert [v for b in later for v in b] == whole.tick(109.0)
+    # (kept open: a failed budget refuses the traces' later calls)
+    assert whole.open_traces() == batched.open_traces()

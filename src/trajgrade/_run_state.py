@@ -313,7 +313,8 @@ class _Run:
             if self.use_clock:
                 now = time.time()
                 if self.clocked:
-                    self.emit(self.engine.tick(now))
+                    for verdicts in self.engine.tick_batches(now):
+                        self.emit(verdicts)
                 if idle is not None:
                     self.flush_held(self.engine.idle_traces(now, idle))
                     for verdicts in self.engine.expire_batches(now, idle):

@@ -25,15 +25,12 @@ forbids gives a :class:`~trajgrade.verdicts.GuardDecision` in ``decisions``
 final; a trace whose graders are all final is kept for that (at most
 ``GUARD_MEMORY`` of them) while a grader judges calls or it was aborted.
 
-Integrity: the engine tracks open call ids per trace to report results that
-match no call, reused call ids, and calls still unanswered when the trace
-ends as :class:`Anomaly` records in ``anomalies`` (the runner drains and logs
-them); rejected events (``reject``) taint a trace: its open graders end in
-``error``.
+Integrity: open call ids are tracked per trace to report orphan results,
+reused ids and calls unanswered at the end (``anomalies``, drained by the
+runner); rejected events (``reject``) taint a trace: its graders end in ``error``.
 
-Memory: with more than ``2 * warm_traces`` traces open, the grader states of
-traces idle since the last sweep are packed into bytes until their next
-event (:mod:`trajgrade.packing`); results are the same.
+Memory: past ``2 * warm_traces`` open traces, the grader states of idle
+traces are packed into bytes until their next event (:mod:`trajgrade.packing`).
 
 ``feed`` raises nothing for bad data: a grader's other exceptions are its bugs.
 """
@@ -275,10 +272,18 @@ class Engine(Checkpoints):
 
     def tick(self, now: float) -> list[Verdict]:
         """Advance the runner's clock: clock-driven graders may fire."""
+        return [v for batch in self.tick_batches(now) for v in batch]
+
+    def tick_batches(self, now: float, traces: int = 1024) -> Iterator[list[Verdict]]:
+        """:meth:`tick`, the verdicts of ``traces`` traces at a time (a burst
+        of sessions started together reaches a wall-time budget together)."""
         if not self._clocked:
-            return []
+            return
         out: list[Verdict] = []
-        for tr in list(self._traces.values()):
+        for k, tr in enumerate(list(self._traces.values()), start=1):
+            if out and k % traces == 0:
+                yield out
+                out = []
             if tr.opened_at is None:
                 continue
             for i in self._clocked:
@@ -295,17 +300,15 @@ class Engine(Checkpoints):
                         self._guard.verdict(tr, i, v, None, first=True)
             if tr.live == 0 and tr.id in self._traces and not self._keep(tr):
                 self._forget(tr, ended=False)
-        return out
+        if out:
+            yield out
 
     def idle_traces(self, now: float, idle: float) -> list[str]:
         """Ids of the traces :meth:`expire` would close now (so a runner can
         first flush what its readers still hold for them)."""
         limit = now - idle
-        return [
-            tr.id
-            for tr in self._traces.values()
-            if tr.seen_at is not None and tr.seen_at <= limit
-        ]
+        live = self._traces.values()
+        return [t.id for t in live if t.seen_at is not None and t.seen_at <= limit]
 
     def expire(self, now: float, idle: float) -> list[Verdict]:
         """Close, as if they ended, the traces with no event for ``idle``
@@ -315,8 +318,7 @@ class Engine(Checkpoints):
     def expire_batches(
         self, now: float, idle: float, traces: int = 1024
     ) -> Iterator[list[Verdict]]:
-        """:meth:`expire`, the verdicts of ``traces`` traces at a time (see
-        :meth:`finish_batches`)."""
+        """:meth:`expire`, ``traces`` traces at a time (see :meth:`finish_batches`)."""
         idle_now = [self._traces[tid] for tid in self.idle_traces(now, idle)]
         return self._close_batches(idle_now, ended=True, traces=traces)
 
@@ -331,9 +333,8 @@ class Engine(Checkpoints):
 
     def finish_batches(self, traces: int = 1024) -> Iterator[list[Verdict]]:
         """:meth:`finish`, the verdicts of ``traces`` traces at a time: a
-        runner writes each batch before the next is built, so ending a run
-        with a hundred thousand open traces does not hold all their verdicts
-        at once."""
+        runner writes each batch before the next is built (ending a run with
+        a hundred thousand traces open does not hold all their verdicts)."""
         for tid, reason in list(self._unopened.items()):
             # Traces whose only records were lost still get (error) verdicts.
             self._open(tid, None).tainted = reason

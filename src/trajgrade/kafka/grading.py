@@ -237,7 +237,8 @@ class _Grader(_RunState):
         for worker in self.workers.values():
             engine = worker.engine
             if due and self.clocked:
-                yield self._fired(worker, engine.tick(now), touched)
+                for ticked in engine.tick_batches(now, CLOSE_PART):
+                    yield self._fired(worker, ticked, touched)
             if not due or idle is None:
                 continue
             # What the partition's reader holds for the traces about to

@@ -18,11 +18,15 @@ What it does (figures are printed, never asserted):
    with ``six.yaml`` (seven graders) until every trace has its seven final
    verdicts on stdout, then reads its peak RSS and stops it.
 
+With ``--ended`` every trace then gets its ``trace_end`` instead (after all
+the first parts): the ends arrive together, ten thousand records a poll,
+and close the traces without any timeout.
+
 Target (issue 14's open-trace budget, which this run must keep while the
 traces close): 100 k traces <= 150 MiB peak. The deploy example runs
 ``--max-open-traces=200000`` under a 1 GiB limit.
 
-Usage: python benchmarks/kafka_idle.py [--traces 100000] [--idle 3] [--bootstrap HOST:PORT]
+Usage: python benchmarks/kafka_idle.py [--traces 100000] [--idle 3] [--ended] [--bootstrap HOST:PORT]
 """
 
 from __future__ import annotations
@@ -64,10 +68,14 @@ def finals(path: Path) -> int:
     return data[: data.rfind(b"\n") + 1].count(b'"final":true')
 
 
-def burst(bootstrap: str, n: int, idle: float, tmp: Path) -> int:
+def burst(bootstrap: str, n: int, idle: float, tmp: Path, *, ended: bool) -> int:
     topic = f"idle-{uuid.uuid4().hex[:6]}"
     asyncio.run(create(bootstrap, topic))
     events = [ev for i in range(n) for ev in head(i)]
+    if ended:
+        events += [
+            {"trace_id": ev["trace_id"], "type": "trace_end"} for ev in events[::4]
+        ]
     t0 = time.perf_counter()
     asyncio.run(
         fill(
@@ -87,7 +95,8 @@ def burst(bootstrap: str, n: int, idle: float, tmp: Path) -> int:
         *("--output", "jsonl", "--log-level", "warning"),
         *("--kafka-bootstrap", bootstrap, "--topic", topic),
         *("--group", f"g-{uuid.uuid4().hex[:6]}", "--kafka-session-timeout", "6"),
-        *("--idle-timeout", str(idle), "--max-open-traces", str(n + 1)),
+        *("--max-open-traces", str(n + 1)),
+        *(() if ended else ("--idle-timeout", str(idle))),
     ]
     with out.open("wb") as o, err.open("wb") as e:
         proc = subprocess.Popen(argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL)
@@ -129,6 +138,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", type=int, default=100_000)
     ap.add_argument("--idle", type=float, default=3.0, help="--idle-timeout seconds")
+    ap.add_argument(
+        "--ended", action="store_true", help="every trace then ends (no timeout)"
+    )
     ap.add_argument("--bootstrap", default=None, help="use a running broker")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="trajgrade-kafka-idle-") as tmp_s:
@@ -137,7 +149,7 @@ def main() -> int:
         if bootstrap is None:
             broker, bootstrap = start_tansu(tmp / "tansu.log")
         try:
-            return burst(bootstrap, args.traces, args.idle, tmp)
+            return burst(bootstrap, args.traces, args.idle, tmp, ended=args.ended)
         finally:
             if broker is not None:
                 broker.terminate()

@@ -1,12 +1,13 @@
-"""A Kafka run's housekeeping closes quiet traces part by part.
+"""A Kafka run grades a poll, and closes quiet traces, part by part.
 
 An idle timeout after a burst of sessions can close every open trace of a
 partition at once (``deploy/`` runs 200,000 under a 1 GiB limit); built as
 one list, their verdicts took about 1.4 KB each, a crash that a restart
 from the changelog would repeat. ``_Grader._housekeeping`` yields the
 verdicts of at most ``CLOSE_PART`` traces at a time and closes the next
-part only when asked, after the one before is written. No broker is
-needed: the run state and its partition workers are the real ones, only
+part only when asked, after the one before is written; a poll's records
+are graded ``EMIT_EVENTS`` at a time the same way (ten thousand ends in one
+poll). No broker is needed: the run state and its partition workers are the real ones, only
 nothing is polled.
 """
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from trajgrade import load_suite
+from trajgrade.grading import EMIT_EVENTS
 from trajgrade.kafka.grading import CLOSE_PART, _Grader
 from trajgrade.kafka.options import KafkaOptions
 from trajgrade.kafka.partition import PartitionWorker
@@ -117,3 +119,25 @@ def test_the_open_trace_cap_evicts_a_part_at_a_time(tmp_path: Path) -> None:
     # The least recently active go first.
     assert parts[0][0].trace_id == "t0"
     assert worker.engine.statistics().open_traces == 5
+
+
+def test_a_poll_of_many_ends_is_graded_a_part_at_a_time(tmp_path: Path) -> None:
+    traces = EMIT_EVENTS + 500
+    _, worker = _run_state(tmp_path, traces)
+    ends = [
+        _Record(b'{"trace_id":"t%d","type":"trace_end"}' % i, traces + i)
+        for i in range(traces)
+    ]
+    decoded, problems = worker.decode(ends)
+    assert not problems
+    sizes = []
+    for part in worker.feed_parts(decoded, now=101.0):
+        names = {v.trace_id for v in part}
+        # Lazy: the next part's traces are still open while this one is out.
+        assert worker.engine.statistics().open_traces == traces - sum(sizes) - len(
+            names
+        )
+        sizes.append(len(names))
+    assert sizes == [EMIT_EVENTS, 500]
+    assert worker.position == decoded.end
+    assert worker.batch_problems(decoded) == []

@@ -143,7 +143,6 @@ class _Grader(_RunState):
             if self.fatal is not None:
                 raise self.fatal
             now = time.time()
-            verdicts: list[Verdict] = []
             touched: dict[int, set[str]] = {}
             commits: dict[Any, int] = {}
             records_in = 0
@@ -159,21 +158,23 @@ class _Grader(_RunState):
                 decoded, problems = worker.decode(records)
                 names = decoded.trace_ids(worker.default_trace)
                 self._check_split(worker, names, touched)
-                out, more = worker.feed(decoded, now)
-                self._report(worker, problems + more)
-                names.update(v.trace_id for v in out)
+                for out in worker.feed_parts(decoded, now):
+                    # Written part by part: a poll of ten thousand ends
+                    # never holds all their traces' verdicts at once.
+                    names.update(v.trace_id for v in out)
+                    await self._emit(out, self._decisions(), durable=False)
+                self._report(worker, problems + worker.batch_problems(decoded))
                 order = decoded.trace_order(worker.default_trace)
                 self._track(worker, [*order, *names.difference(order)])
                 touched.setdefault(tp.partition, set()).update(names)
-                verdicts.extend(out)
                 commits[tp] = decoded.end
-            await self._emit(verdicts, self._decisions())
             for part in self._housekeeping(now, touched):
-                # Written part by part: an idle timeout that closes a
-                # hundred thousand quiet traces at once never holds all
-                # their verdicts (at-least-once still holds: the offsets
-                # and the changelog follow every part).
-                await self._emit(part, self._decisions())
+                # The same for what housekeeping closes: an idle timeout
+                # that closes a hundred thousand quiet traces at once.
+                await self._emit(part, self._decisions(), durable=False)
+            # Every verdict is acknowledged before the state that says its
+            # trace is closed is written, and the offsets after both.
+            await self.out.flush()
             sends = await self._checkpoint(touched)
             while len(self._settling) >= SETTLING_MAX:
                 await self._settling[0].wait()

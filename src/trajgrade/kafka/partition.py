@@ -32,6 +32,8 @@ from trajgrade.pipeline import Batch, Grading, Segment, SourceDecoder
 from trajgrade.projection import reads_tool_results
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from trajgrade.config import Suite
     from trajgrade.errors import InputError, Location
     from trajgrade.kafka.changelog import PartitionState
@@ -223,15 +225,25 @@ class PartitionWorker:
     # ------------------------------------------------------------ grading
     def feed(self, d: Decoded, now: float) -> tuple[list[Verdict], list[Problem]]:
         """Feed a decoded batch; verdicts and the problems to log."""
+        verdicts = [v for part in self.feed_parts(d, now) for v in part]
+        return verdicts, self.batch_problems(d)
+
+    def feed_parts(self, d: Decoded, now: float) -> Iterator[list[Verdict]]:
+        """:meth:`feed`'s verdicts in parts of ``EMIT_EVENTS`` events, each
+        written by the caller before the next part is graded (a poll of
+        ten thousand ends); then :meth:`batch_problems`."""
         for err in d.batch.errors:
             if (
                 err.trace_id is not None
                 and self.engine.snapshot_trace(err.trace_id) is None
             ):
                 self._taints.setdefault(err.trace_id, err.message)
-        verdicts = self.grading.feed(self.decoder, d.batch, now=now)
+        yield from self.grading.feed_batches(self.decoder, d.batch, now=now)
         self.position = d.end
-        return verdicts, self._drain(d)
+
+    def batch_problems(self, d: Decoded) -> list[Problem]:
+        """The rejected records and anomalies of a batch just fed."""
+        return self._drain(d)
 
     def _drain(self, d: Decoded | None) -> list[Problem]:
         g = self.grading

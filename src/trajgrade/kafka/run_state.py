@@ -137,13 +137,22 @@ class _RunState:
         return out
 
     async def _emit(
-        self, verdicts: Sequence[Verdict], decisions: Sequence[GuardDecision] = ()
+        self,
+        verdicts: Sequence[Verdict],
+        decisions: Sequence[GuardDecision] = (),
+        *,
+        durable: bool = True,
     ) -> None:
+        """Write verdicts and decisions, then act on them. ``durable=False``
+        (a part of a step) hands them on without waiting for the verdicts
+        topic's acknowledgements: the step flushes once before its state is
+        written, so the offsets still follow every verdict."""
+        out = self.out.flush if durable else self.out.push
         if decisions:
             self.out.send_decisions(decisions)
         if not verdicts:
             if decisions:
-                await self.out.flush()
+                await out()
                 self._decided(decisions)
             return
         if self.split:
@@ -152,7 +161,7 @@ class _RunState:
         if self.metrics is not None:
             self.metrics.count_verdicts(verdicts)
         self.out.send(verdicts)
-        await self.out.flush()
+        await out()
         if self.actions is not None:
             self.actions.observe(verdicts)
         self._decided(decisions)

@@ -72,12 +72,15 @@ def decision_id(encoded: bytes) -> str:
 
 
 class VerdictSink(Protocol):
-    """Verdicts and decisions out; ``flush`` returns once they are durable
-    downstream."""
+    """Verdicts and decisions out: ``push`` hands what was sent on (its
+    memory is downstream's from then on), ``flush`` returns once all of it
+    is durable downstream."""
 
     def send(self, verdicts: Sequence[Verdict]) -> None: ...
 
     def send_decisions(self, decisions: Sequence[GuardDecision]) -> None: ...
+
+    async def push(self) -> None: ...
 
     async def flush(self) -> None: ...
 
@@ -98,6 +101,9 @@ class LocalSink:
         if send is not None:
             send(decisions)
 
+    async def push(self) -> None:
+        self._sink.flush()
+
     async def flush(self) -> None:
         self._sink.flush()
 
@@ -111,6 +117,8 @@ class TopicSink:
         self._enc = msgspec.json.Encoder()
         self._queued: list[Verdict] = []
         self._decisions: list[GuardDecision] = []
+        #: Records handed to the producer and not yet acknowledged.
+        self._pending: list[Any] = []
 
     def send(self, verdicts: Sequence[Verdict]) -> None:
         self._queued.extend(verdicts)
@@ -118,12 +126,15 @@ class TopicSink:
     def send_decisions(self, decisions: Sequence[GuardDecision]) -> None:
         self._decisions.extend(decisions)
 
-    async def flush(self) -> None:
+    async def push(self) -> None:
+        """Hand the queued records to the producer (encoded: a few hundred
+        bytes each) without waiting for their acknowledgements."""
         queued, self._queued = self._queued, []
         decisions, self._decisions = self._decisions, []
         send = self._producer.send
         enc = self._enc.encode
-        pending = [
+        pending = self._pending
+        pending += [
             await send(
                 self._topic,
                 key=v.trace_id.encode(),
@@ -142,4 +153,8 @@ class TopicSink:
                     headers=[("decision-id", decision_id(value).encode())],
                 )
             )
+
+    async def flush(self) -> None:
+        await self.push()
+        pending, self._pending = self._pending, []
         await acked(pending)

@@ -29,14 +29,8 @@ if TYPE_CHECKING:
 
 SUITE = """\
 graders:
-  - type: tool-calls
-    name: forbidden
-    config:
-      disallowed: ["^web_fetch$"]
-  - type: tool-call-count
-    name: few
-    config:
-      max: 3
+  - {type: tool-calls, name: forbidden, config: {disallowed: ["^web_fetch$"]}}
+  - {type: tool-call-count, name: few, config: {max: 3}}
 """
 
 

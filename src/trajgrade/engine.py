@@ -168,11 +168,11 @@ class Engine(Checkpoints):
         parkable = routing.parkable
         integrity = self._integrity
         guarding = self.guarding
+        find = traces.get
         for event in events:
             tid = event.trace_id or default_trace
-            try:
-                tr = traces[tid]  # (a try costs nothing until it raises)
-            except KeyError:
+            tr = find(tid)  # (not try/except: the events of settled traces miss)
+            if tr is None:
                 ended = self._closed.get(tid)
                 if ended is not None:
                     # Dropped (counted): its trace ended, or all is final.

@@ -18,9 +18,9 @@ For each corpus size this runs, alternating for N rounds,
   bound trajgrade owes its users),
 
 and measures each child's wall time, CPU time and peak RSS (``os.wait4``:
-that child's own resource usage). Every trace's verdict of both trajgrade
-configs and of the hand-written loop is checked against the ``stream_ref``
-floor's in the same run.
+that child's own resource usage). Every trace's verdict of the three
+trajgrade configs and of both hand-written loops is checked against the
+``stream_ref`` floor's in the same run.
 
 Corpora come from ``../shared/bench/gen_traces.py`` and are cached in
 ``benchmarks/.corpus/<size>/`` (reused when ``manifest.json`` exists).

@@ -28,6 +28,7 @@ CORE_PARTS = frozenset(
         "engine",
         "engine_state",
         "engine_checkpoint",
+        "engine_clock",
         "packing",
         "guarding",
         "routing",

@@ -11,10 +11,11 @@ Core (start at the top):
 * ``events``        the canonical event model every grader sees
 * ``verdicts``      outcomes, decisions, verdicts and the finality rule
 * ``errors``        typed errors that carry the place and the fix
-* ``engine``, ``engine_state``, ``engine_checkpoint``, ``guarding``,
-  ``routing``, ``packing``  per-trace grader state and its checkpoints,
-  verdicts, a decision for every tool call, the compiled routes (which
-  graders an event can concern), idle traces' states packed into bytes
+* ``engine``, ``engine_state``, ``engine_checkpoint``, ``engine_clock``,
+  ``guarding``, ``routing``, ``packing``  per-trace grader state and its
+  checkpoints, verdicts, ticks by deadline and idle timeouts, a decision
+  for every tool call, the compiled routes (which graders an event can
+  concern), idle traces' states packed into bytes
 * ``graders/``      the grader contract and registry; ``matching/`` (regexes,
   tool matchers, per-agent tool tables) and one subpackage per upstream:
   ``vally/``, ``agentv/``, ``letta/``, ``aigo/``, and trajgrade's own guard

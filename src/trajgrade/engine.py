@@ -41,6 +41,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.engine_checkpoint import Checkpoints
+from trajgrade.engine_clock import Clock
 from trajgrade.engine_state import (
     CLOSED_MEMORY,
     NO_CALLS,
@@ -86,7 +87,7 @@ OPEN_CALLS_MAX: Final = 10_000
 GUARD_MEMORY: Final = 65_536
 
 
-class Engine(Checkpoints):
+class Engine(Checkpoints, Clock):
     """Grades any number of interleaved traces with one compiled Suite."""
 
     def __init__(
@@ -110,6 +111,7 @@ class Engine(Checkpoints):
         #: Traces a rejected record named before any of their events arrived.
         self._unopened: dict[str, str] = {}
         self._clocked = tuple(i for i, g in enumerate(self._graders) if g.uses_clock)
+        self._init_clock()
         self._integrity = check_integrity
         #: Anomalies found since the runner last cleared this list.
         self.anomalies: list[Anomaly] = []
@@ -168,6 +170,7 @@ class Engine(Checkpoints):
         parkable = routing.parkable
         integrity = self._integrity
         guarding = self.guarding
+        clock = self._clock if self._by_deadline else None
         find = traces.get
         for event in events:
             tid = event.trace_id or default_trace
@@ -191,6 +194,8 @@ class Engine(Checkpoints):
                         continue
             if tr.packed is not None:  # (only a packer packs: it is set)
                 self._packer.thaw(tr)  # type: ignore[union-attr]
+            if clock is not None and tr.ticked != clock:
+                out += self._catch_up(tr)  # ticks it skipped (engine_clock)
             tr.events += 1
             if now is not None:
                 tr.seen_at = now
@@ -270,58 +275,6 @@ class Engine(Checkpoints):
             self._packer.sweep(traces, self._n_events)
         return out
 
-    def tick(self, now: float) -> list[Verdict]:
-        """Advance the runner's clock: clock-driven graders may fire."""
-        return [v for batch in self.tick_batches(now) for v in batch]
-
-    def tick_batches(self, now: float, traces: int = 1024) -> Iterator[list[Verdict]]:
-        """:meth:`tick`, the verdicts of ``traces`` traces at a time (a burst
-        of sessions started together reaches a wall-time budget together)."""
-        if not self._clocked:
-            return
-        out: list[Verdict] = []
-        for k, tr in enumerate(list(self._traces.values()), start=1):
-            if out and k % traces == 0:
-                yield out
-                out = []
-            if tr.opened_at is None:
-                continue
-            for i in self._clocked:
-                st = tr.states[i]
-                if st is None:
-                    continue
-                d = self._graders[i].tick(st, elapsed=now - tr.opened_at)
-                if (
-                    d is not None
-                    and (v := self._stamp(tr, i, d, early=True)) is not None
-                ):
-                    out.append(v)
-                    if self.guarding and v.outcome is not Outcome.PASS:
-                        self._guard.verdict(tr, i, v, None, first=True)
-            if tr.live == 0 and tr.id in self._traces and not self._keep(tr):
-                self._forget(tr, ended=False)
-        if out:
-            yield out
-
-    def idle_traces(self, now: float, idle: float) -> list[str]:
-        """Ids of the traces :meth:`expire` would close now (so a runner can
-        first flush what its readers still hold for them)."""
-        limit = now - idle
-        live = self._traces.values()
-        return [t.id for t in live if t.seen_at is not None and t.seen_at <= limit]
-
-    def expire(self, now: float, idle: float) -> list[Verdict]:
-        """Close, as if they ended, the traces with no event for ``idle``
-        seconds of the runner's clock (live sources with no end marker)."""
-        return [v for batch in self.expire_batches(now, idle) for v in batch]
-
-    def expire_batches(
-        self, now: float, idle: float, traces: int = 1024
-    ) -> Iterator[list[Verdict]]:
-        """:meth:`expire`, ``traces`` traces at a time (see :meth:`finish_batches`)."""
-        idle_now = [self._traces[tid] for tid in self.idle_traces(now, idle)]
-        return self._close_batches(idle_now, ended=True, traces=traces)
-
     def end_trace(self, trace_id: str) -> list[Verdict]:
         """Close one trace as if its ``trace_end`` arrived (idle timeout, …)."""
         tr = self._traces.get(trace_id)
@@ -390,6 +343,9 @@ class Engine(Checkpoints):
     def _open(self, trace_id: str, now: float | None) -> _Trace:
         tr = _Trace(trace_id, [g.start() for g in self._graders], now)
         self._traces[trace_id] = tr
+        if self._by_deadline:
+            tr.ticked = self._clock  # (no tick before it opened concerns it)
+            self._schedule(tr)
         return tr
 
     def _introduce(self, tr: _Trace, sample: Any) -> list[Verdict]:
@@ -442,7 +398,7 @@ class Engine(Checkpoints):
             # Calls a trace ends with unanswered are kept (graders never
             # invent results) and reported once, here.
             self.anomalies.append(unanswered(tr.id, list(tr.calls)))
-        out: list[Verdict] = []
+        out = self._catch_up(tr) if self._by_deadline else []
         graders, tainted = self._graders, tr.tainted
         for i, st in enumerate(tr.states):
             if st is None:

@@ -33,6 +33,11 @@ class Checkpoints:
     _kept: OrderedDict[str, None]
     _packer: Packer | None
 
+    if TYPE_CHECKING:  # (declared only: the clock mixin's)
+
+        def _schedule(self, tr: _Trace, now: float | None = None) -> None: ...
+        def _catch_up(self, tr: _Trace) -> list[Any]: ...
+
     def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
         """One open trace's state as plain data."""
         tr = self._traces.get(trace_id)
@@ -52,6 +57,7 @@ class Checkpoints:
             self._traces[snap.trace_id] = tr
             if tr.live == 0:
                 self._kept[tr.id] = None
+            self._schedule(tr)
             self._closed.pop(snap.trace_id, None)
             self._unopened.pop(snap.trace_id, None)
 
@@ -74,6 +80,9 @@ class Checkpoints:
         self.restore(state.traces)
 
     def _snapshot(self, tr: _Trace) -> TraceSnapshot:
+        # Up to the latest tick, as ticking every trace would have it (by
+        # the deadlines' promise this decides nothing).
+        self._catch_up(tr)
         if tr.packed is None or self._packer is None:
             return tr.snapshot()
         return tr.snapshot(*self._packer.unpacked(tr))

@@ -168,6 +168,7 @@ class _Trace:
         "seen_at",
         "states",
         "tainted",
+        "ticked",
     )
 
     def __init__(
@@ -195,6 +196,9 @@ class _Trace:
         self.packed: bytes | None = None
         #: ``events`` at the last packing sweep (had it events since?).
         self.mark = 0
+        #: The runner's clock of the latest tick its clock-driven graders
+        #: were brought up to (trajgrade.engine_clock).
+        self.ticked: float | None = None
 
     def park(self, i: int) -> None:
         """Grader ``i`` is settled: no routed event reaches it until

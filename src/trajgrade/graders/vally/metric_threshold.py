@@ -164,6 +164,17 @@ class MetricThreshold:
         state.value = clock_ms
         return self._check(state)
 
+    def deadline(self, state: MetricState) -> float | None:
+        """The earliest elapsed seconds at which ``tick`` may decide
+        something (the engine ticks this trace only then; events only move
+        it later): past the budget (sealed fail), then at the value whose
+        score is 0 (final). A little early, never late: ``tick`` rounds."""
+        if not self.uses_clock:
+            return None
+        limit = self._limit
+        ms = limit + max(limit, 1.0) - 1.0 if state.sealed else limit - 1.0
+        return max(ms, 0.0) / 1000.0
+
     def finish(self, state: MetricState) -> Decision:
         return self._decision(state, final=True)
 

@@ -311,6 +311,14 @@ def sprinkled(
     return b"".join(line + b"\n" for line in lines)
 
 
+def maybe_untimed(data: st.DataObject, events: list[Event]) -> list[Event]:
+    """``events``, or (as drawn) the same without producer time: only the
+    runner's clock then drives wall-time."""
+    if data.draw(st.booleans(), label="no producer time"):
+        return [msgspec.structs.replace(ev, ts=None) for ev in events]
+    return events
+
+
 @st.composite
 def chunked(draw: st.DrawFn, data: bytes) -> list[bytes]:
     """``data`` cut at arbitrary byte positions (lines split across chunks)."""

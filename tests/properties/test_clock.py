@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import streams, suites
+from strategies import maybe_untimed, streams, suites
 
 from trajgrade.config import Suite
 from trajgrade.engine import Engine
@@ -74,9 +74,7 @@ def _restored(engine: Engine, suite: Suite) -> Engine:
 def test_ticking_by_deadlines_equals_ticking_every_trace(
     case: SuiteCase, stream: Stream, data: st.DataObject
 ) -> None:
-    events = stream.events
-    if data.draw(st.booleans(), label="no producer time"):
-        events = [msgspec.structs.replace(ev, ts=None) for ev in events]
+    events = maybe_untimed(data, stream.events)
     reference_suite = _every_tick(case.suite)
     ours, ref = Engine(case.suite), Engine(reference_suite)
     assert ours._by_deadline and not ref._by_deadline

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import streams, suites
+from strategies import maybe_untimed, streams, suites
 
 from trajgrade.engine import Engine
 
@@ -66,10 +65,7 @@ def test_early_outcomes_survive_clock_ticks(
     case: SuiteCase, stream: Stream, data: st.DataObject
 ) -> None:
     """With the runner's clock ticking between events, early outcomes still never flip."""
-    events = stream.events
-    if data.draw(st.booleans(), label="no producer time"):
-        # Only the runner's clock then drives wall-time.
-        events = [msgspec.structs.replace(ev, ts=None) for ev in events]
+    events = maybe_untimed(data, stream.events)
     engine = Engine(case.suite)
     verdicts: list[Verdict] = []
     now = 0.0

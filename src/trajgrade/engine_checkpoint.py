@@ -37,6 +37,7 @@ class Checkpoints:
 
         def _schedule(self, tr: _Trace, now: float | None = None) -> None: ...
         def _catch_up(self, tr: _Trace) -> list[Any]: ...
+        def _caught_up(self, tr: _Trace, states: list[Any]) -> list[Any]: ...
 
     def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
         """One open trace's state as plain data."""
@@ -81,11 +82,13 @@ class Checkpoints:
 
     def _snapshot(self, tr: _Trace) -> TraceSnapshot:
         # Up to the latest tick, as ticking every trace would have it (by
-        # the deadlines' promise this decides nothing).
-        self._catch_up(tr)
+        # the deadlines' promise this decides nothing); a packed trace from
+        # a decoded copy, so a checkpoint does not unpack it.
         if tr.packed is None or self._packer is None:
+            self._catch_up(tr)
             return tr.snapshot()
-        return tr.snapshot(*self._packer.unpacked(tr))
+        states, calls = self._packer.unpacked(tr)
+        return tr.snapshot(self._caught_up(tr, states), calls)
 
     def _uncount(self, gone: _Trace | None) -> None:
         """A trace a checkpoint replaced or closed: no longer a packed one."""

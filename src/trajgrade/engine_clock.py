@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from trajgrade.engine_state import _Trace
     from trajgrade.graders import Grader
     from trajgrade.guarding import Guard
+    from trajgrade.packing import Packer
     from trajgrade.verdicts import Decision, Verdict
 
 __all__ = ("Clock",)
@@ -47,6 +48,7 @@ class Clock:
     _traces: dict[str, _Trace]
     _clocked: tuple[int, ...]
     _guard: Guard
+    _packer: Packer | None
     guarding: bool
 
     if TYPE_CHECKING:  # (declared only: the engine's own methods)
@@ -104,6 +106,8 @@ class Clock:
         tr.ticked = now
         if tr.opened_at is None:
             return out
+        if tr.packed is not None:  # (due, or closing: unpacked like an event)
+            self._packer.thaw(tr)  # type: ignore[union-attr]
         for i in self._clocked:
             st = tr.states[i]
             if st is None:
@@ -114,6 +118,16 @@ class Clock:
                 if self.guarding and v.outcome is not Outcome.PASS:
                     self._guard.verdict(tr, i, v, None, first=True)
         return out
+
+    def _caught_up(self, tr: _Trace, states: list[Any]) -> list[Any]:
+        """A packed trace's decoded ``states`` brought up to the latest tick
+        for its snapshot (the trace itself stays packed, and behind)."""
+        clock = self._clock
+        if clock is not None and tr.ticked != clock and tr.opened_at is not None:
+            for i in self._clocked:
+                if (st := states[i]) is not None:
+                    self._graders[i].tick(st, elapsed=clock - tr.opened_at)
+        return states
 
     def _catch_up(self, tr: _Trace) -> list[Verdict]:
         """Bring a trace's clock-driven graders up to the latest tick before
@@ -131,9 +145,12 @@ class Clock:
         an early deadline that decided nothing waits for the next tick)."""
         if not self._by_deadline or tr.opened_at is None:
             return
+        states = tr.states
+        if tr.packed is not None:  # (a heap rebuild: read, stay packed)
+            states = self._packer.unpacked(tr)[0]  # type: ignore[union-attr]
         soonest = None
         for i in self._clocked:
-            st = tr.states[i]
+            st = states[i]
             if st is not None:
                 at = self._graders[i].deadline(st)  # type: ignore[attr-defined]
                 if at is not None and (soonest is None or at < soonest):

@@ -19,8 +19,10 @@ at every sweep beside engines that never pack. With fewer open traces than
 the limit (every batch run of the benchmark corpus) nothing is packed; the
 cost is one attribute test per event.
 
-Suites with a clock-driven grader (``wall-time``) are not packed: ``tick``
-visits every open trace's state each second. Neither are suites with a
+A clock-driven grader (``wall-time``) is ticked only when it is due
+(``deadline``, trajgrade.engine_clock), which unpacks its trace like an
+event; a suite with a clock-driven grader that has no ``deadline`` is not
+packed (every tick would visit every trace). Neither are suites with a
 third-party grader, unless it says ``packs_state = True``: its state must
 round-trip through msgpack only for ``--state``, which a plugin may never
 have been run with.
@@ -72,9 +74,10 @@ class Packer:
     @classmethod
     def for_suite(cls, graders: Sequence[Grader[Any]], *, warm: int) -> Packer | None:
         """A packer for these graders, or None when their states are not
-        packed (a clock-driven grader, a third-party grader that does not
-        say its state packs, a state type msgpack cannot decode)."""
-        if warm <= 0 or any(g.uses_clock or not _packs(g) for g in graders):
+        packed (a clock-driven grader without a deadline, a third-party
+        grader that does not say its state packs, a state type msgpack
+        cannot decode)."""
+        if warm <= 0 or any(_ticks_always(g) or not _packs(g) for g in graders):
             return None
         try:
             return cls(graders, warm=warm)
@@ -122,6 +125,12 @@ class Packer:
             tr.calls = NO_CALLS
             self.cold += 1
         self._swept_at = events
+
+
+def _ticks_always(grader: Grader[Any]) -> bool:
+    """A clock-driven grader that cannot say when it is due: every tick
+    visits every open trace's state."""
+    return grader.uses_clock and not callable(getattr(grader, "deadline", None))
 
 
 def _packs(grader: Grader[Any]) -> bool:

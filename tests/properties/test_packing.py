@@ -149,15 +149,25 @@ def test_idle_traces_are_packed_and_come_back_the_same() -> None:
     assert packing.anomalies == plain.anomalies == []  # every result paired
 
 
-def test_a_suite_with_a_clock_is_never_packed() -> None:
-    """wall-time's tick visits every open trace's state: no packing."""
+def test_a_clocked_grader_is_packed_only_when_it_has_a_deadline() -> None:
+    """wall-time says when its tick is due, so its idle traces are packed
+    (a due tick unpacks them, tests/properties/test_clock.py); a clocked
+    grader without ``deadline`` would have every tick visit every trace."""
+    from test_clock import _every_tick
+
     suite = compile_suite(
         decode_config("graders:\n  - {type: wall-time, name: w, config: {max: 60s}}\n")
     )
-    engine = Engine(suite, warm_traces=1)
-    engine.feed_many([ev for k in range(10) for ev in _head(f"t{k}")])
-    engine.feed_many([ev for k in range(10, 20) for ev in _head(f"t{k}")])
-    assert all(tr.packed is None for tr in engine._traces.values())
+    for s, packs in ((suite, True), (_every_tick(suite), False)):
+        engine = Engine(s, warm_traces=1)
+        engine.feed_many([ev for k in range(10) for ev in _head(f"t{k}")], now=1.0)
+        engine.feed_many([ev for k in range(10, 20) for ev in _head(f"t{k}")], now=2.0)
+        cold = [tr for tr in engine._traces.values() if tr.packed is not None]
+        assert bool(cold) is packs
+        if packs:  # a due tick unpacks what it ticks
+            out = engine.tick(62.0)
+            assert {v.trace_id for v in out} == {f"t{k}" for k in range(10)}
+            assert all(engine._traces[f"t{k}"].packed is None for k in range(10))
 
 
 def test_a_third_party_grader_is_packed_only_when_it_says_so() -> None:

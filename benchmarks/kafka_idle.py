@@ -62,10 +62,21 @@ def rss_mib(pid: int, field: str = "VmHWM") -> float:
     raise RuntimeError(f"no {field} for pid {pid}")
 
 
-def finals(path: Path) -> int:
-    """Final verdict lines written so far (the last line may be partial)."""
-    data = path.read_bytes()
-    return data[: data.rfind(b"\n") + 1].count(b'"final":true')
+class Finals:
+    """Counts the final verdict lines of a growing output file, reading only
+    what was appended since the last look (a partial last line waits)."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("rb")
+        self._rest = b""
+        self.count = 0
+
+    def __call__(self) -> int:
+        data = self._rest + self._file.read()
+        end = data.rfind(b"\n") + 1
+        self.count += data[:end].count(b'"final":true')
+        self._rest = data[end:]
+        return self.count
 
 
 def burst(bootstrap: str, n: int, idle: float, tmp: Path, *, ended: bool) -> int:
@@ -106,7 +117,8 @@ def burst(bootstrap: str, n: int, idle: float, tmp: Path, *, ended: bool) -> int
         first = None
         held = 0.0  # RSS with every trace open, before the first verdict
         deadline = time.monotonic() + 600
-        while (got := finals(out)) < want:
+        finals = Finals(out)
+        while (got := finals()) < want:
             if proc.poll() is not None or time.monotonic() > deadline:
                 print(
                     f"grader stopped or timed out with {got:,} of {want:,} final verdicts"

@@ -124,7 +124,8 @@ class Engine(Checkpoints, Clock):
         self._routing = Routes(self._graders, self._judges)
         self._id_suffixes = tuple(id_suffixes(g.name) for g in self._graders)
         #: Packs idle traces' states once more than twice ``warm_traces``
-        #: are open (trajgrade.packing); None: never (0, or a clocked grader).
+        #: are open (trajgrade.packing); None: never (0, or a clocked grader
+        #: without a deadline).
         self._packer = Packer.for_suite(self._graders, warm=warm_traces)
         self._routes = self._routing.by_type
         #: Traces kept only for guarding (every verdict final), oldest first.
@@ -398,7 +399,7 @@ class Engine(Checkpoints, Clock):
             # Calls a trace ends with unanswered are kept (graders never
             # invent results) and reported once, here.
             self.anomalies.append(unanswered(tr.id, list(tr.calls)))
-        out = self._catch_up(tr) if self._by_deadline else []
+        out = self._catch_up(tr)  # (ticks it skipped: engine_clock)
         graders, tainted = self._graders, tr.tainted
         for i, st in enumerate(tr.states):
             if st is None:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 
 import msgspec
 
+from trajgrade.engine_clock import ticks_when_due
 from trajgrade.engine_state import NO_CALLS
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ class Packer:
 def _ticks_always(grader: Grader[Any]) -> bool:
     """A clock-driven grader that cannot say when it is due: every tick
     visits every open trace's state."""
-    return grader.uses_clock and not callable(getattr(grader, "deadline", None))
+    return grader.uses_clock and not ticks_when_due(grader)
 
 
 def _packs(grader: Grader[Any]) -> bool:

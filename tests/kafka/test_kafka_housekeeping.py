@@ -72,7 +72,8 @@ def _run_state(
     state.workers[0] = worker
     decoded, problems = worker.decode(_records(traces))
     assert not problems
-    worker.feed(decoded, now=100.0)
+    for _ in worker.feed_parts(decoded, now=100.0):
+        pass
     state._track(worker, [f"t{i}" for i in range(traces)])
     return state, worker
 

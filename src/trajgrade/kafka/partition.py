@@ -223,15 +223,10 @@ class PartitionWorker:
             self.replay_until = -1
 
     # ------------------------------------------------------------ grading
-    def feed(self, d: Decoded, now: float) -> tuple[list[Verdict], list[Problem]]:
-        """Feed a decoded batch; verdicts and the problems to log."""
-        verdicts = [v for part in self.feed_parts(d, now) for v in part]
-        return verdicts, self.batch_problems(d)
-
     def feed_parts(self, d: Decoded, now: float) -> Iterator[list[Verdict]]:
-        """:meth:`feed`'s verdicts in parts of ``EMIT_EVENTS`` events, each
-        written by the caller before the next part is graded (a poll of
-        ten thousand ends); then :meth:`batch_problems`."""
+        """Feed a decoded batch; its verdicts in parts of ``EMIT_EVENTS``
+        events, each written by the caller before the next part is graded
+        (a poll of ten thousand ends); then :meth:`batch_problems`."""
         for err in d.batch.errors:
             if (
                 err.trace_id is not None

@@ -130,11 +130,16 @@ class _Broker:
             self.proc = None
 
 
-def test_lost_changelog_is_recreated_and_sigterm_is_prompt(tmp_path: Path) -> None:
+@pytest.mark.parametrize("recreated_by", ["consumer", "someone_else"])
+def test_lost_changelog_is_recreated_and_sigterm_is_prompt(
+    tmp_path: Path, recreated_by: str
+) -> None:
     """The broker restarts with its data lost and the input topic is created
-    again: the consumer's next assignment finds the changelog gone, creates it
-    again (logged) and goes on grading the new records; SIGTERM then ends
-    the run within seconds."""
+    again: the consumer's next assignment finds the changelog's records gone
+    (logged as ``changelog_lost`` whoever created the topic again: this
+    consumer's check, or, as ``someone_else`` plays, a client's metadata
+    request auto-creating it before that check) and goes on grading the new
+    records; SIGTERM then ends the run within seconds."""
     broker = _Broker(tmp_path)
     broker.start()
     topic, group = k.unique("lost"), k.unique("g")
@@ -152,15 +157,15 @@ def test_lost_changelog_is_recreated_and_sigterm_is_prompt(tmp_path: Path) -> No
             k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
             broker.stop()
             broker.start()  # memory storage: topics, offsets, changelog gone
+            if recreated_by == "someone_else":
+                k.create_topic(broker.bootstrap, f"{group}-{topic}-changelog", 2)
             k.create_topic(broker.bootstrap, topic, 2)
             again = [{**ev, "trace_id": "again-" + ev["trace_id"]} for ev in events]
             k.produce(broker.bootstrap, topic, k.keyed(again))
             k.wait_for(
-                lambda: any(
-                    e.get("event") == "internal_topic_recreated" for e in g.logs()
-                ),
+                lambda: any(e.get("event") == "changelog_lost" for e in g.logs()),
                 90,
-                "the changelog to be created again",
+                "the lost changelog to be logged",
             )
             want = {v["trace_id"] for v in k.reference(again).values()}
             k.wait_for(

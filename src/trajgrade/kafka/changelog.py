@@ -97,6 +97,9 @@ class PartitionState(msgspec.Struct, kw_only=True):
     #: Closed-trace markers in write order (oldest first), for tombstoning.
     closed_order: OrderedDict[str, None]
     records: int = 0
+    #: The offset of the restore's sentinel: every record of the partition
+    #: written before the restore is below it.
+    end: int = -1
 
     @property
     def replay_until(self) -> int:
@@ -155,7 +158,9 @@ async def restore_partitions(
                 seen[tid] = entry
                 order[p][tid] = rec.offset
     consumer.assign([])
-    return {p: _partition_state(latest[p], order[p], counts[p]) for p in partitions}
+    return {
+        p: _partition_state(latest[p], order[p], counts[p], ends[p]) for p in partitions
+    }
 
 
 async def _sentinel(producer: Any, topic: str, p: int, stamp: bytes) -> int:
@@ -196,7 +201,7 @@ def _decode_checked(
 
 
 def _partition_state(
-    latest: dict[str, Entry | None], order: dict[str, int], records: int
+    latest: dict[str, Entry | None], order: dict[str, int], records: int, end: int
 ) -> PartitionState:
     traces: list[TraceSnapshot] = []
     closed: list[tuple[str, int, bool]] = []
@@ -224,4 +229,5 @@ def _partition_state(
         covered=covered,
         closed_order=OrderedDict((tid, None) for tid, _, _ in closed),
         records=records,
+        end=end,
     )

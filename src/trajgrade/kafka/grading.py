@@ -24,6 +24,7 @@ from trajgrade.kafka.run_state import _RunState
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
+    from trajgrade.kafka.changelog import PartitionState
     from trajgrade.verdicts import Verdict
 
 __all__: tuple[str, ...] = ()
@@ -92,6 +93,7 @@ class _Grader(_RunState):
             fresh,
             fingerprint=self.suite.fingerprint,
         )
+        self._check_changelog(restored)
         for p in reuse:
             self.workers[p] = self.parked[p]
         self.parked = {p: w for p, w in self.parked.items() if p not in new}
@@ -128,6 +130,25 @@ class _Grader(_RunState):
             restored_traces=n_traces,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    def _check_changelog(self, restored: dict[int, PartitionState]) -> None:
+        """Log the partitions whose changelog lost records. Its end cannot
+        go back while the topic lives (compaction keeps offsets), so a
+        restore sentinel at or below an offset this process saw written
+        there means the topic was lost and created again: by us (also
+        logged as ``internal_topic_recreated``) or by a client's metadata
+        request auto-creating it before our check ran."""
+        high = self.changelog_high
+        lost = [p for p, st in restored.items() if st.end <= high.get(p, -1)]
+        for p, st in restored.items():
+            high[p] = st.end
+        if lost:
+            self.log.warning(
+                "changelog_lost",
+                topic=self.kafka.changelog_topic,
+                partitions=lost,
+                reason="the changelog holds less than this consumer wrote to it (the broker lost its data, or the topic was deleted); the state it held is gone, open traces of these partitions start over",
+            )
 
     def _forget_partitions(self, gone: set[int]) -> None:
         if not gone:

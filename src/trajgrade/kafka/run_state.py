@@ -87,6 +87,10 @@ class _RunState:
         self._settling: deque[anyio.Event] = deque()
         #: A batch's state write failed: nothing after it is committed.
         self._broken = False
+        #: Changelog partition -> the highest offset this process saw written
+        #: there (its acknowledged writes and restore sentinels): a later
+        #: sentinel at or below it means the changelog lost its records.
+        self.changelog_high: dict[int, int] = {}
         self.restorer: Any = None
         self.admin: Any = None
         #: Time limit of assignments; a shutdown cancels one in progress.
@@ -114,10 +118,14 @@ class _RunState:
         write raises here and so ends the run (uncommitted: replayed)."""
         try:
             try:
-                await acked(sends)
+                written = await acked(sends)
             except BaseException:
                 self._broken = True  # no later batch may commit past this one
                 raise
+            high = self.changelog_high
+            for md in written:
+                if md.offset > high.get(md.partition, -1):
+                    high[md.partition] = md.offset
             if before is not None:
                 await before.wait()
             if commits and not self._broken:

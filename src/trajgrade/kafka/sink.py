@@ -46,8 +46,9 @@ __all__ = (
 CLOSE_TIMEOUT: Final = 30.0
 
 
-async def acked(sends: Sequence[Awaitable[Any]]) -> None:
-    """Wait until every send is acknowledged; raise the first failure.
+async def acked(sends: Sequence[Awaitable[Any]]) -> list[Any]:
+    """Wait until every send is acknowledged; their record metadata (the
+    partitions and offsets written). Raises the first failure.
 
     aiokafka's ``send`` hands back asyncio futures (its API, so they cannot be
     anyio objects). Awaiting them in turn is all ``gather`` would do here;
@@ -55,14 +56,16 @@ async def acked(sends: Sequence[Awaitable[Any]]) -> None:
     unretrieved exception.
     """
     first: BaseException | None = None
+    written = []
     for fut in sends:
         try:
-            await fut
+            written.append(await fut)
         except Exception as exc:
             if first is None:
                 first = exc
     if first is not None:
         raise first
+    return written
 
 
 def decision_id(encoded: bytes) -> str:

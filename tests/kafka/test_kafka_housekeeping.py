@@ -99,7 +99,7 @@ def test_an_idle_timeout_closes_quiet_traces_a_part_at_a_time(tmp_path: Path) ->
     assert sizes == [CLOSE_PART, CLOSE_PART, 100]
     assert worker.engine.statistics().open_traces == 0
     assert touched == {0: {f"t{i}" for i in range(traces)}}
-    assert not state.lru and not state.owner
+    assert not state.lru
 
 
 def test_the_open_trace_cap_evicts_a_part_at_a_time(tmp_path: Path) -> None:

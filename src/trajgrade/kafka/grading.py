@@ -12,6 +12,7 @@ changelog before any of their records is graded, and ``step`` grades one
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -114,9 +115,7 @@ class _Grader(_RunState):
             self.workers[p] = worker
             n_traces += len(state.state.traces)
         for p in new:
-            for tid in self.workers[p].engine.open_traces():
-                self.owner[tid] = p
-                self.lru[(p, tid)] = None
+            self._track(self.workers[p], self.workers[p].engine.open_traces())
         if self.metrics is not None:
             self.metrics.rebalances.inc()
             self.metrics.restored_traces.inc(n_traces)
@@ -153,9 +152,7 @@ class _Grader(_RunState):
     def _forget_partitions(self, gone: set[int]) -> None:
         if not gone:
             return
-        self.owner = {t: p for t, p in self.owner.items() if p not in gone}
-        for key in [k for k in self.lru if k[0] in gone]:
-            del self.lru[key]
+        self.lru = OrderedDict((k, p) for k, p in self.lru.items() if p not in gone)
 
     # ------------------------------------------------------------ grading
     async def step(self, batches: dict[Any, list[Any]]) -> None:
@@ -214,7 +211,7 @@ class _Grader(_RunState):
         """A trace also open or closed on another of our partitions is split:
         both sides are tainted (error verdicts), reported once."""
         p = worker.partition
-        owner = self.owner
+        owner = self.lru
         for tid in names:
             other = owner.get(tid)
             if other is None or other == p:
@@ -248,7 +245,7 @@ class _Grader(_RunState):
     def _housekeeping(
         self, now: float, touched: dict[int, set[str]]
     ) -> Iterator[list[Verdict]]:
-        """Clock, idle timeout, open-trace cap; keep owner/LRU maps current.
+        """Clock, idle timeout, open-trace cap; keep the LRU current.
 
         The verdicts come in parts of at most ``CLOSE_PART`` traces' worth
         (a part's closing waits until the one before is written)."""
@@ -292,19 +289,21 @@ class _Grader(_RunState):
         return fired
 
     def _track(self, worker: PartitionWorker, names: Iterable[str]) -> None:
-        """Keep the owner map (split detection) and the LRU (cap) current."""
+        """Keep the LRU (the cap's order and split detection's owners) current."""
         p = worker.partition
-        engine = worker.engine
-        owner, lru = self.owner, self.lru
+        is_closed = worker.engine.is_closed
+        lru = self.lru
         for tid in names:
-            key = (p, tid)
-            if engine.is_closed(tid):
+            owner = lru.get(tid)
+            key: str | tuple[int, str] = (
+                tid if owner is None or owner == p else (p, tid)
+            )
+            if owner is None and self.split and (p, tid) in lru:
+                key = (p, tid)  # a split trace whose owner side closed
+            if is_closed(tid):
                 lru.pop(key, None)
-                if owner.get(tid) == p:
-                    del owner[tid]
             else:
-                owner.setdefault(tid, p)
-                lru[key] = None
+                lru[key] = p
                 lru.move_to_end(key)
 
     def _enforce_cap(self, touched: dict[int, set[str]]) -> Iterator[list[Verdict]]:
@@ -313,7 +312,8 @@ class _Grader(_RunState):
         out: list[Verdict] = []
         evicted = 0
         while open_now > cap and self.lru:
-            (p, tid), _ = self.lru.popitem(last=False)
+            key, p = self.lru.popitem(last=False)
+            tid = key if isinstance(key, str) else key[1]
             worker = self.workers.get(p)
             if worker is None:
                 continue
@@ -321,8 +321,6 @@ class _Grader(_RunState):
             if not closed:
                 continue
             open_now -= 1
-            if self.owner.get(tid) == p:
-                del self.owner[tid]
             touched.setdefault(p, set()).add(tid)
             out.extend(closed)
             self._report(worker, worker.problems())

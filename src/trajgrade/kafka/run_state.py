@@ -63,10 +63,13 @@ class _RunState:
         self.lock = anyio.Lock()
         self.workers: dict[int, PartitionWorker] = {}
         self.parked: dict[int, PartitionWorker] = {}
-        #: Open trace -> the partition it is graded on (split detection).
-        self.owner: dict[str, int] = {}
-        #: (partition, trace) least recently active first (the cap's policy).
-        self.lru: OrderedDict[tuple[int, str], None] = OrderedDict()
+        #: Every open trace, least recently active first (the cap's policy),
+        #: with the partition it is graded on. Keyed by trace id for the
+        #: partition that opened it first (its owner: split detection reads
+        #: it), by (partition, trace id) on another partition (a split
+        #: trace). One map, not an owner map beside an order: ~100 B per
+        #: open trace less.
+        self.lru: OrderedDict[str | tuple[int, str], int] = OrderedDict()
         self.split: OrderedDict[str, str] = OrderedDict()
         self.summary = RunSummary()
         self.failed = FailedTraces()
@@ -118,14 +121,10 @@ class _RunState:
         write raises here and so ends the run (uncommitted: replayed)."""
         try:
             try:
-                written = await acked(sends)
+                await acked(sends, self.changelog_high)
             except BaseException:
                 self._broken = True  # no later batch may commit past this one
                 raise
-            high = self.changelog_high
-            for md in written:
-                if md.offset > high.get(md.partition, -1):
-                    high[md.partition] = md.offset
             if before is not None:
                 await before.wait()
             if commits and not self._broken:

@@ -46,9 +46,11 @@ __all__ = (
 CLOSE_TIMEOUT: Final = 30.0
 
 
-async def acked(sends: Sequence[Awaitable[Any]]) -> list[Any]:
-    """Wait until every send is acknowledged; their record metadata (the
-    partitions and offsets written). Raises the first failure.
+async def acked(
+    sends: Sequence[Awaitable[Any]], high: dict[int, int] | None = None
+) -> None:
+    """Wait until every send is acknowledged; raise the first failure.
+    ``high``: per partition, raised to the highest offset written there.
 
     aiokafka's ``send`` hands back asyncio futures (its API, so they cannot be
     anyio objects). Awaiting them in turn is all ``gather`` would do here;
@@ -56,16 +58,17 @@ async def acked(sends: Sequence[Awaitable[Any]]) -> list[Any]:
     unretrieved exception.
     """
     first: BaseException | None = None
-    written = []
     for fut in sends:
         try:
-            written.append(await fut)
+            md = await fut
         except Exception as exc:
             if first is None:
                 first = exc
+            continue
+        if high is not None and md.offset > high.get(md.partition, -1):
+            high[md.partition] = md.offset
     if first is not None:
         raise first
-    return written
 
 
 def decision_id(encoded: bytes) -> str:

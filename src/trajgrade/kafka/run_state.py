@@ -100,6 +100,7 @@ class _RunState:
         self.guard = AssignGuard()
         self.topic = kafka.repartition_topic if kafka.repartition else kafka.topic
         self._last_housekeeping = 0.0
+        self._last_idle_scan = 0.0
         self._events_before = 0
 
     async def settled(self) -> None:

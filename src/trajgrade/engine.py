@@ -130,6 +130,11 @@ class Engine(Checkpoints, Clock):
         self._routes = self._routing.by_type
         #: Traces kept only for guarding (every verdict final), oldest first.
         self._kept: OrderedDict[str, None] = OrderedDict()
+        #: With :meth:`log_closes`: ids of the traces closed, and of the
+        #: closed ids forgotten (the oldest past ``CLOSED_MEMORY``), since
+        #: the caller last cleared these lists; else None.
+        self.closes: list[str] | None = None
+        self.forgotten: list[str] | None = None
         self._n_events = 0
         self._n_verdicts = 0
         self._n_early = 0
@@ -317,6 +322,12 @@ class Engine(Checkpoints, Clock):
         it with ``.clear()``, like ``anomalies``)."""
         return self._guard.decisions
 
+    def log_closes(self) -> None:
+        """Start listing closed and forgotten ids (``closes``, ``forgotten``):
+        a Kafka partition writes and tombstones its closed markers from them
+        instead of keeping a second memory of closed ids."""
+        self.closes, self.forgotten = [], []
+
     # ------------------------------------------------------------ queries
     def open_traces(self) -> list[str]:
         """Ids of the traces still open, oldest first."""
@@ -435,8 +446,12 @@ class Engine(Checkpoints, Clock):
         self._n_closed += 1
         closed = self._closed
         closed[tr.id] = ended
+        if self.closes is not None:
+            self.closes.append(tr.id)
         if len(closed) > CLOSED_MEMORY:
-            closed.popitem(last=False)
+            old = closed.popitem(last=False)[0]
+            if self.forgotten is not None:
+                self.forgotten.append(old)
 
     # ------------------------------------------------------------ guard
     def _keep(self, tr: _Trace) -> bool:

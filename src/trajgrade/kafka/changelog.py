@@ -10,9 +10,10 @@ and compaction keeps the latest per trace. A value is a msgpack
 * ``open``    the trace's :class:`~trajgrade.engine.TraceSnapshot`;
 * ``closed``  the trace closed (its late events are dropped, as the engine
   does for traces it closed itself); a small marker instead of a tombstone,
-  so a replay after a crash cannot regrade a closed trace from scratch. The
-  oldest markers are tombstoned once more than the engine's closed-trace
-  memory of them exist on a partition;
+  so a replay after a crash cannot regrade a closed trace from scratch. A
+  marker is tombstoned when the partition's engine forgets its id (past
+  its closed-trace memory: the engine's list of closes and forgotten ids
+  is the only memory of markers a partition keeps);
 * ``taint``   a record of a not-yet-opened trace was rejected.
 
 Every entry carries the suite fingerprint (state written under another
@@ -33,7 +34,6 @@ sentinel sits below it.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
@@ -94,8 +94,6 @@ class PartitionState(msgspec.Struct, kw_only=True):
     state: EngineState
     #: Trace id -> input offset below which its events are in the state.
     covered: dict[str, int]
-    #: Closed-trace markers in write order (oldest first), for tombstoning.
-    closed_order: OrderedDict[str, None]
     records: int = 0
     #: The offset of the restore's sentinel: every record of the partition
     #: written before the restore is below it.
@@ -227,7 +225,6 @@ def _partition_state(
     return PartitionState(
         state=state,
         covered=covered,
-        closed_order=OrderedDict((tid, None) for tid, _, _ in closed),
         records=records,
         end=end,
     )

@@ -19,14 +19,12 @@ the trace id of events that carry none.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from trajgrade.engine import Anomaly, Engine
-from trajgrade.engine_state import CLOSED_MEMORY
 from trajgrade.kafka.changelog import ENTRY_VERSION, Entry, encode_entry
 from trajgrade.pipeline import Batch, Grading, Segment, SourceDecoder
 from trajgrade.projection import reads_tool_results
@@ -107,6 +105,10 @@ class PartitionWorker:
         self.topic = topic
         self.partition = partition
         self.engine = Engine(suite, samples=samples)
+        # The engine's closed-id memory is the changelog's too: its closes
+        # are this partition's closed markers, its forgotten ids their
+        # tombstones (no second map of up to CLOSED_MEMORY ids).
+        self.engine.log_closes()
         self.grading = Grading(self.engine)
         self.fingerprint = suite.fingerprint
         self.decoder = SourceDecoder(
@@ -120,7 +122,6 @@ class PartitionWorker:
         self.otlp = otlp
         self.covered: dict[str, int] = {}
         self.replay_until = -1
-        self.closed_order: OrderedDict[str, None] = OrderedDict()
         #: Offset of the next record to grade (the commit position).
         self.position: int | None = None
         #: Reasons of rejected records of traces not opened yet.
@@ -129,7 +130,6 @@ class PartitionWorker:
             restored.load_into(self.engine)
             self.covered = dict(restored.covered)
             self.replay_until = restored.replay_until
-            self.closed_order = OrderedDict(restored.closed_order)
             self._taints = dict(restored.state.unopened)
 
     @property
@@ -288,15 +288,18 @@ class PartitionWorker:
 
     # ------------------------------------------------------------ state
     def changelog(self, touched: set[str]) -> Iterator[tuple[bytes, bytes | None]]:
-        """Changelog records (key, value; None = tombstone) for ``touched``,
-        one at a time: a step that closed a hundred thousand traces hands
-        each marker to the producer as it is built."""
+        """Changelog records (key, value; None = tombstone) for ``touched``
+        and for the traces closed since the last call, one at a time: a
+        step that closed a hundred thousand traces hands each marker to the
+        producer as it is built."""
         engine = self.engine
         offset = self.position if self.position is not None else 0
         fp = self.fingerprint
+        closes, forgotten = engine.closes, engine.forgotten
+        assert closes is not None  # (log_closes)
+        assert forgotten is not None
         for tid in touched:
             snap = engine.snapshot_trace(tid)
-            entry: Entry | None = None
             if snap is not None:
                 entry = Entry(
                     v=ENTRY_VERSION,
@@ -305,15 +308,8 @@ class PartitionWorker:
                     offset=offset,
                     snapshot=snap,
                 )
-            elif engine.is_closed(tid):
-                self._taints.pop(tid, None)
-                if tid in self.closed_order:
-                    continue  # marked before: a late event changed nothing
-                self.closed_order[tid] = None
-                entry = Entry(
-                    v=ENTRY_VERSION, fingerprint=fp, kind="closed", offset=offset
-                )
-            elif tid in self._taints:
+                yield tid.encode(), encode_entry(entry)
+            elif tid in self._taints and not engine.is_closed(tid):
                 entry = Entry(
                     v=ENTRY_VERSION,
                     fingerprint=fp,
@@ -321,12 +317,21 @@ class PartitionWorker:
                     offset=offset,
                     reason=self._taints[tid],
                 )
-            if entry is not None:
                 yield tid.encode(), encode_entry(entry)
-        while len(self.closed_order) > CLOSED_MEMORY:
-            old, _ = self.closed_order.popitem(last=False)
-            yield old.encode(), None
-
+        # A closed trace's late events change nothing: only the closes of
+        # this step are marked (also those of traces no record named).
+        marker = encode_entry(
+            Entry(v=ENTRY_VERSION, fingerprint=fp, kind="closed", offset=offset)
+        )
+        for tid in closes:
+            self._taints.pop(tid, None)
+            if engine.is_closed(tid):  # (not opened again since)
+                yield tid.encode(), marker
+        closes.clear()
+        for tid in forgotten:
+            if not engine.is_closed(tid) and engine.snapshot_trace(tid) is None:
+                yield tid.encode(), None
+        forgotten.clear()
 
 def otlp_lines(
     records: list[Any], otlp: tuple[str, str], problems: list[Problem]

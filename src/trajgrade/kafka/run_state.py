@@ -13,7 +13,7 @@ The assignment and grading steps are :mod:`trajgrade.kafka.grading`.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import msgspec
@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from trajgrade.verdicts import GuardDecision, Verdict
 
 __all__: tuple[str, ...] = ()
+
+
+#: Changelog writes of one step queued before their acknowledgements are
+#: awaited (the rest are awaited with the step's commit, in the background).
+CHANGELOG_IN_FLIGHT: Final = 4096
 
 
 class _RunState:
@@ -206,6 +211,11 @@ class _RunState:
                 sends.append(
                     await self.producer.send(topic, key=key, value=value, partition=p)
                 )
+                if len(sends) >= CHANGELOG_IN_FLIGHT:
+                    # A step that closed a hundred thousand traces does not
+                    # hold all their records and futures at once.
+                    await acked(sends, self.changelog_high)
+                    sends = []
         return sends
 
     async def _commit(self, commits: dict[Any, int]) -> None:

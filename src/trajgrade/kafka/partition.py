@@ -333,6 +333,7 @@ class PartitionWorker:
                 yield tid.encode(), None
         forgotten.clear()
 
+
 def otlp_lines(
     records: list[Any], otlp: tuple[str, str], problems: list[Problem]
 ) -> list[Any]:

@@ -67,10 +67,15 @@ def _load(path: str, context: BuildContext) -> Suite:
 
 def _store(cache: str, config: object) -> None:
     """Write atomically; a cache that cannot be written is only a slower start."""
+    from trajgrade.hooks.store import private_dirs
+
     try:
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        private_dirs(os.path.dirname(cache))
         tmp = f"{cache}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
+        # Owner-only like the session states: whoever can write it decides
+        # the policy every later invocation enforces.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
             f.write(msgspec.msgpack.encode(config))
         os.replace(tmp, cache)
     except OSError:

@@ -175,9 +175,7 @@ def _event_of(raw: bytes) -> str | None:
 
 
 def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
-    import msgspec
-
-    from trajgrade._depth import decode_bounded
+    from trajgrade.hooks.decode import decode_payload, refused_outright
     from trajgrade.hooks.store import SessionStore, default_state_dir
 
     now = time.time()
@@ -188,7 +186,7 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         if not raw.strip():
             msg = "the hook payload on stdin is empty"
             raise ValueError(msg)
-        payload = decode_bounded(msgspec.json, raw)
+        payload = decode_payload(raw)
         if not isinstance(payload, dict):
             msg = "the hook payload on stdin must be a JSON object"
             raise ValueError(msg)
@@ -208,6 +206,9 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         log.write("error", "bad_payload", agent=agent, error=str(exc), echo=False)
         if not isinstance(event, str):
             event = _event_of(raw)
+        outright = refused_outright(exc)
+        if outright is not None:  # what the agent wrote: denied fail-open too
+            return _fail(agent, event, True, outright)
         return _fail(agent, event, opts.fail_closed, f"unreadable payload: {exc}")
     try:
         store = SessionStore(
@@ -254,6 +255,8 @@ def _step_locked(
             state = store.load(session)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             log.write("warning", "state_unreadable", session=session, error=str(exc))
+            if fail_closed:
+                raise UnreadableState(store.path(session), exc) from None
             state = None
         if state is not None and state.fingerprint != suite.fingerprint:
             log.write(
@@ -278,6 +281,17 @@ def _step_locked(
 
 class _BadConfig(Exception):
     pass
+
+
+class UnreadableState(Exception):
+    """A session's state file cannot be read: fail-closed, its calls are
+    denied until the file is removed (starting afresh would forget what
+    the session did, which is what damaging the file would be for)."""
+
+    def __init__(self, path: str, exc: Exception) -> None:
+        super().__init__(
+            f"this session's guard state {path} is unreadable ({exc}); fail-closed, its calls are denied until that file is removed (which starts the session's guard afresh)"
+        )
 
 
 def _suite(opts: HookOptions, state_dir: str) -> Suite:
@@ -384,7 +398,9 @@ class _Log:
         if echo and level in ("warning", "error"):
             sys.stderr.write(f"trajgrade hook: {line.decode()}\n")
         try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            from trajgrade.hooks.store import private_dirs
+
+            private_dirs(os.path.dirname(self.path))
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, line + b"\n")

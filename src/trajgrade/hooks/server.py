@@ -23,26 +23,25 @@ gzip bodies, no tracebacks. Only loopback addresses are accepted for ``host``.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from trajgrade._depth import decode_bounded
 from trajgrade.engine import Engine
-from trajgrade.hooks.invoke import _Log, log_step
+from trajgrade.hooks.decode import decode_payload, refused_outright
+from trajgrade.hooks.invoke import UnreadableState, _Log, log_step
 from trajgrade.hooks.payloads import AGENTS
 from trajgrade.hooks.session import SessionState, new_state, step
 from trajgrade.hooks.store import SessionStore
-from trajgrade.http_edge import LOOPBACK, EdgeHandler, EdgeServer, Limits
+from trajgrade.http_edge import LOOPBACK, EdgeHandler, EdgeServer, HttpError, Limits
 
 if TYPE_CHECKING:
     from trajgrade.config import Suite
 
 __all__ = ("LOOPBACK", "HookServer", "Limits", "serve")
-
-_DEC: Final = msgspec.json.Decoder()
 
 
 class _Live:
@@ -99,27 +98,36 @@ class HookServer(EdgeServer):
         the daemon runs ``--fail-closed``: then that is a deny (Claude Code's
         http hook treats a 500 as a non-blocking error: the call would run).
         """
-        if not self.fail_closed:
-            return self._handle(agent, body)
         try:
             return self._handle(agent, body)
         except Exception as exc:
-            from trajgrade.hooks.answers import answer
-            from trajgrade.hooks.invoke import _event_of
-            from trajgrade.hooks.payloads import GATES
-
+            outright = refused_outright(exc)  # what the agent wrote: denied
+            if outright is None and not self.fail_closed:
+                raise
             self.log.write(
                 "error",
                 "cannot_grade",
                 agent=agent,
                 error=f"{type(exc).__name__}: {exc}",
             )
-            reason = f"trajgrade could not grade this call and runs fail-closed: {exc}"
-            event = _event_of(body) or GATES[agent]
-            return answer(agent, event, deny=reason).stdout, 0
+            reason = (
+                outright
+                or f"trajgrade could not grade this call and runs fail-closed: {exc}"
+            )
+            return self.deny(agent, body, reason), 0
+
+    def deny(self, agent: str, body: bytes, reason: str) -> bytes:
+        """The deny answer for the event ``body`` names (the gate's when it
+        names none: the call the agent may be waiting on must not run)."""
+        from trajgrade.hooks.answers import answer
+        from trajgrade.hooks.invoke import _event_of
+        from trajgrade.hooks.payloads import GATES
+
+        event = _event_of(body) or GATES[agent]
+        return answer(agent, event, deny=reason).stdout
 
     def _handle(self, agent: str, body: bytes) -> tuple[bytes, int]:
-        payload = decode_bounded(_DEC, body)
+        payload = decode_payload(body)
         if not isinstance(payload, dict):
             msg = "the hook payload must be a JSON object"
             raise ValueError(msg)
@@ -151,8 +159,14 @@ class HookServer(EdgeServer):
         ):
             if records and path:
                 data = b"".join(msgspec.json.encode(r) + b"\n" for r in records)
-                with self._verdict_lock, open(path, "ab") as f:
-                    f.write(data)
+                with self._verdict_lock:
+                    # 0600, as the cold hook writes them: verdicts and
+                    # decisions may quote what the agent handled.
+                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                    try:
+                        os.write(fd, data)
+                    finally:
+                        os.close(fd)
         log_step(self.log, agent, session, result)
         return result.answer.stdout, result.answer.exit_code
 
@@ -167,7 +181,12 @@ class HookServer(EdgeServer):
             with store.locked(session):
                 try:
                     state = store.load(session)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    self.log.write(
+                        "warning", "state_unreadable", session=session, error=str(exc)
+                    )
+                    if self.fail_closed:
+                        raise UnreadableState(store.path(session), exc) from None
                     state = None
             if state is None or state.fingerprint != self.suite.fingerprint:
                 state = new_state(agent, session, self.suite, now)
@@ -220,8 +239,23 @@ class _Handler(EdgeHandler):
 
     def do_POST(self) -> None:
         self.authorize()
-        body = self.read_body()
         agent = self.path.split("?", 1)[0].removeprefix("/hook/")
+        try:
+            body = self.read_body()
+        except HttpError as exc:
+            if not self.server.fail_closed or agent not in AGENTS:
+                raise
+            # Claude Code's http hook runs the call on any non-2xx answer:
+            # fail-closed, a body the edge refuses is a deny, not a 4xx.
+            if exc.close:
+                self.close_connection = True
+            self.server.report(
+                "http_request_refused",
+                {"status": exc.status, "reason": exc.message, "path": self.path},
+            )
+            reason = f"trajgrade could not read this call ({exc.message}) and runs fail-closed"
+            self._send(200, self.server.deny(agent, b"", reason), 0)
+            return
         if agent not in AGENTS:
             msg = f"unknown hook path {self.path!r}; POST /hook/<{'|'.join(AGENTS)}>\n"
             self._send(404, msg.encode(), 0)

@@ -60,6 +60,22 @@ def default_state_dir() -> str:
     return os.path.join(base, "trajgrade", "hooks")
 
 
+def private_dirs(path: str) -> None:
+    """``os.makedirs`` with every directory it creates owner-only (0700;
+    ``makedirs``' own ``mode`` applies to the last one only): the state
+    root, not only each agent's folder. Existing directories are left as
+    they are."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        private_dirs(parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+
+
 class SessionStore:
     """The state files of one agent's sessions under ``root``."""
 
@@ -69,7 +85,7 @@ class SessionStore:
         self.root = root
         self.dir = os.path.join(root, agent)
         self.max_age = max_age
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        private_dirs(self.dir)
 
     def _base(self, session: str) -> str:
         name = (
@@ -88,6 +104,10 @@ class SessionStore:
             yield
         finally:
             os.close(fd)  # closing releases the flock
+
+    def path(self, session: str) -> str:
+        """The session's state file."""
+        return self._base(session) + ".state"
 
     def load(self, session: str) -> SessionState | None:
         """The saved state, or None when there is none.

@@ -1,0 +1,63 @@
+"""Reading a hook payload: what the agent writes cannot make the guard fail open.
+
+The tool input inside a payload is the agent's (the model's) text, so a
+payload that cannot be read because of it is an attack surface, not only
+a broken host. Two cases are handled here rather than by ``--fail-closed``:
+
+* **Lone surrogate escapes** (``"\\ud800"``): JavaScript's ``JSON.stringify``
+  writes one for a string with an unpaired surrogate, so a Node host
+  (Claude Code, Gemini CLI) sends it when the model's input has one; msgspec
+  refuses it. It is read as U+FFFD, the character a Node host hands the
+  tool for it, so the call is judged on what would run.
+* **Nesting deeper than** :data:`~trajgrade._depth.MAX_DEPTH`: no agent's
+  input nests like that and it cannot be examined without exhausting the
+  stack, so the hook denies the call it gates (:func:`refused_outright`),
+  fail-open or not.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import msgspec
+
+from trajgrade._depth import TooDeep, decode_bounded
+
+__all__ = ("decode_payload", "refused_outright")
+
+#: A surrogate pair, a lone surrogate, or any other escape (consumed whole,
+#: so an escaped backslash before ``u`` is never read as an escape).
+_ESCAPES: Final = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+    rb"|\\.",
+    re.DOTALL,
+)
+
+
+def _lone_to_replacement(m: re.Match[bytes]) -> bytes:
+    escape = m.group()
+    return rb"\ufffd" if len(escape) == 6 and escape[2] in b"dD" else escape
+
+
+def decode_payload(raw: bytes) -> Any:
+    """The payload's JSON value. Raises :class:`~trajgrade._depth.TooDeep`
+    for over-deep input and ``msgspec.DecodeError`` for what is not JSON."""
+    try:
+        return decode_bounded(msgspec.json, raw)
+    except TooDeep:
+        raise
+    except msgspec.DecodeError:
+        repaired = _ESCAPES.sub(_lone_to_replacement, raw)
+        if repaired == raw:
+            raise
+        return decode_bounded(msgspec.json, repaired)
+
+
+def refused_outright(exc: BaseException) -> str | None:
+    """Why a payload that failed with ``exc`` is denied whatever
+    ``--fail-closed`` says; None when that is for ``--fail-closed`` to decide."""
+    if isinstance(exc, TooDeep):
+        return f"the hook payload was refused: {exc}; the call it gates is denied"
+    return None

@@ -260,6 +260,8 @@ class SourceDecoder:
             ]
         self._line += n_lines
         self.offset += len(body)
+        #: How many lines ``body`` has, for the reader (None once it is cut).
+        counted: int | None = n_lines
         if len(body) > self._max:
             body = self._drop_long_lines(bytes(body), first, errors)
             measured = []  # (offsets into the body as it was)
@@ -271,15 +273,18 @@ class SourceDecoder:
                 return  # an unrecognised document: reported once, not per line
             body, first = self._start_reader(bytes(body), first, errors)
             measured = []  # (lines before the first readable one are cut)
+            counted = None
             if self._reader is None:
                 return
         try:
             if document:
                 events, errs, lines = self._reader.feed(body, first, n_lines)  # type: ignore[call-arg]
-            elif measured and isinstance(self._reader, TakesDecoded):
-                # The reader takes those lines' values instead of parsing
-                # the same bytes a second time.
-                events, errs, lines = self._reader.feed_decoded(body, first, measured)
+            elif isinstance(self._reader, TakesDecoded):
+                # The reader takes the measured lines' values instead of
+                # parsing the same bytes a second time, and the line count.
+                events, errs, lines = self._reader.feed_decoded(
+                    body, first, measured, lines=counted
+                )
             else:
                 events, errs, lines = self._reader.feed(body, first)
         except Exception as exc:  # a reader bug must cost its records, not the run

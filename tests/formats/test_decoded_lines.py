@@ -213,9 +213,9 @@ def test_the_pipeline_hands_the_decoded_lines_over(
     seen: list[tuple[bytes, Any]] = []
     original = ClaudeCodeReader.feed_decoded
 
-    def spy(self: Any, buf: Any, first: int, decoded: Any) -> Any:
+    def spy(self: Any, buf: Any, first: int, decoded: Any, **kw: Any) -> Any:
         seen.extend((bytes(buf[s:e]), v) for s, e, v in decoded)
-        return original(self, buf, first, decoded)
+        return original(self, buf, first, decoded, **kw)
 
     monkeypatch.setattr(ClaudeCodeReader, "feed_decoded", spy)
     heavy = [_claude(k, k % 2) for k in range(3)]

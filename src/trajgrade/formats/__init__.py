@@ -95,10 +95,16 @@ class TakesDecoded(Protocol):
     such a reader uses that value instead of parsing the line again."""
 
     def feed_decoded(
-        self, buf: bytes | memoryview, first_line: int, decoded: Measured
+        self,
+        buf: bytes | memoryview,
+        first_line: int,
+        decoded: Measured,
+        *,
+        lines: int | None = None,
     ) -> Fed:
         """``feed``, where ``buf[start:end]`` of each (start, end, value) is
-        one line whose JSON is ``value`` (in order); the result must be what
+        one line whose JSON is ``value`` (in order), and ``lines`` (when
+        given) is how many lines ``buf`` has; the result must be what
         ``feed(buf, first_line)`` gives."""
         ...
 

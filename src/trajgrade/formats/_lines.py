@@ -66,6 +66,8 @@ def decode_records(
     decoder: msgspec.json.Decoder[Any],
     buf: bytes | memoryview,
     decoded: Measured = (),
+    *,
+    lines: int | None = None,
 ) -> list[Any] | None:
     """The records of ``buf``'s non-blank lines, in order (one
     ``decode_lines`` call), or None when a line is not one (the caller reads
@@ -74,22 +76,47 @@ def decode_records(
     ``decoded`` lists lines that were decoded already, as (start, end,
     value) with ``buf[start:end]`` the line: their values are converted to
     the decoder's type instead of parsing the bytes again, and the lines
-    between them are decoded in one call per run.
+    between them are decoded in one call per run. ``lines``: how many lines
+    ``buf`` has, when the caller counted them (else they are counted here).
     """
     try:
         if not decoded:
-            return decoder.decode_lines(buf)
-        view = memoryview(buf)
-        records: list[Any] = []
-        pos = 0
-        for start, end, value in decoded:
-            records += decoder.decode_lines(view[pos:start])
-            records.append(msgspec.convert(value, decoder.type))
-            pos = end
-        records += decoder.decode_lines(view[pos:])
+            records: list[Any] = decoder.decode_lines(buf)
+        else:
+            view = memoryview(buf)
+            records = []
+            pos = 0
+            for start, end, value in decoded:
+                records += decoder.decode_lines(view[pos:start])
+                records.append(msgspec.convert(value, decoder.type))
+                pos = end
+            records += decoder.decode_lines(view[pos:])
     except (msgspec.DecodeError, UnicodeDecodeError):  # (ValidationError too)
         return None
-    return records
+    return records if _one_per_line(buf, len(records), lines) else None
+
+
+def _one_per_line(buf: bytes | memoryview, records: int, lines: int | None) -> bool:
+    """Whether ``records`` values can be one per non-blank line of ``buf``.
+
+    ``decode_lines`` reads a stream of whitespace-separated JSON values: two
+    objects on one line, or one over two lines, pass it, and would shift
+    every later record's line (or run past the last line). When the counts
+    differ the caller reads line by line, which rejects such lines, located.
+    A buffer with both (a line of two values and a value over two lines,
+    cut between tokens) has as many values as lines and is read as values;
+    telling would take a pass over every line's ends, for input no agent
+    writes.
+    """
+    if lines is None:
+        data = buf if isinstance(buf, bytes) else bytes(buf)
+        lines = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
+    if records == lines:
+        return True
+    # Fewer records than lines: blank lines (rare), or a value over two lines.
+    return records < lines and records == sum(
+        1 for line in bytes(buf).split(b"\n") if line.strip()
+    )
 
 
 def located(errors: list[InputError], lines: list[int]) -> list[InputError]:
@@ -145,9 +172,15 @@ class DecodedFeed(ABC):
 
     @abstractmethod
     def feed_decoded(
-        self, buf: bytes | memoryview, first_line: int, decoded: Measured
+        self,
+        buf: bytes | memoryview,
+        first_line: int,
+        decoded: Measured,
+        *,
+        lines: int | None = None,
     ) -> Fed:
-        """Decode every line of ``buf``, taking the values of ``decoded``."""
+        """Decode every line of ``buf``, taking the values of ``decoded``;
+        ``lines``: how many lines ``buf`` has, when the caller counted them."""
 
 
 def one_by_one(

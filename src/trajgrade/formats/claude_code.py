@@ -182,7 +182,12 @@ class ClaudeCodeReader(DecodedFeed):
         self._last: str | None = None
 
     def feed_decoded(
-        self, buf: bytes | memoryview, first_line: int, decoded: Measured
+        self,
+        buf: bytes | memoryview,
+        first_line: int,
+        decoded: Measured,
+        *,
+        lines: int | None = None,
     ) -> Fed:
         events: list[Event] = []
         errors: list[InputError] = []
@@ -191,7 +196,7 @@ class ClaudeCodeReader(DecodedFeed):
         # decode_lines skips blank lines, so a record's index is its place
         # among the non-blank lines: events and errors carry that, and lines
         # are counted only if an error needs its number.
-        recs = decode_records(DECODER, buf, decoded)
+        recs = decode_records(DECODER, buf, decoded, lines=lines)
         if recs is not None:
             index = RecordIndex()
             for k, rec in enumerate(recs):
@@ -201,7 +206,7 @@ class ClaudeCodeReader(DecodedFeed):
             if errors:
                 errors = located(errors, nonblank_lines(buf, first_line))
             return events, errors, index
-        lines: list[int] = []
+        at: list[int] = []
         for n, line in enumerate(bytes(buf).split(b"\n"), start=first_line):
             if not line.strip():
                 continue
@@ -215,8 +220,8 @@ class ClaudeCodeReader(DecodedFeed):
             else:
                 if rec.type in _READ:
                     self._guarded(rec, n, events, errors, line, buf)
-            lines.extend([n] * (len(events) - len(lines)))
-        return events, errors, lines
+            at.extend([n] * (len(events) - len(at)))
+        return events, errors, at
 
     def _guarded(
         self,

@@ -51,11 +51,16 @@ class NativeReader(DecodedFeed):
         self._lean = True
 
     def feed_decoded(
-        self, buf: bytes | memoryview, first_line: int, decoded: Measured
+        self,
+        buf: bytes | memoryview,
+        first_line: int,
+        decoded: Measured,
+        *,
+        lines: int | None = None,
     ) -> Fed:
         lean = self._lean and _is_ascii(buf)
         decoder = self._lean_decoder if lean else self._typed
-        events: list[Event] | None = decode_records(decoder, buf, decoded)
+        events: list[Event] | None = decode_records(decoder, buf, decoded, lines=lines)
         if events is None:
             return self._slow(bytes(buf), first_line)
         # Events without trace_id keep it empty: the engine files them under

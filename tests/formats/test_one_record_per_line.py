@@ -1,0 +1,76 @@
+"""One JSON record a line, whatever the chunking.
+
+msgspec's ``decode_lines`` reads a stream of whitespace-separated JSON
+values: two objects on one line, or one object over two lines, pass it. A
+buffer decoded in one call would then shift every later record's line (an
+anomaly's line past the buffer's last crashed the run), and a record over
+two lines would be read whole, or rejected when a chunk boundary fell
+between its lines. Such lines are rejected, located, however the input is
+chunked, and the records around them keep their lines.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests._support import suite
+
+from trajgrade.pipeline import SourceDecoder, grade_bytes
+
+A = b'{"trace_id":"a","type":"tool_call","name":"bash","args":{},"call_id":"1"}'
+R = b'{"trace_id":"a","type":"tool_result","call_id":"9"}'
+END = b'{"trace_id":"a","type":"trace_end"}'
+TWO_ON_ONE = A + R + b"\n" + END + b"\n"
+ONE_OVER_TWO = A + b"\n" + END[:20] + b"\n" + END[20:] + b"\n"
+# A record cut inside a string is not JSON on either line.
+CUT_IN_STRING = A + R + b"\n" + END[:20] + b"\n" + END[20:] + b"\n" + END + b"\n"
+
+
+def _decode(data: bytes, fmt: str, size: int | None) -> tuple[list[str], list[int]]:
+    dec = SourceDecoder("x.jsonl", fmt=fmt)
+    events, lines = [], []
+    chunks = (
+        [data]
+        if size is None
+        else [data[i : i + size] for i in range(0, len(data), size)]
+    )
+    for chunk in chunks:
+        batch = dec.feed(chunk)
+        events += [type(e).__name__ for e in batch.events]
+        lines += [e.location.line for e in batch.errors]
+    end = dec.close()
+    return events + [type(e).__name__ for e in end.events], lines + [
+        e.location.line for e in end.errors
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "events", "bad"),
+    [
+        (TWO_ON_ONE, ["TraceEnd"], [1]),
+        (ONE_OVER_TWO, ["ToolCall"], [2, 3]),
+        (CUT_IN_STRING, ["TraceEnd"], [1, 2, 3]),
+    ],
+)
+@pytest.mark.parametrize("size", [None, 1, 7, 64])
+def test_each_line_is_one_record_whatever_the_chunking(
+    data: bytes, events: list[str], bad: list[int], size: int | None
+) -> None:
+    assert _decode(data, "trajgrade", size) == (events, bad)
+
+
+def test_an_anomaly_after_two_records_on_one_line_does_not_crash() -> None:
+    """The orphan result used to be located past the buffer's last line."""
+    policy = suite("graders:\n  - {type: tool-calls, config: {required: [bash]}}\n")
+    out = grade_bytes(policy, TWO_ON_ONE + R + b"\n", source="x.jsonl")
+    assert {v.trace_id for v in out.verdicts} == {"a"}
+
+
+@pytest.mark.parametrize("fmt", ["vally", "letta", "gemini-stream-json"])
+def test_record_readers_reject_two_records_on_one_line(fmt: str) -> None:
+    """The readers built on the shared line skeleton take the same check."""
+    line = json.dumps({"kind": "x"}).encode()
+    whole = _decode(line + line + b"\n" + line + b"\n", fmt, None)[1]
+    assert whole[:1] == [1]
+    assert whole == _decode(line + line + b"\n" + line + b"\n", fmt, 1)[1]

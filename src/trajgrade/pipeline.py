@@ -130,6 +130,13 @@ class SourceDecoder:
         """
         batch = Batch(events=[], errors=[])
         start = 0
+        if self.offset == 0 and len(self._tail) < len(_BOM):
+            head = self._tail + chunk
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                self._tail = head  # a byte order mark still arriving
+                return batch
+            if head.startswith(_BOM):  # one that arrived in pieces
+                chunk, self._tail = head, b""
         if self.offset == 0 and not self._tail and chunk.startswith(_BOM):
             start = len(_BOM)  # a UTF-8 byte order mark is not part of line 1
             self.offset = start

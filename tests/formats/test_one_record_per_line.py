@@ -74,3 +74,11 @@ def test_record_readers_reject_two_records_on_one_line(fmt: str) -> None:
     whole = _decode(line + line + b"\n" + line + b"\n", fmt, None)[1]
     assert whole[:1] == [1]
     assert whole == _decode(line + line + b"\n" + line + b"\n", fmt, 1)[1]
+
+
+@pytest.mark.parametrize("size", [None, 1, 2, 3, 4])
+def test_a_byte_order_mark_in_pieces_is_still_not_part_of_line_1(
+    size: int | None,
+) -> None:
+    data = b"\xef\xbb\xbf" + A + b"\n" + END + b"\n"
+    assert _decode(data, "trajgrade", size) == (["ToolCall", "TraceEnd"], [])

@@ -372,14 +372,14 @@ def test_a_reader_failure_costs_only_its_lines(monkeypatch: pytest.MonkeyPatch) 
     fails on, located; the batch's other lines are graded as without them."""
     from trajgrade.formats.native import NativeReader
 
-    real = NativeReader.feed
+    real = NativeReader.feed_decoded
 
-    def feed(self: NativeReader, buf: Any, first: int) -> Any:
+    def feed(self: NativeReader, buf: Any, first: int, *args: Any, **kw: Any) -> Any:
         if b"boom" in bytes(buf):
             raise KeyError("boom")
-        return real(self, buf, first)
+        return real(self, buf, first, *args, **kw)
 
-    monkeypatch.setattr(NativeReader, "feed", feed)
+    monkeypatch.setattr(NativeReader, "feed_decoded", feed)
     s = suite(POLICY)
     bomb = _line(type="tool_call", trace_id="x", name="boom", call_id="9")
     got = grade_bytes(s, _clean("a") + bomb + _clean("b"), source="k.jsonl")

@@ -10,6 +10,7 @@ all their verdicts at once).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import TYPE_CHECKING, Final
 
 from trajgrade.errors import InputError, Location
@@ -55,13 +56,24 @@ class Grading:
         part's verdicts before the next part is fed (a chunk in which
         thousands of traces end), the same verdicts in the same order."""
         engine = self.engine
-        for err in batch.errors:
-            self.errors.append(err)
-            if err.trace_id is not None:
-                engine.reject(err.trace_id, str(err))
+        self.errors += batch.errors
+        rejects = _in_line_order(batch) if batch.errors else []
         todo, step = batch.events, max(1, events)
-        for start in range(0, len(todo), step):
-            part = todo[start : start + step]
+        n, k, start = len(todo), 0, 0
+        while True:
+            # A bad record taints its trace where it stands among the events:
+            # one after the trace's end changes nothing, however the input
+            # was chunked (before, a batch's errors all came first).
+            while k < len(rejects) and rejects[k][0] <= start:
+                _, trace, reason = rejects[k]
+                engine.reject(trace, reason)
+                k += 1
+            if start >= n:
+                break
+            end = min(start + step, n)
+            if k < len(rejects):
+                end = min(end, rejects[k][0])
+            part = todo[start:end]
             out = engine.feed_many(part, now=now, default_trace=decoder.default_trace)
             if engine.anomalies:
                 # Rare: find each anomaly's event in the batch to name its line.
@@ -72,3 +84,24 @@ class Grading:
                     self.anomalies.append((a, where))
                 engine.anomalies.clear()
             yield out
+            start = end
+
+
+def _in_line_order(batch: Batch) -> list[tuple[int, str, str]]:
+    """(events before it, trace, reason) of each of the batch's errors that
+    names a trace: how many of the batch's events come from lines before
+    its own (an error without a line: before every event), in that order."""
+    lines = [batch.line_of(i) for i in range(len(batch.events))]
+    placed = []
+    for err in batch.errors:
+        if err.trace_id is None:
+            continue
+        line = err.location.line
+        before = 0 if line is None else bisect_left(lines, line, key=_or_zero)
+        placed.append((before, err.trace_id, str(err)))
+    placed.sort(key=lambda p: p[0])  # (stable: same place, input order)
+    return placed
+
+
+def _or_zero(line: int | None) -> int:
+    return 0 if line is None else line

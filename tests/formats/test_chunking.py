@@ -1,4 +1,6 @@
-"""One JSON record a line, whatever the chunking.
+"""What the input says does not depend on how it was chunked.
+
+One JSON record a line, whatever the chunking.
 
 msgspec's ``decode_lines`` reads a stream of whitespace-separated JSON
 values: two objects on one line, or one object over two lines, pass it. A
@@ -6,7 +8,10 @@ buffer decoded in one call would then shift every later record's line (an
 anomaly's line past the buffer's last crashed the run), and a record over
 two lines would be read whole, or rejected when a chunk boundary fell
 between its lines. Such lines are rejected, located, however the input is
-chunked, and the records around them keep their lines.
+chunked, and the records around them keep their lines. A byte order
+mark that arrives in pieces is still one. A bad record taints its trace
+where it stands among the events: one after the trace's end changes
+nothing, whether or not the end came in the same chunk.
 """
 
 from __future__ import annotations
@@ -82,3 +87,22 @@ def test_a_byte_order_mark_in_pieces_is_still_not_part_of_line_1(
 ) -> None:
     data = b"\xef\xbb\xbf" + A + b"\n" + END + b"\n"
     assert _decode(data, "trajgrade", size) == (["ToolCall", "TraceEnd"], [])
+
+
+@pytest.mark.parametrize("size", [None, 40, 7])
+def test_a_bad_record_after_the_end_taints_nothing_whatever_the_chunking(
+    size: int | None,
+) -> None:
+    # (A grader that decides at the end: a taint shows in its verdict.)
+    policy = suite("graders:\n  - {type: tool-call-count, config: {max: 5}}\n")
+    answered = b'{"trace_id":"a","type":"tool_result","call_id":"1"}\n'
+    broken = b'{"trace_id":"a","type":"tool_call","name":\n'
+    data = A + b"\n" + answered + END + b"\n" + broken
+    chunks = (
+        [data]
+        if size is None
+        else [data[i : i + size] for i in range(0, len(data), size)]
+    )
+    out = grade_bytes(policy, chunks, source="x.jsonl")
+    assert [(v.outcome.value, v.final) for v in out.verdicts] == [("pass", True)]
+    assert [e.location.line for e in out.errors] == [4]

@@ -14,7 +14,7 @@ grading is the same calls with the whole input at once (:func:`grade_bytes`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 
@@ -84,6 +84,7 @@ class SourceDecoder:
         self._skipping = False
         self._line = 1  # number of the next line to start
         self._reader: Reader | None = None
+        self._takes_decoded = False
         #: The start of a JSON document whose format is not known yet.
         self._doc: bytearray | None = None
         self._doc_line = 0
@@ -286,10 +287,11 @@ class SourceDecoder:
         try:
             if document:
                 events, errs, lines = self._reader.feed(body, first, n_lines)  # type: ignore[call-arg]
-            elif isinstance(self._reader, TakesDecoded):
+            elif self._takes_decoded:
                 # The reader takes the measured lines' values instead of
                 # parsing the same bytes a second time, and the line count.
-                events, errs, lines = self._reader.feed_decoded(
+                taker = cast("TakesDecoded", self._reader)
+                events, errs, lines = taker.feed_decoded(
                     body, first, measured, lines=counted
                 )
             else:
@@ -344,6 +346,8 @@ class SourceDecoder:
         reader = open_reader(fmt, source=self.source, default_trace=self.default_trace)
         if not self._tool_results and isinstance(reader, SkipsToolResults):
             reader.skip_tool_results()
+        # (Asked once: a runtime protocol check costs microseconds a chunk.)
+        self._takes_decoded = isinstance(reader, TakesDecoded)
         return reader
 
     def _try_document(

@@ -131,6 +131,29 @@ def test_every_path_an_apply_patch_touches() -> None:
     assert m.matches_call(_call("file_change", changes))  # codex exec --json
 
 
+def test_an_indented_apply_patch_header_names_its_path() -> None:
+    # Codex trims a hunk header line before reading it (`*** Add File:`,
+    # `*** Update File:`, `*** Delete File:`), so an indented header still
+    # adds, updates or deletes the file.
+    indented = "*** Begin Patch\n *** Add File: .env\n+SECRET=1\n*** End Patch\n"
+    assert patch_paths(indented) == [".env"]
+    mixed = (
+        "*** Begin Patch\n*** Add File: note.txt\n+hi\n"
+        "\t*** Update File: .git/config\n@@\n-x\n+y\n"
+        "\u3000*** Delete File: gone.py \r\n*** End Patch\n"
+    )
+    assert patch_paths(mixed) == ["note.txt", ".git/config", "gone.py"]
+    assert _m(kind="edit", path="(^|/)\\.env$").matches_call(
+        _call("apply_patch", None, indented)
+    )
+    assert _m(kind=["write", "edit"], path="(^|/)\\.git/").matches_call(
+        _call("apply_patch", {"input": mixed})
+    )
+    # `*** Move to:` is read untrimmed: indented, it is a context line.
+    moved = "*** Begin Patch\n*** Update File: a.py\n *** Move to: b.py\n+y\n"
+    assert patch_paths(moved) == ["a.py"]
+
+
 def test_gemini_paths_and_urls() -> None:
     assert view_of(_call("read_file", {"absolute_path": "/r/.env"}), "path") == [
         "/r/.env"

@@ -38,9 +38,13 @@ _PATCH_KEYS = ("input", "patch", "command")
 def _patch_file() -> re.Pattern[str]:
     import re
 
-    # apply_patch's file headers (Codex's patch format).
+    # apply_patch's file headers (Codex's patch format). Codex trims a hunk
+    # header line before reading it, so `\t*** Add File: x` adds x; it reads
+    # `*** Move to:` untrimmed (indented, that line is context, not a move).
+    # A path's trailing blanks are dropped: the view errs toward naming more.
     return re.compile(
-        r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
+        r"^[^\S\n]*\*\*\* (?:Add|Update|Delete) File: (.+?)[^\S\n]*$"
+        r"|^\*\*\* Move to: (.+?)[^\S\n]*$",
         re.MULTILINE,
     )
 

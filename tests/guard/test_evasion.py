@@ -90,6 +90,23 @@ REFUSED = [
             "$(echo curl) x",
             "x=curl; $x http://h",
             "echo Y3VybCB4 | base64 -d | sh",
+            "trap 'curl x' EXIT",
+            "coproc curl x",
+            "cat <<EOF\n`curl x`\nEOF",
+            "watch 'curl x'",
+            "mapfile -C 'curl x' -c 1 a < f",
+            "compgen -C 'curl x' w",
+            "bash -eo pipefail -c 'curl x'",
+            "env -S 'A=1' curl x",
+            "bash - < f",
+            "bash -s -- arg < f",
+            "bash /dev/stdin <<< 'curl x'",
+            "source <(echo curl x)",
+            "BASH_ENV=/tmp/x bash -c true",
+            "PS4='$(curl x)'; set -x; true",
+            "alias c=curl",
+            "hash -p /tmp/bin/curl c",
+            "xargs -I{} sh -c {} < f",
             "cat ./.env",
             "cat '.env'",
             "< .env cat",
@@ -106,8 +123,14 @@ REFUSED = [
             "//repo/.env",
             "/etc//passwd",
             "/etc/../etc/passwd",
+            "\\\\?\\C:\\repo\\.env",  # \\?\C:\repo\.env
+            "\\\\srv\\share\\.env",
+            "\\repo\\.env",
+            "C:\\repo\\.env::$DATA",
         )
     ),
+    ("apply_patch", {"input": "*** Begin Patch\n *** Add File: .env\n+S=1\n"}),
+    ("apply_patch", {"input": "*** Begin Patch\n*** Add File: sub\\.env\n+S=1\n"}),
 ]
 
 #: Allowed by the example: each is a bullet of the page's list of limits.
@@ -127,6 +150,12 @@ NOT_KNOWABLE = [
     ("Grep", {"pattern": "KEY", "path": "/repo/.env"}),  # other tools
     ("mcp__filesystem__read_file", {"path": "/repo/.env"}),
     _read("/repo/notes.txt"),  # a symlink to .env: not knowable
+    ("read_many_files", {"paths": [".e*"]}),  # globs and directories
+    ("read_many_files", {"paths": ["**/.env*"]}),
+    ("read_many_files", {"paths": ["."]}),
+    _sh("GIT_SSH_COMMAND='curl x' git fetch"),  # runners not listed
+    _sh("x='a[$(curl y)]'; (( x ))"),  # text bash evaluates again
+    _sh('v=BASH_ENV; read "$v" < f'),
 ]
 
 
@@ -160,6 +189,17 @@ HARDENED_ALLOWS = [
     ("Grep", {"pattern": "TODO"}),  # no path: no configuration error either
     ("Glob", {"pattern": "**/*.py"}),
 ]
+
+
+def test_the_pages_rule_for_globbed_reads() -> None:
+    """The rule "Globs and directories in read tools" suggests."""
+    found = re.search(r"`(\{name: \"\^read_many_files\$\".*?\})`", DOC.read_text())
+    assert found, "the page no longer suggests a rule"
+    spec = msgspec.convert(msgspec.yaml.decode(found.group(1)), ToolMatch)
+    rule = [Matcher(spec, "disallowed[0]", 1.0)]
+    for paths in ([".e*"], ["**/.env*"], ["src/.e[n]v"], ["{.env,x}"]):
+        assert _denied(rule, "read_many_files", {"paths": paths}), paths
+    assert not _denied(rule, "read_many_files", {"paths": ["src/a.py", "docs/"]})
 
 
 @pytest.mark.parametrize(("tool", "args"), HARDENED_REFUSES, ids=repr)

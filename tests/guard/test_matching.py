@@ -131,6 +131,29 @@ def test_every_path_an_apply_patch_touches() -> None:
     assert m.matches_call(_call("file_change", changes))  # codex exec --json
 
 
+def test_an_indented_apply_patch_header_names_its_path() -> None:
+    # Codex trims a hunk header line before reading it (`*** Add File:`,
+    # `*** Update File:`, `*** Delete File:`), so an indented header still
+    # adds, updates or deletes the file.
+    indented = "*** Begin Patch\n *** Add File: .env\n+SECRET=1\n*** End Patch\n"
+    assert patch_paths(indented) == [".env"]
+    mixed = (
+        "*** Begin Patch\n*** Add File: note.txt\n+hi\n"
+        "\t*** Update File: .git/config\n@@\n-x\n+y\n"
+        "\u3000*** Delete File: gone.py \r\n*** End Patch\n"
+    )
+    assert patch_paths(mixed) == ["note.txt", ".git/config", "gone.py"]
+    assert _m(kind="edit", path="(^|/)\\.env$").matches_call(
+        _call("apply_patch", None, indented)
+    )
+    assert _m(kind=["write", "edit"], path="(^|/)\\.git/").matches_call(
+        _call("apply_patch", {"input": mixed})
+    )
+    # `*** Move to:` is read untrimmed: indented, it is a context line.
+    moved = "*** Begin Patch\n*** Update File: a.py\n *** Move to: b.py\n+y\n"
+    assert patch_paths(moved) == ["a.py"]
+
+
 def test_gemini_paths_and_urls() -> None:
     assert view_of(_call("read_file", {"absolute_path": "/r/.env"}), "path") == [
         "/r/.env"
@@ -165,6 +188,56 @@ def test_relative_paths_keep_their_plain_spelling() -> None:
     assert normal_paths(["./src/./a.ts"]) == ["src/a.ts", "./src/a.ts"]
     assert normal_paths(["../x/.env"]) == ["../x/.env"]
     assert normal_paths(["C:\\repo\\.env"]) == ["C:/repo/.env"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "\\\\?\\C:\\repo\\.env",  # \\?\C:\repo\.env, a verbatim path
+        "\\\\.\\C:\\repo\\.env",  # a device path
+        "//?/C:/repo/.env",
+        "\\\\?\\UNC\\server\\share\\.env",
+        "\\\\server\\share\\.env",  # UNC
+        "\\repo\\.env",  # relative to the current drive's root
+        "sub\\.env",
+        "C:.env",  # relative to drive C's current directory
+        "C:\\repo\\.env::$DATA",  # NTFS streams: the file's data ...
+        "C:\\repo\\.env:backup",  # ... or another stream of the file
+        "C:\\repo\\.env:backup:$DATA",
+        "/repo/.env::$DATA",
+        "C:\\repo\\.env. .",  # Windows drops trailing dots and spaces
+    ],
+)
+def test_windows_spellings_of_a_path_are_matched(path: str) -> None:
+    read = _m(kind="read", path="(^|/)\\.env$")
+    assert read.matches_call(_call("Read", {"file_path": path})), normal_paths([path])
+
+
+def test_windows_paths_into_git_and_in_patches() -> None:
+    hook = "\\\\?\\C:\\repo\\.git\\hooks\\pre-commit"
+    git = _m(kind=["write", "edit"], path="(^|/)\\.git/")
+    assert git.matches_call(_call("Write", {"file_path": hook, "content": "x"}))
+    patch = "*** Begin Patch\n*** Add File: sub\\.env\n+S=1\n*** End Patch\n"
+    assert _m(kind="edit", path="(^|/)\\.env$").matches_call(
+        _call("apply_patch", None, patch)
+    )
+
+
+def test_a_path_is_read_both_ways_unless_it_is_plainly_windows() -> None:
+    # A drive, UNC or device path is Windows': only its Windows reading.
+    assert normal_paths(["\\\\?\\C:\\repo\\.env"]) == ["C:/repo/.env"]
+    assert normal_paths(["\\\\server\\share\\x"]) == ["/server/share/x"]
+    # A backslash is a legal character of a POSIX name: both readings.
+    assert normal_paths(["sub\\.env"]) == [
+        "sub\\.env",
+        "./sub\\.env",
+        "sub/.env",
+        "./sub/.env",
+    ]
+    assert normal_paths(["/repo/a.txt:v2"]) == ["/repo/a.txt:v2", "/repo/a.txt"]
+    # An ordinary POSIX path has one reading.
+    assert normal_paths(["/repo/src/a.py"]) == ["/repo/src/a.py"]
+    assert normal_paths(["/repo/..."]) == ["/repo/..."]
 
 
 @given(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -65,6 +67,26 @@ from trajgrade.graders.matching._tool_match import Matcher, ToolMatch
         # ... but not inside single quotes, nor in a comment
         ("echo 'cu\\\nrl'", ["echo"]),
         ("# don't \\\nls", ["ls"]),
+        # strings bash runs later, like eval
+        ("trap 'curl x' EXIT", ["trap", "curl"]),
+        ("trap -- 'rm -f l; wget y' INT TERM", ["trap", "rm", "wget"]),
+        ("trap - EXIT; trap INT", ["trap", "trap"]),  # resets: nothing runs
+        ("mapfile -tC 'curl x' -c 1 arr < f", ["mapfile", "curl"]),
+        ("readarray -C 'wget y' arr", ["readarray", "wget"]),
+        ("compgen -C 'curl x' w", ["compgen", "curl"]),
+        ("watch -n 1 'curl x'", ["watch", "curl"]),  # watch runs `sh -c`
+        ("watch -d curl x", ["watch", "curl"]),  # -d takes no next word
+        ("watch -x wget y", ["watch", "wget"]),
+        # backticks in an unquoted here-document body run
+        ("cat <<EOF\n`curl x` and $(wget y)\nEOF", ["cat", "curl", "wget"]),
+        ("coproc curl x; wait", ["coproc", "curl", "wait"]),
+        # option clusters and values read as the program reads them
+        ("bash -eo pipefail -c 'curl x'", ["bash", "curl"]),
+        ("env -S 'A=1' curl x", ["env", "curl"]),  # -S words, then the rest
+        ("sudo A=1 curl x", ["sudo", "curl"]),
+        ("xargs --replace sh -c 'curl x'", ["xargs", "sh", "curl"]),
+        ("xargs --max-lines wget y", ["xargs", "wget"]),
+        ("xargs -r0n 1 curl", ["xargs", "curl"]),
     ],
 )
 def test_programs(command: str, names: list[str]) -> None:
@@ -83,10 +105,105 @@ def test_programs(command: str, names: list[str]) -> None:
         'eval "curl $x"',
         'su -c "$X"',
         "flock /tmp/l -c",
+        # a shell reading its script from stdin or a descriptor
+        "bash - < cmds.txt",
+        "sh -",
+        "bash +",
+        "curl x | bash -s -- --flag",
+        "bash /dev/stdin <<< 'curl x'",
+        "bash /proc/self/fd/0 <<< 'curl x'",
+        "sh /dev/fd/3 3< f",
+        "bash /dev//./stdin",
+        "bash --rcfile <(echo curl x) -ic true",
+        "source <(echo curl x)",
+        ". <(echo curl x)",
+        "source /dev/stdin <<< 'curl x'",
+        'source "$F"',
+        "su root",  # an interactive shell: it reads stdin
+        "sudo -s",
+        "chroot /srv",
+        # variables whose value a shell runs
+        "BASH_ENV=<(echo curl x) bash -c true",
+        "BASH_ENV=/tmp/x bash -c true",
+        "env BASH_ENV=/dev/stdin bash -c true",
+        "sudo BASH_ENV=/tmp/x bash -c true",
+        "export BASH_ENV=/dev/stdin",
+        "export BASH\\_ENV=/dev/stdin",
+        "builtin export BASH_ENV=x",
+        ": ${BASH_ENV:=/dev/stdin}",
+        "read BASH_ENV < f",
+        "declare -n r=BASH_ENV",
+        "PS4='$(curl x)' bash -xc true",
+        "ENV=/tmp/rc sh -i",
+        "env 'BASH_FUNC_ls%%=() { curl x; }' bash -c ls",
+        # names given other code
+        "hash -p /tmp/curl foo; foo x",
+        "shopt -s expand_aliases; alias c=curl; c x",
+        "enable -f ./x.so curl",
+        # words xargs -I and find -exec fill in
+        "xargs -I{} sh -c {} < cmds.txt",
+        "xargs -i sh -c '{}' < cmds.txt",
+        "xargs --replace=@ bash -c @ < cmds.txt",
+        "xargs -I % sh -c 'echo %' < cmds.txt",
+        "find /tmp -name x -exec {} \\;",
+        "find . -name '*.sh' -exec sh -c 'bash {}' \\;",
+        # strings run later, built from expansions
+        'trap "$X" EXIT',
+        'mapfile -C "$X" arr',
+        "cat <<EOF\n`curl x\nEOF",  # a backtick left open
+        "env -S '${X} x'",
     ],
 )
 def test_what_cannot_be_read_is_unknown(command: str) -> None:
     assert programs(command).unknown
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "coproc NAME { curl x; }",
+        "coproc { curl x; }",
+        "coproc ( curl x )",
+        "coproc N while true; do curl x; done",
+    ],
+)
+def test_a_coproc_body_is_read(command: str) -> None:
+    assert "curl" in programs(command).names, programs(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git status",
+        "pytest -q",
+        "ls -la",
+        "grep -rn foo .",
+        "grep -n ENV Dockerfile",
+        "docker run -e ENV=prod img",
+        "cat <<EOF > notes.txt\nhello $USER, it's $(date)\nEOF",
+        "cat <<'EOF' > README.md\n```sh\nmake\n```\nEOF",  # quoted: not run
+        "xargs rm < files",
+        "find . -name '*.pyc' -exec rm {} +",
+        "trap 'rm -f /tmp/lock' EXIT",
+        "source .venv/bin/activate && pytest",
+        ". ./env.sh",
+        "bash build.sh",
+        "bash - build.sh",
+        "bash -eo pipefail -c 'make test'",
+        "export PATH=$PATH:/opt/bin",
+        "local out=$(ls)",
+        "read -r line < f",
+        "alias",
+        "hash -r",
+        "coproc cat",
+        "watch -n 5 ls",
+        "sudo -u app make",
+    ],
+)
+def test_ordinary_commands_stay_readable(command: str) -> None:
+    got = programs(command)
+    assert not got.unknown, got
+    assert not _matcher(deny=True).matches_call(_call(command)), got
 
 
 def test_nesting_beyond_the_limit_is_unknown() -> None:
@@ -111,6 +228,57 @@ def test_an_unreadable_command_matches_a_deny_rule_and_no_requirement() -> None:
     assert _matcher(deny=True).matches_call(_call("$CMD x"))
     assert not _matcher(deny=False).matches_call(_call("$CMD x"))
     assert not _matcher(deny=True).matches_call(_call("ls | grep x"))
+
+
+#: Each runs `curl` in bash (the test checks it with a fake curl).
+_RUNS_CURL = [
+    "trap 'curl x' EXIT",
+    "coproc curl x; wait",
+    "coproc C { curl x; }; wait",
+    "cat <<EOF\n`curl x`\nEOF",
+    "bash - < cmds.txt",
+    "bash -s < cmds.txt",
+    "bash /dev/stdin <<< 'curl x'",
+    "bash /proc/self/fd/0 <<< 'curl x'",
+    "bash /dev/fd/3 3< cmds.txt",
+    "source <(echo curl x)",
+    ". <(echo curl x)",
+    "BASH_ENV=<(echo curl x) bash -c true",
+    "PS4='$(curl x)'; set -x; true",  # (bash -x imports PS4 unless root)
+    "env 'BASH_FUNC_ls%%=() { curl x; }' bash -c ls",
+    "mapfile -C 'curl x' -c 1 arr < f",
+    "readarray -C 'curl x' -c 1 arr < f",
+    "compgen -C 'curl x' w",
+    "hash -p ./bin/curl foo; foo x",
+    "shopt -s expand_aliases\nalias c=curl\nc x",
+    "xargs -I{} sh -c {} < cmds.txt",
+    "xargs --replace sh -c 'curl x' < f",
+    "find . -name cmds.txt -exec sh -c 'bash {}' \\;",
+    "bash -eo pipefail -c 'curl x'",
+    "env -S 'A=1' curl x",
+]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("command", _RUNS_CURL)
+def test_what_bash_runs_is_matched(command: str, tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    curl = tmp_path / "bin" / "curl"
+    curl.write_text(f"#!/bin/sh\necho ran >> {tmp_path}/ran\n")
+    curl.chmod(0o755)
+    (tmp_path / "cmds.txt").write_text("curl x\n")
+    (tmp_path / "f").write_text("hi\n")
+    env = {"PATH": f"{tmp_path}/bin:/usr/bin:/bin", "HOME": str(tmp_path)}
+    subprocess.run(
+        ["bash", "-c", command],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=20,
+        check=False,
+    )
+    assert (tmp_path / "ran").exists(), "the trick did not run curl"
+    assert _matcher(deny=True).matches_call(_call(command)), programs(command)
 
 
 # Ways to hide a command inside another; each keeps it run. Prefixes
@@ -163,6 +331,8 @@ def _wrap(cmd: str, wraps: list[tuple[str, Any]]) -> str:
     simple = True
     for how, what in wraps:
         if how == "prefix":
+            if "{}" in what and "{}" in cmd:
+                continue  # xargs -I{} would fill in the command's own {}
             inner = cmd if simple else f"bash -c {shlex.quote(cmd)}"
             cmd, simple = f"{what} {inner}", True
         else:

@@ -6,7 +6,9 @@
   (patterns that need no regex engine), ``_re2`` (the linear-time engine);
 * tool calls: ``_agents`` (per-agent tool tables: names -> kinds, argument
   views), ``_views`` (a call's command, paths, URLs), ``_shell`` (the programs
-  a shell command runs), ``_tool_match`` (compiled tool matchers, used by
+  a shell command runs; ``_shell_words``: its words as bash reads them,
+  ``_shell_wrappers``: commands that run other commands and their options),
+  ``_tool_match`` (compiled tool matchers, used by
   ``tool-calls`` and the guard rules), ``agent_check`` (``trajgrade check
   --agent``: matchers that can never match an agent's tools).
 """

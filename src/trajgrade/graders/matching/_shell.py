@@ -4,23 +4,30 @@
 of every program the command would start: ``sudo``, ``timeout``, ``curl``,
 ``sh``, ``wget``. The parse tree is walked whole, so commands in pipelines,
 ``&&``/``||``/``;`` lists, subshells, ``{ }`` groups, ``if``/``for``/``while``
-bodies, ``$( )``, backticks and process substitutions are all seen. Then,
-per command, the words are read as the shell would after quote removal:
+bodies, ``$( )``, backticks (in here-documents too) and process
+substitutions are all seen. Then, per command, the words are read as the
+shell would after quote removal (:mod:`._shell_words`):
 
 * wrappers that run their arguments as a command (``sudo``, ``env``,
   ``timeout``, ``nice``, ``nohup``, ``xargs``, ``exec``, ``command``,
-  ``time``, ``stdbuf``, ...) are skipped over, options and all, and the
-  command they run is read too (``find -exec`` likewise);
-* ``bash -c STR`` / ``sh -c STR`` and ``eval STR`` strings are parsed in turn,
-  and so are command-line options (``su -c``, ``flock -c``, ``env -S``);
+  ``time``, ``stdbuf``, ``coproc``, ...) are skipped over, options and all,
+  and the command they run is read too (``find -exec`` likewise; ``watch``
+  runs its words through ``sh -c``); see :mod:`._shell_wrappers`;
+* ``bash -c STR`` / ``sh -c STR``, ``eval STR`` and ``trap STR SIG``
+  strings are parsed in turn, and so are command-line options (``su -c``,
+  ``flock -c``, ``mapfile -C``, ``compgen -C``) and ``env -S`` strings;
 * a line continuation (backslash-newline) joins words, as bash does;
 * ``/usr/bin/curl`` counts as ``curl``.
 
 What cannot be known is reported as ``unknown`` instead of guessed: a parse
 error, a program named by an expansion (``$CMD``, ``$(echo curl)``), a
 ``-c`` string built from expansions, a shell reading its script from stdin
-(``curl x | sh``), nesting deeper than :data:`MAX_DEPTH`. A deny rule treats
-``unknown`` as a match (fail closed); ``required`` does not count it.
+or a descriptor (``curl x | sh``, ``bash -s``, ``bash /dev/stdin``,
+``source <(...)``), a word an ``xargs -I`` or ``find -exec`` replacement
+makes, code set up to run later by name (``alias``, ``hash -p``,
+``enable -f``) or through a variable (``BASH_ENV=x``, ``PS4``,
+``BASH_FUNC_f%%``), nesting deeper than :data:`MAX_DEPTH`. A deny rule
+treats ``unknown`` as a match (fail closed); ``required`` does not count it.
 
 tree-sitter is imported on first use only (the hook path pays for it only
 when a policy uses ``program:``).
@@ -29,88 +36,46 @@ when a policy uses ``program:``).
 from __future__ import annotations
 
 import functools
-import re
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from trajgrade.graders.matching._shell_words import (
+    heredoc_substitutions,
+    join_continuations,
+    nodes,
+    quoted_heredoc,
+    static,
+    word_nodes,
+    words,
+)
+from trajgrade.graders.matching._shell_wrappers import (
+    COMMAND_LOOKUP,
+    COMMAND_OPTS,
+    DECLARATIONS,
+    FIND_EXEC,
+    SHELLS,
+    VARIABLE_SETTERS,
+    WRAPPERS,
+    Wrapper,
+    after_options,
+    command_options,
+    env_split,
+    replacing,
+    runs_code,
+    starts_shell,
+    stdin_path,
+    xargs_replacement,
+)
 
 __all__ = ("MAX_DEPTH", "Programs", "programs")
 
 #: Nested ``bash -c`` / ``eval`` levels read before giving up (unknown).
 MAX_DEPTH: Final = 8
 
-_SHELLS: Final = frozenset(("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash"))
-_SHELL_VALUE_OPTS: Final = frozenset(
-    ("-o", "+o", "-O", "+O", "--rcfile", "--init-file")
+#: Words that open the compound command of ``coproc [NAME] ...``.
+_COMPOUND: Final = frozenset(
+    ("{", "((", "[[", "while", "until", "for", "if", "case", "select")
 )
-
-
-class _Wrapper(NamedTuple):
-    #: Options that take the next word (or an attached/``=`` value).
-    value_opts: frozenset[str] = frozenset()
-    #: Positional words before the command (``timeout``'s duration).
-    positional: int = 0
-    #: Skip ``NAME=value`` words (``env``).
-    assignments: bool = False
-
-
-def _w(opts: str = "", positional: int = 0, *, assignments: bool = False) -> _Wrapper:
-    return _Wrapper(frozenset(opts.split()), positional, assignments)
-
-
-_WRAPPERS: Final = {
-    "sudo": _w(
-        "-u -g -h -p -C -D -r -t -U -T -R --user --group --host --prompt "
-        "--close-from --chdir --role --type --other-user --command-timeout"
-    ),
-    "doas": _w("-u -C"),
-    "env": _w("-u -C --unset --chdir", assignments=True),
-    "timeout": _w("-s -k --signal --kill-after", 1),
-    "nice": _w("-n --adjustment"),
-    "nohup": _w(),
-    "setsid": _w(),
-    "time": _w("-f -o --format --output"),
-    "exec": _w("-a"),
-    "builtin": _w(),
-    "stdbuf": _w("-i -o -e --input --output --error"),
-    "ionice": _w("-c -n -p -t --class --classdata"),
-    "taskset": _w("", 1),
-    "unbuffer": _w(),
-    "watch": _w("-n -d --interval --differences"),
-    "xargs": _w(
-        "-I -L -n -P -s -d -E -a --max-args --max-procs --delimiter "
-        "--arg-file --max-lines --max-chars --eof --replace"
-    ),
-    "chroot": _w("--userspec --groups", 1),
-    "flock": _w("-w -E --wait --timeout --conflict-exit-code", 1),  # flock FILE cmd
-    "busybox": _w(),  # `busybox wget x`: the applet is the program
-    "strace": _w("-e -o -p -s -u -E -a -b -I -O -S -X -P -U --output --env --user"),
-    "ltrace": _w("-e -o -p -s -u -a -n -l -A -D -F -w --output"),
-    "nsenter": _w("-t -S -G --target --setuid --setgid --wd"),
-    "unshare": _w(
-        "-S -G -R -w --setuid --setgid --root --wd --propagation --setgroups "
-        "--map-user --map-group"
-    ),
-}
-#: Options whose value is a command line the program runs (through a shell,
-#: or split into words: `env -S`), and how many operands may come before
-#: one (None: any; su and script permute their arguments, env stops at its
-#: command, `flock FILE -c CMD`).
-_COMMAND_OPTS: Final[dict[str, tuple[frozenset[str], int | None]]] = {
-    "su": (frozenset(("-c", "--command", "--session-command")), None),
-    "runuser": (frozenset(("-c", "--command", "--session-command")), None),
-    "script": (frozenset(("-c", "--command")), None),
-    "flock": (frozenset(("-c", "--command")), 1),
-    "env": (frozenset(("-S", "--split-string")), 0),
-}
-# `command -v x` / `-V` only look a name up: nothing runs.
-_COMMAND_LOOKUP: Final = frozenset(("-v", "-V"))
-_ESCAPED: Final = re.compile(r"\\(.?)", re.DOTALL)
-_FIND_EXEC: Final = frozenset(("-exec", "-execdir", "-ok", "-okdir"))
-_SKIP_NODES: Final = frozenset(
-    ("file_redirect", "heredoc_redirect", "herestring_redirect", "variable_assignment")
-)
+_DEFINES: Final = {"hash": "p", "enable": "f"}  # hash -p PATH NAME, enable -f LIB
 
 
 class Programs(NamedTuple):
@@ -174,7 +139,7 @@ class _Acc:
             self.unknown = True
             return
         self._parse(text, depth)
-        joined = _join_continuations(text) if "\\\n" in text else text
+        joined = join_continuations(text) if "\\\n" in text else text
         if joined != text:
             # tree-sitter reads `cu\<newline>rl` as two words; bash joins
             # them into `curl`. The joined reading adds what bash runs.
@@ -185,12 +150,71 @@ class _Acc:
             self.unknown = self.unknown or other.unknown
 
     def _parse(self, text: str, depth: int) -> None:
-        tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
-        root = tree.root_node
+        data = text.encode("utf-8", "surrogatepass")
+        root = _parser().parse(data).root_node
         if root.has_error and _unreadable(root):
             self.unknown = True
-        for node in _commands(root):
-            self.argv(_words(node), depth)
+        for node in nodes(root):
+            kind = node.type
+            if kind == "command":
+                self._command(node, data, depth)
+            elif kind == "declaration_command":
+                self._declaration(node)
+            elif kind == "variable_name":
+                # BASH_ENV=x, for PS4 in ..., ${BASH_ENV:=x}, export ENV
+                self.unknown |= runs_code(node.text.decode("utf-8", "replace"))
+            elif kind == "heredoc_redirect" and not quoted_heredoc(node):
+                self._heredoc(node, depth)
+
+    def _command(self, node: Any, data: bytes, depth: int) -> None:
+        argv = words(node)
+        if argv[:1] != ["coproc"]:
+            self.argv(argv, depth)
+            return
+        # tree-sitter-bash does not know `coproc [NAME] compound-command`:
+        # it reads the compound's words as arguments. The text from the
+        # compound on is read again as a script.
+        self.names.append("coproc")
+        args = word_nodes(node)[1:]
+        if args and args[0].type in ("subshell", "compound_statement"):
+            return  # `coproc ( ... )`: its commands are in the tree
+        for arg in args[:2]:
+            if arg.text.decode("utf-8", "replace") in _COMPOUND:
+                rest = data[arg.start_byte :].decode("utf-8", "surrogatepass")
+                self.script(rest, depth + 1)
+                return
+        self.argv(argv[1:], depth)  # `coproc cmd args`
+
+    def _declaration(self, node: Any) -> None:
+        """``export``/``declare``/``local``/... setting a variable whose
+        value a shell runs (their ``NAME=value`` children are walked)."""
+        nameref = False
+        for child in node.named_children:
+            if child.type == "variable_name":
+                continue
+            if child.type == "variable_assignment":
+                value = (
+                    child.named_children[-1] if child.named_child_count > 1 else None
+                )
+                text = static(value) if value is not None else ""
+                # `declare -n ref=BASH_ENV`: ref names the variable
+                self.unknown |= runs_code(text) if text is not None else nameref
+                continue
+            word = static(child)
+            if word is None or _sets_code(word):
+                self.unknown = True
+            elif word.startswith("-") and "n" in word:
+                nameref = True
+
+    def _heredoc(self, node: Any, depth: int) -> None:
+        for child in node.children:
+            if child.type != "heredoc_body" or b"`" not in child.text:
+                continue
+            found = heredoc_substitutions(child.text.decode("utf-8", "surrogatepass"))
+            if found is None:
+                self.unknown = True
+            for command in found or ():
+                self.script(command, depth + 1)
 
     def argv(self, argv: list[str | None], depth: int) -> None:
         while argv:
@@ -201,38 +225,78 @@ class _Acc:
             base = head.rsplit("/", 1)[-1] or head
             self.names.append(base)
             rest = argv[1:]
-            if base in _SHELLS:
-                self._shell(rest, depth)
+            if self._builtin(base, rest, depth):
                 return
-            if base == "eval":
-                self._string(rest, depth)
-                return
-            if base == "find":
-                self._find(rest, depth)
-                return
-            if base in _COMMAND_OPTS:
-                skip = _WRAPPERS[base].value_opts if base in _WRAPPERS else frozenset()
-                found, script = _command_option(rest, *_COMMAND_OPTS[base], skip)
-                if found:
-                    if script is None:
-                        self.unknown = True
-                    else:
-                        self.script(script, depth + 1)
+            if base == "env":
+                split = env_split(rest)
+                if split is None:
+                    self.unknown = True
                     return
-            if base == "command" and _COMMAND_LOOKUP.intersection(
+                rest = split
+            if base == "command" and COMMAND_LOOKUP.intersection(
                 w for w in rest if w is not None
             ):
                 return
-            wrapper = _WRAPPERS.get(base)
-            if wrapper is None and base != "command":
+            wrapper = WRAPPERS.get(base)
+            if wrapper is None and base not in ("command", "coproc"):
                 return
-            inner = _after_options(rest, wrapper or _Wrapper())
+            wrapper = wrapper or Wrapper()
+            inner = after_options(rest, wrapper)
             if inner is None:
                 self.unknown = True
                 return
+            if not inner:
+                if starts_shell(rest, wrapper):
+                    self.unknown = True  # `sudo -s`, `chroot /`: stdin
+                elif base == "xargs":
+                    self.names.append("echo")  # xargs' default command
+                return
+            if base == "xargs":
+                inner = replacing(inner, xargs_replacement(rest))
+            elif base == "watch":
+                opts = rest[: len(rest) - len(inner)]
+                if not (_has_flag(opts, "x") or "--exec" in opts):
+                    self._string(inner, depth)  # watch runs `sh -c "<words>"`
+                    return
             argv = inner
-            if not argv and base == "xargs":
-                self.names.append("echo")  # xargs' default command
+
+    def _builtin(self, base: str, rest: list[str | None], depth: int) -> bool:
+        """Read a command that is not a plain wrapper; True: done with it."""
+        if base in SHELLS:
+            self._shell(rest, depth)
+        elif base == "eval":
+            self._string(rest, depth)
+        elif base == "find":
+            self._find(rest, depth)
+        elif base == "trap":
+            self._trap(rest, depth)
+        elif base in ("source", "."):
+            self._source(rest)
+        elif base == "alias":  # a definition: what `name` runs is now hidden
+            self.unknown |= any(w is None or "=" in w for w in rest)
+        elif base in _DEFINES:
+            self.unknown |= any(w is None for w in rest) or _has_flag(
+                rest, _DEFINES[base]
+            )
+        elif base in DECLARATIONS:  # `builtin export BASH_ENV=x`
+            self.unknown |= any(w is None or _sets_code(w) for w in rest)
+        else:
+            if base in VARIABLE_SETTERS:  # read PS4, printf -v BASH_ENV
+                self.unknown |= any(w is not None and runs_code(w) for w in rest)
+            spec = COMMAND_OPTS.get(base)
+            if spec is None:
+                return False
+            found = command_options(rest, spec)
+            for script in found:
+                if script is None:
+                    self.unknown = True
+                else:
+                    self.script(script, depth + 1)
+            if found or spec.shell:
+                self.unknown |= not found  # `su root`: a shell reading stdin
+                return True
+            return False
+        return True
 
     def _string(self, words: list[str | None], depth: int) -> None:
         if any(w is None for w in words):
@@ -241,105 +305,92 @@ class _Acc:
             self.script(" ".join(w for w in words if w is not None), depth + 1)
 
     def _shell(self, rest: list[str | None], depth: int) -> None:
-        dash_c = False
+        dash_c = stdin = False
         i = 0
         while i < len(rest):
             w = rest[i]
             if w is None:
                 self.unknown = True
                 return
-            if w == "--" or not w.startswith(("-", "+")) or w in ("-", "+"):
-                break
-            if w in _SHELL_VALUE_OPTS:
+            if w in ("--", "-", "+"):  # bash: a lone - or + is --
                 i += 1
-            elif not w.startswith("--") and "c" in w[1:]:
-                dash_c = True
+                break
+            if not w.startswith(("-", "+")):
+                break
             i += 1
-        if i < len(rest) and rest[i] == "--":
-            i += 1
+            if w in ("--rcfile", "--init-file"):  # read by `bash -i`
+                rc = rest[i] if i < len(rest) else None
+                self.unknown |= rc is None or stdin_path(rc)
+                i += 1
+            elif not w.startswith("--"):
+                for letter in w[1:]:
+                    if letter in "oO":
+                        i += 1  # -o NAME, -eo pipefail: the next word
+                    dash_c |= letter == "c"
+                    stdin |= letter == "s" and w[0] == "-"
         if dash_c:
             script = rest[i] if i < len(rest) else None
             if script is None:
                 self.unknown = True
             else:
                 self.script(script, depth + 1)
-        elif i >= len(rest):
-            # No -c and no script file: the script comes from stdin.
+        elif stdin or i >= len(rest) or rest[i] is None or stdin_path(rest[i] or ""):
+            # The script comes from stdin (-s, no file, -, /dev/stdin).
             self.unknown = True
 
     def _find(self, rest: list[str | None], depth: int) -> None:
         i = 0
         while i < len(rest):
-            if rest[i] in _FIND_EXEC:
+            if rest[i] in FIND_EXEC:
                 j = i + 1
                 while j < len(rest) and rest[j] not in (";", "+"):
                     j += 1
-                self.argv(rest[i + 1 : j], depth)
+                self.argv(replacing(rest[i + 1 : j], "{}"), depth)  # {}: a file
                 i = j
             i += 1
 
-
-def _command_option(
-    words: list[str | None],
-    opts: frozenset[str],
-    operands: int | None,
-    value_opts: frozenset[str],
-) -> tuple[bool, str | None]:
-    """(whether one of ``opts`` is given, its value; None: not static text).
-    ``-c CMD``, ``-lc CMD`` (flags before it), ``-cCMD``, ``--command=CMD``;
-    other options' values (``value_opts``) are skipped, and the search ends
-    after ``operands`` operands."""
-    i, seen = 0, 0
-    while i < len(words):
-        word = words[i]
-        if word == "--":
-            break
-        if word is None or not word.startswith("-") or word == "-":
-            seen += 1
-            if operands is not None and seen > operands:
-                break
+    def _trap(self, rest: list[str | None], depth: int) -> None:
+        """``trap ACTION SIG...``: ACTION runs like eval. ``trap SIG`` and
+        ``trap - SIG`` reset, ``-p``/``-l`` print."""
+        i = 0
+        while i < len(rest) and (w := rest[i]) is not None and w[:1] == "-" != w:
             i += 1
-            continue
-        name, eq, value = word.partition("=")
-        if name in opts and word.startswith("--") and eq:
-            return True, value
-        short = not word.startswith("--") and len(word) > 2
-        if short and f"-{word[1]}" in opts:  # an attached value: -cCMD
-            return True, word[2:]
-        if word in opts or (short and f"-{word[-1]}" in opts):
-            return True, words[i + 1] if i + 1 < len(words) else None
-        i += 2 if word in value_opts else 1
-    return False, None
+            if w == "--":
+                break
+        if len(rest) - i < 2:
+            return
+        action = rest[i]
+        if action is None:
+            self.unknown = True
+        elif action != "-":
+            self.script(action, depth + 1)
+
+    def _source(self, rest: list[str | None]) -> None:
+        """``source FILE`` / ``. FILE``: a file's commands (not seen, like a
+        script file's); unknown when the file is stdin, a descriptor or a
+        process substitution (``source <(...)``), or named by an expansion."""
+        i = 0
+        while i < len(rest) and (w := rest[i]) is not None and w[:1] == "-" != w:
+            i += 2 if w == "-p" else 1  # bash 5.3: source -p PATH FILE
+            if w == "--":
+                break
+        if i < len(rest):
+            file = rest[i]
+            self.unknown |= file is None or stdin_path(file)
 
 
-def _join_continuations(text: str) -> str:
-    """``text`` with bash's line continuations (backslash-newline outside
-    single quotes and comments) removed, as bash reads it."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    quote = ""  # "", "'" or '"'
-    while i < n:
-        ch = text[i]
-        if quote == "'":
-            quote = "" if ch == "'" else quote
-        elif ch == "\\" and i + 1 < n:
-            if text[i + 1] != "\n":
-                out.append(text[i : i + 2])
-            i += 2
-            continue
-        elif ch == '"':
-            quote = "" if quote else '"'
-        elif ch == "'" and not quote:
-            quote = "'"
-        elif ch == "#" and not quote and (not out or out[-1][-1:] in " \t\n;&|()"):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            out.append(text[i:end])
-            i = end
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+def _has_flag(words: list[str | None], letter: str) -> bool:
+    """Whether a short option cluster among ``words`` holds ``letter``."""
+    return any(
+        w is not None and w[:1] == "-" and w[:2] != "--" and letter in w[1:]
+        for w in words
+    )
+
+
+def _sets_code(word: str) -> bool:
+    """``NAME=value`` or ``NAME`` naming a variable a shell runs."""
+    name, _, value = word.partition("=")
+    return runs_code(name) or runs_code(value)
 
 
 def _unreadable(root: Any) -> bool:
@@ -363,95 +414,3 @@ def _unreadable(root: Any) -> bool:
             continue
         stack.extend(c for c in node.children if c.has_error)
     return False
-
-
-def _after_options(words: list[str | None], w: _Wrapper) -> list[str | None] | None:
-    """The words after a wrapper's options and positionals (None: unreadable)."""
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word is None:
-            return None
-        if word == "--":
-            i += 1
-            break
-        if w.assignments and "=" in word and not word.startswith("-"):
-            i += 1
-            continue
-        if not word.startswith("-") or word == "-":
-            break
-        name = word.split("=", 1)[0]
-        if name in w.value_opts and "=" not in word:
-            i += 2  # the option's value is the next word
-            continue
-        i += 1  # a flag, an attached value (-uroot, -n10) or --opt=value
-    i += w.positional
-    return words[i:] if i <= len(words) else []
-
-
-def _commands(root: Any) -> Iterator[Any]:
-    """Every ``command`` node, outermost first, nested ones included."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.type == "command":
-            yield node
-        stack.extend(reversed(node.children))
-
-
-def _words(command: Any) -> list[str | None]:
-    """A command's words after quote removal; None for a word that is not
-    static text (an expansion)."""
-    out: list[str | None] = []
-    for child in command.named_children:
-        if child.type in _SKIP_NODES:
-            continue
-        node = child.named_children[0] if child.type == "command_name" else child
-        if node.type == "command_name":
-            continue
-        out.append(_static(node))
-    return out
-
-
-def _static(node: Any) -> str | None:
-    kind = node.type
-    text: str = node.text.decode("utf-8", "replace")
-    if kind in ("word", "number"):
-        return _unescape(text)
-    if kind == "raw_string":
-        return text[1:-1]
-    if kind == "string":
-        parts = []
-        for c in node.named_children:
-            if c.type != "string_content":
-                return None
-            parts.append(c.text.decode("utf-8", "replace"))
-        return _unescape_dq("".join(parts))
-    if kind == "concatenation":
-        pieces = [_static(c) for c in node.named_children]
-        if any(p is None for p in pieces):
-            return None
-        return "".join(p for p in pieces if p is not None)
-    return None
-
-
-def _unescape(text: str) -> str:
-    """Quote removal of an unquoted word: ``\\x`` is ``x``."""
-    return _ESCAPED.sub(r"\1", text) if "\\" in text else text
-
-
-def _unescape_dq(text: str) -> str:
-    """Inside double quotes only ``\\$ \\` \\" \\\\`` lose their backslash."""
-    if "\\" not in text:
-        return text
-    out = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text) and text[i + 1] in '$`"\\':
-            out.append(text[i + 1])
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)

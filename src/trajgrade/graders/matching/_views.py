@@ -7,12 +7,15 @@ means the call has no such view (vally's "configuration error" when a filter
 asks for it); a view that is present is never empty.
 
 Paths are normalised lexically (no file system: the guard runs beside the
-agent, not necessarily in its cwd): ``\\`` of a Windows drive path becomes
-``/``, ``.`` segments and repeated slashes go, ``..`` is resolved, a
-trailing slash is dropped. A relative path is seen in two spellings, plain
-(``src/a.ts``) and explicit (``./src/a.ts``), and a pattern matches the path
-if it matches either: ``./.env``, ``sub/../.env`` and ``/repo/.env`` all end
-in ``/.env``, while vally's ``^src/`` still matches ``src/a.ts``.
+agent, not necessarily in its cwd): ``.`` segments and repeated slashes go,
+``..`` is resolved, a trailing slash is dropped. A relative path is seen in
+two spellings, plain (``src/a.ts``) and explicit (``./src/a.ts``), and a
+pattern matches the path if it matches either: ``./.env``, ``sub/../.env``
+and ``/repo/.env`` all end in ``/.env``, while vally's ``^src/`` still
+matches ``src/a.ts``. The guard does not know the agent's OS, so a path
+Windows would read as another file (``sub\\.env``, ``.env::$DATA``) is also
+seen in Windows' reading (:func:`_windows`); a drive, UNC or device path
+(``C:\\x``, ``\\\\server\\x``, ``\\\\?\\C:\\x``) only in that one.
 """
 
 from __future__ import annotations
@@ -38,9 +41,13 @@ _PATCH_KEYS = ("input", "patch", "command")
 def _patch_file() -> re.Pattern[str]:
     import re
 
-    # apply_patch's file headers (Codex's patch format).
+    # apply_patch's file headers (Codex's patch format). Codex trims a hunk
+    # header line before reading it, so `\t*** Add File: x` adds x; it reads
+    # `*** Move to:` untrimmed (indented, that line is context, not a move).
+    # A path's trailing blanks are dropped: the view errs toward naming more.
     return re.compile(
-        r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
+        r"^[^\S\n]*\*\*\* (?:Add|Update|Delete) File: (.+?)[^\S\n]*$"
+        r"|^\*\*\* Move to: (.+?)[^\S\n]*$",
         re.MULTILINE,
     )
 
@@ -55,6 +62,32 @@ def _url() -> re.Pattern[str]:
 def _drive(path: str) -> bool:
     """A Windows drive path (``C:\\x`` or ``C:/x``)."""
     return len(path) > 2 and path[1] == ":" and path[0].isalpha() and path[2] in "\\/"
+
+
+def _windows_only(path: str) -> bool:
+    """A path no POSIX system would write: a drive path, or a UNC or device
+    path (``\\\\server\\share``, ``\\\\?\\C:\\x``)."""
+    return _drive(path) or path.startswith("\\\\")
+
+
+def _windows(path: str) -> str:
+    """The file Windows opens for ``path``, spelt with ``/``: the device or
+    verbatim prefix (``\\\\?\\``, ``\\\\.\\``, ``\\??\\``) and NTFS stream suffixes
+    (``:name``, ``::$DATA``) dropped, and each name's trailing dots and
+    spaces, which Win32 ignores. A drive-relative ``C:x`` is ``x``."""
+    p = path.replace("\\", "/")
+    if p[:4] in ("//?/", "//./", "/??/"):
+        p = p[4:]
+        if p[:4].upper() == "UNC/":
+            p = "//" + p[4:]
+    drive = ""
+    if len(p) > 1 and p[1] == ":" and p[0].isalpha():
+        drive, p = (p[:2], p[2:]) if p[2:3] == "/" else ("", p[2:])
+    names = []
+    for name in p.split("/"):
+        name = name.split(":", 1)[0]
+        names.append(name if name.strip(".") == "" else name.rstrip(". "))
+    return drive + "/".join(names)
 
 
 def call_kind(call: ToolCall) -> str | None:
@@ -213,21 +246,29 @@ def patch_paths(text: str) -> list[str]:
 
 
 def normal_paths(paths: list[str]) -> list[str]:
-    """Each path normalised; a relative one also in its ``./`` spelling."""
+    """Each path normalised; a relative one also in its ``./`` spelling; one
+    that Windows would read as another file also in Windows' reading."""
     out: list[str] = []
     for p in paths:
         if not p:
             out.append(p)  # vally matches the empty string as it is
             continue
-        if _drive(p):
-            p = p.replace("\\", "/")
-        norm = posixpath.normpath(p)
-        if norm.startswith("//"):
-            norm = "/" + norm.lstrip("/")  # normpath keeps a leading "//"
-        out.append(norm)
-        if not norm.startswith("/") and not _drive(norm):
-            if norm == ".":
-                continue
-            if not norm.startswith("../") and norm != "..":
-                out.append("./" + norm)
+        windows = _windows(p)
+        readings = [windows] if _windows_only(p) else [p, windows]
+        for reading in dict.fromkeys(readings):
+            _add_normal(out, reading)
     return out
+
+
+def _add_normal(out: list[str], p: str) -> None:
+    norm = posixpath.normpath(p) if p else "."
+    if norm.startswith("//"):
+        norm = "/" + norm.lstrip("/")  # normpath keeps a leading "//"
+    if norm in out:
+        return
+    out.append(norm)
+    if not norm.startswith("/") and not _drive(norm):
+        if norm == ".":
+            return
+        if not norm.startswith("../") and norm != "..":
+            out.append("./" + norm)

@@ -162,3 +162,26 @@ def test_items_are_built_as_json_reads_them(
     doc = json.dumps([*steps, agent]).encode()
     reader = _read(_chunks(data, doc))
     assert reader.built == [("item", v) for v in _containers(json.loads(doc))]
+
+
+def test_a_document_broken_late_is_still_detected_and_reported() -> None:
+    """One bad byte far into a document: its format is still told from what
+    came before (not "cannot tell the log format" at line 1, nothing graded),
+    the steps before it are read, and the error is the reader's, whole or
+    chunked."""
+    from pathlib import Path
+
+    from tests.formats._decode import decode
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "atif"
+    data = (fixture / "harbor_terminus2_v1.5_linear_history.json").read_bytes()
+    at = len(data) * 3 // 4
+    broken = data[:at] + b"\xeb" + data[at:]
+    whole = decode(broken, fmt="atif")
+    chunked = decode(broken, fmt="atif", chunks=[4096] * (len(broken) // 4096))
+    for events, errors in (whole, chunked):
+        assert events
+        assert [e.message.split(" (")[0] for e in errors] == [
+            "the atif document is not valid JSON"
+        ]
+    assert len(whole[0]) == len(chunked[0])

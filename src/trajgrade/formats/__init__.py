@@ -191,7 +191,7 @@ def detect_document(prefix: bytes, *, final: bool) -> tuple[str | None, bool]:
         sniff = getattr(fmt, "sniff_document", None)
         if sniff is not None and sniff(shape):
             return fmt.name, True
-    return None, final or shape.complete
+    return None, final or shape.complete or shape.broken
 
 
 def open_reader(fmt: str, *, source: str, default_trace: str) -> Reader:

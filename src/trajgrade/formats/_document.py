@@ -46,22 +46,26 @@ class DocShape(msgspec.Struct, frozen=True):
     first_item_keys: frozenset[str]
     #: The whole document was in the prefix.
     complete: bool
+    #: The prefix stops being JSON somewhere: the shape is what came before
+    #: (so the format that recognises it reports the place, located).
+    broken: bool = False
 
 
 def document_shape(prefix: bytes) -> DocShape | None:
     """The shape of a (possibly partial) JSON document; None if it is not JSON."""
     events = ijson.sendable_list()
     coro = ijson.parse_coro(events, use_float=True)
-    complete = True
+    complete, broken = True, False
     try:
         coro.send(prefix)
         coro.close()
     except ijson.IncompleteJSONError as exc:
-        if "premature EOF" not in str(exc) and "incomplete" not in str(exc).lower():
-            return None
         complete = False
+        broken = (
+            "premature EOF" not in str(exc) and "incomplete" not in str(exc).lower()
+        )
     except (ijson.JSONError, UnicodeDecodeError):  # ijson decodes UTF-8 as it goes
-        return None
+        complete, broken = False, True
     if not events:
         return None
     is_array = events[0][1] == "start_array"
@@ -82,7 +86,7 @@ def document_shape(prefix: bytes) -> DocShape | None:
             first.add(value)
         elif event == "end_map" and prefix_path == item_prefix and first:
             item_prefix = "\x00"  # only the first element counts
-    return DocShape(is_array, frozenset(top), frozenset(first), complete)
+    return DocShape(is_array, frozenset(top), frozenset(first), complete, broken)
 
 
 def _leads(paths: tuple[str, ...]) -> frozenset[str]:

@@ -86,6 +86,8 @@ def document_shape(prefix: bytes) -> DocShape | None:
             first.add(value)
         elif event == "end_map" and prefix_path == item_prefix and first:
             item_prefix = "\x00"  # only the first element counts
+    if broken and not top and not first:
+        return None  # nothing to tell a format by: not JSON
     return DocShape(is_array, frozenset(top), frozenset(first), complete, broken)
 
 

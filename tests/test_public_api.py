@@ -44,6 +44,7 @@ CORE_PARTS = frozenset(
         "_yaml",
         "_digest",
         "_depth",
+        "_surrogates",
     }
 )
 #: Everything else: the edges that read, write, wait and talk to processes.

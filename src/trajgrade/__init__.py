@@ -26,8 +26,9 @@ Core (start at the top):
 * ``pipeline``, ``batches``, ``grading``, ``projection``  bytes -> lines ->
   events -> engine; decoded chunks and their lines; batches into the engine
   with their errors located; the decode of only what a suite reads
-* ``_locate``, ``_yaml``, ``_digest``, ``_depth``  their helpers (error
-  locations, YAML 1.1/1.2, ids, nesting limits)
+* ``_locate``, ``_yaml``, ``_digest``, ``_depth``, ``_surrogates``  their
+  helpers (error locations, YAML 1.1/1.2, ids, nesting limits, lone
+  surrogate escapes)
 
 Edges:
 

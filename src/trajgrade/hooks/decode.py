@@ -17,28 +17,14 @@ a broken host. Two cases are handled here rather than by ``--fail-closed``:
 
 from __future__ import annotations
 
-import re
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
 from trajgrade._depth import TooDeep, decode_bounded
+from trajgrade._surrogates import without_lone_surrogates
 
 __all__ = ("decode_payload", "refused_outright")
-
-#: A surrogate pair, a lone surrogate, or any other escape (consumed whole,
-#: so an escaped backslash before ``u`` is never read as an escape).
-_ESCAPES: Final = re.compile(
-    rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-    rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
-    rb"|\\.",
-    re.DOTALL,
-)
-
-
-def _lone_to_replacement(m: re.Match[bytes]) -> bytes:
-    escape = m.group()
-    return rb"\ufffd" if len(escape) == 6 and escape[2] in b"dD" else escape
 
 
 def decode_payload(raw: bytes) -> Any:
@@ -49,8 +35,8 @@ def decode_payload(raw: bytes) -> Any:
     except TooDeep:
         raise
     except msgspec.DecodeError:
-        repaired = _ESCAPES.sub(_lone_to_replacement, raw)
-        if repaired == raw:
+        repaired = without_lone_surrogates(raw)
+        if repaired is raw:
             raise
         return decode_bounded(msgspec.json, repaired)
 

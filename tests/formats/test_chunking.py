@@ -106,3 +106,28 @@ def test_a_bad_record_after_the_end_taints_nothing_whatever_the_chunking(
     out = grade_bytes(policy, chunks, source="x.jsonl")
     assert [(v.outcome.value, v.final) for v in out.verdicts] == [("pass", True)]
     assert [e.location.line for e in out.errors] == [4]
+
+
+def test_a_lone_surrogate_escape_is_read_as_the_replacement_character() -> None:
+    """Node agents write an unpaired surrogate as ``\\ud800``; msgspec refuses
+    it. The line is read with U+FFFD there (not lost, its trace not tainted),
+    and a well-formed pair or an escaped backslash is left alone."""
+    lone = b'{"trace_id":"a","type":"tool_call","name":"bash","args":{"command":"ls \\\\x \\ud800 \\ud83d\\ude00"},"call_id":"1"}'
+    dec = SourceDecoder("x.jsonl", fmt="trajgrade")
+    batch = dec.feed(lone + b"\n" + END + b"\n")
+    assert batch.errors == []
+    assert batch.events[0].args == {"command": "ls \\x \ufffd \U0001f600"}  # type: ignore[union-attr]
+
+
+def test_a_claude_code_line_with_a_lone_surrogate_is_read() -> None:
+    from pathlib import Path
+
+    from tests.formats._decode import decode, raw
+
+    fixtures = Path(__file__).parents[1] / "fixtures" / "claude-code"
+    data = raw(next(fixtures.glob("live_*_transcript.jsonl")))
+    assert b'"text":"' in data
+    spoiled = data.replace(b'"text":"', b'"text":"\\udc00', 1)
+    events, errors = decode(spoiled, fmt="claude-code")
+    assert errors == []
+    assert len(events) == len(decode(data, fmt="claude-code")[0])

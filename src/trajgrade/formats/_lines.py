@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import msgspec
 
+from trajgrade._surrogates import without_lone_surrogates
 from trajgrade.errors import InputError, Location
 from trajgrade.formats._sniff import sniff_trace_id
 
@@ -32,6 +33,7 @@ __all__ = (
     "DecodedFeed",
     "RecordIndex",
     "RecordReader",
+    "decode_line",
     "decode_records",
     "located",
     "nonblank_lines",
@@ -117,6 +119,19 @@ def _one_per_line(buf: bytes | memoryview, records: int, lines: int | None) -> b
     return records < lines and records == sum(
         1 for line in bytes(buf).split(b"\n") if line.strip()
     )
+
+
+def decode_line(decode: Any, line: bytes) -> Any:
+    """``decode(line)``; a line with a lone surrogate escape (what a Node
+    agent writes for an unpaired surrogate in a model's text) is read with
+    U+FFFD in its place instead of being lost (trajgrade._surrogates)."""
+    try:
+        return decode(line)
+    except msgspec.DecodeError:
+        fixed = without_lone_surrogates(line)
+        if fixed is line:
+            raise
+        return decode(fixed)
 
 
 def located(errors: list[InputError], lines: list[int]) -> list[InputError]:
@@ -259,7 +274,7 @@ class RecordReader:
             if not line.strip():
                 continue
             try:
-                record = _JSON.decode(line)
+                record = decode_line(_JSON.decode, line)
             except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 errors.append(self.undecodable(line, n, exc))
             else:

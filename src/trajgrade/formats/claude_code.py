@@ -116,6 +116,7 @@ from trajgrade.formats._claude_records import (
 from trajgrade.formats._lines import (
     DecodedFeed,
     RecordIndex,
+    decode_line,
     decode_records,
     located,
     nonblank_lines,
@@ -211,7 +212,7 @@ class ClaudeCodeReader(DecodedFeed):
             if not line.strip():
                 continue
             try:
-                rec = DECODER.decode(line)
+                rec = decode_line(DECODER.decode, line)
             except msgspec.ValidationError as exc:
                 self._invalid(line, n, exc, errors)
             except (msgspec.DecodeError, UnicodeDecodeError) as exc:

@@ -19,7 +19,7 @@ import msgspec
 
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
-from trajgrade.formats._lines import DecodedFeed, decode_records
+from trajgrade.formats._lines import DecodedFeed, decode_line, decode_records
 from trajgrade.formats._sniff import sniff_trace_id
 from trajgrade.projection import LEAN_EVENT
 
@@ -79,7 +79,7 @@ class NativeReader(DecodedFeed):
             if not line.strip():
                 continue
             try:
-                ev = decode(line)
+                ev = decode_line(decode, line)
             except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 errors.append(self._explain(line, n, exc))
                 continue

@@ -324,6 +324,32 @@ def test_negative_call_durations_are_kept() -> None:
     )
 
 
+def test_numbers_past_a_float_are_not_numbers_and_fail_nothing() -> None:
+    """Integers too large for a float (durations, times, counts, cost, a
+    numeric ``text``) are read as agentv's JavaScript reads 1e400: not a
+    usable number (``String()`` gives Infinity); they raised OverflowError,
+    a reader failure that lost the record, before."""
+    huge = 10**400
+    call = {"tool": "a", "duration_ms": huge, "start_time": huge, "end_time": -huge}
+    record = {
+        "id": "r",
+        "text": huge,
+        "output": [{"role": "assistant", "tool_calls": [call]}],
+        "token_usage": {"input": huge, "output": 3, "cached": huge},
+        "cost_usd": huge,
+    }
+    events, errors, _ = _feed(record, {"id": "s", "text": -huge})
+    assert errors == []
+    assert events == [
+        Message(trace_id="r", role="assistant"),
+        ToolCall(trace_id="r", name="a"),
+        Usage(trace_id="r", output_tokens=3),
+        TraceEnd(trace_id="r", result=huge),
+        Message(trace_id="s", role="assistant", text="-Infinity"),
+        TraceEnd(trace_id="s", result=-huge),
+    ]
+
+
 def test_null_input_follows_agentv_args_matching() -> None:
     """superset with `args: {}` matches a null input; keyed superset/subset throw upstream (error)."""
 

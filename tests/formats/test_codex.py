@@ -335,6 +335,48 @@ def test_malformed_lines_are_located_and_the_stream_goes_on() -> None:
     assert len(_of(events, ToolResult)) == 4
 
 
+@pytest.mark.parametrize("kind", [{}, [], 3], ids=["object", "array", "number"])
+def test_an_event_msg_type_that_is_not_a_string_is_a_located_error(
+    kind: object,
+) -> None:
+    """``event_msg`` types Codex does not write are skipped, but a type that
+    is not a string is bad input: an error at its line and ``payload.type``,
+    charged to the session; every other line still counts."""
+    lines = _raw(LIVE).splitlines(keepends=True)
+    odd = _env("event_msg", {"type": "added_in_a_later_version"})
+    bad = _env("event_msg", {"type": kind})
+    data = b"".join([*lines[:3], _lines(odd), _lines(bad), *lines[3:]])
+    events, errors = _decode(data)
+    (err,) = errors
+    assert (err.location.line, err.location.field) == (5, "payload.type")
+    assert err.trace_id == "01a2048f-b52b-7c13-b5e0-f96d64b8c0d5"
+    assert "type must be a string" in err.message
+    assert events == _WHOLE_LIVE
+
+
+def test_durations_too_large_for_a_float_are_left_unset() -> None:
+    """A wrapped output's ``duration_seconds`` or a ``Wall time`` past a
+    float's range gives no duration (it raised OverflowError)."""
+    wrapped = '{"output":"a","metadata":{"exit_code":0,"duration_seconds":%s}}'
+    outputs = [
+        wrapped % ("1" + "0" * 400),
+        wrapped % "1e308",
+        "Exit code: 0\nWall time: " + "9" * 400 + " seconds\nOutput:\nok",
+    ]
+    data = _lines(
+        _env("session_meta", {"id": "s"}),
+        *(
+            _env(
+                "response_item",
+                {"type": "function_call_output", "call_id": f"c{i}", "output": out},
+            )
+            for i, out in enumerate(outputs)
+        ),
+    )
+    results = _of(_read(data), ToolResult)
+    assert [(r.is_error, r.duration_ms) for r in results] == [(False, None)] * 3
+
+
 def test_line_numbers_name_each_event_line() -> None:
     """The reader reports the source line of every event it emits."""
     reader = CodexReader(source="r.jsonl", default_trace="r")

@@ -182,6 +182,30 @@ def test_error_messages_unfinished_calls_and_string_args() -> None:
     assert [(e.location.field, e.trace_id) for e in errors] == [("toolCalls", "s")]
 
 
+def test_a_call_status_that_is_not_a_string_is_a_located_error() -> None:
+    """A ``status`` that is not a string (here without a ``result``, where
+    it decides whether the call finished) is an error at
+    ``toolCalls[i].status``, not a reader failure; that call is skipped and
+    the document's other calls and messages still count."""
+    good = {"id": "c1", "name": "ls", "status": "success", "result": []}
+    bad = {"id": "c2", "name": "cat", "status": {"code": 0}}
+    doc = {
+        "sessionId": "s",
+        "messages": [
+            {"type": "gemini", "content": "a", "toolCalls": [good, bad]},
+            {"type": "user", "content": "b"},
+        ],
+    }
+    events, errors = _read(doc)
+    (err,) = errors
+    assert (err.location.field, err.trace_id) == ("toolCalls[1].status", "s")
+    assert err.location.line == 1 and "must be a string" in err.message
+    assert [c.call_id for c in _of(events, ToolCall)] == ["c1"]
+    assert [r.call_id for r in _of(events, ToolResult)] == ["c1"]
+    assert [m.text for m in _of(events, Message)] == ["a", "b"]
+    assert isinstance(events[-1], TraceEnd)
+
+
 def test_cancelled_calls_are_errors_and_odd_results_are_kept_whole() -> None:
     """A cancelled call is an error result; a result that is not one output is kept as written."""
     raw = [{"functionResponse": {"response": {"output": "a", "extra": 1}}}]

@@ -161,6 +161,35 @@ def test_malformed_lines_are_located_and_reading_goes_on() -> None:
     assert len(_of(events, ToolCall)) == 4
 
 
+@pytest.mark.parametrize(
+    "status", [{}, ["success"], 1], ids=["object", "array", "number"]
+)
+def test_a_call_status_that_is_not_a_string_is_a_located_error(status: object) -> None:
+    """A ``status`` that is not a string is bad input: an error at its line
+    and ``toolCalls[i].status`` (it raised TypeError, unhashable, before);
+    that call is skipped, the message's other calls and the lines after it
+    still count, and a later version with a good status answers it."""
+    call = {"id": "c1", "name": "ls", "args": {}}
+    other = {"id": "c2", "name": "cat", "args": {}, "status": "success"}
+    header = {"sessionId": "s", "projectHash": "p", "startTime": "t"}
+    msg = {"id": "m1", "type": "gemini", "content": "x"}
+    events, errors = _read(
+        header,
+        {**msg, "toolCalls": [other, {**call, "status": status}]},
+        {**msg, "toolCalls": [other, {**call, "status": "success"}]},
+        {"id": "m2", "type": "user", "content": "next"},
+    )
+    (err,) = errors
+    assert (err.location.line, err.location.field) == (2, "toolCalls[1].status")
+    assert err.trace_id == "s" and "must be a string" in err.message
+    assert [(c.call_id, c.name) for c in _of(events, ToolCall)] == [
+        ("c2", "cat"),
+        ("c1", "ls"),
+    ]
+    assert [r.call_id for r in _of(events, ToolResult)] == ["c2", "c1"]
+    assert [m.text for m in _of(events, Message)] == ["x", "next"]
+
+
 def test_a_call_is_answered_when_final_and_usage_takes_the_last_version() -> None:
     """A running call is emitted once, answered at its first final version; held usage uses the last tokens."""
     call = {"id": "c1", "name": "run_shell_command", "args": '{"command": "ls"}'}

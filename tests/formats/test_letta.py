@@ -243,6 +243,47 @@ def test_bad_messages_are_located_errors_and_the_rest_is_read() -> None:
     assert lines == [1, 1, 1, 3, 3]
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "field"),
+    [
+        ("message_type", {}, "message_type"),
+        ("message_type", ["ping"], "message_type"),
+        ("tool_call_id", [], "tool_call_id"),
+        ("tool_call", {"name": "f", "tool_call_id": {}}, "tool_call.tool_call_id"),
+    ],
+    ids=["type-object", "type-array", "return-id", "call-id"],
+)
+def test_a_field_that_is_not_a_string_is_a_located_error(
+    key: str, value: object, field: str
+) -> None:
+    """A ``message_type`` or call id that is not a string is an error at its
+    line and field (the type raised TypeError, unhashable, before); the
+    other messages of the trajectory and the next trajectory are read."""
+    kind = "tool_return_message" if key == "tool_call_id" else "tool_call_message"
+    bad = {"message_type": kind, "tool_return": "x", key: value}
+    good = {"message_type": "assistant_message", "content": "ok"}
+    events, errors, _ = _feed(
+        {"trace_id": "r", "trajectory": [[good, bad, good]]},
+        {"trace_id": "s", "trajectory": [[good]]},
+    )
+    (err,) = errors
+    assert (err.location.line, err.location.field, err.trace_id) == (
+        1,
+        f"trajectory[0][1].{field}",
+        "r",
+    )
+    assert "Please report" not in err.message
+    assert events == [
+        TurnStart(trace_id="r", step=0),
+        Message(trace_id="r", role="assistant", text="ok"),
+        Message(trace_id="r", role="assistant", text="ok"),
+        TraceEnd(trace_id="r"),
+        TurnStart(trace_id="s", step=0),
+        Message(trace_id="s", role="assistant", text="ok"),
+        TraceEnd(trace_id="s"),
+    ]
+
+
 def test_invalid_json_is_charged_to_its_trace_and_later_lines_are_read() -> None:
     """A broken line is a lost trajectory (its own or positional trace); the rest is read."""
     reader = LettaReader(source="x", default_trace="x")

@@ -98,6 +98,26 @@ def test_truncated_run_is_reported_and_earlier_steps_kept() -> None:
     assert len(of(events, ToolResult)) == 2
 
 
+def test_odd_return_codes_and_costs_are_no_status() -> None:
+    """A ``<returncode>`` of thousands of digits (``int`` refused it: a
+    reader failure before) says nothing about the call; a cost that is not
+    a number (``true``) is no cost."""
+    block = "```mswea_bash_command\nls\n```"
+    doc = {
+        "info": {"model_stats": {"instance_cost": True}},
+        "messages": [
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": block},
+            {"role": "user", "content": f"<returncode>{'1' * 5000}</returncode>"},
+        ],
+    }
+    events, errors = _decode(json.dumps(doc).encode())
+    assert errors == []
+    (result,) = of(events, ToolResult)
+    assert result.is_error is None
+    assert not of(events, Usage)
+
+
 def test_wrapper_info_format_errors_and_bad_messages() -> None:
     """The saved-run wrapper gives cost and outcome; 0 or 2 blocks are no call."""
     block = "```mswea_bash_command\nls\n```"

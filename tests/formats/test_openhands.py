@@ -191,6 +191,45 @@ def test_error_states_and_bad_events() -> None:
     ]  # fmt: skip
 
 
+def test_ids_and_causes_that_name_no_event_are_located_errors() -> None:
+    """An action ``id`` or an observation ``cause`` that is not an event id
+    (an object, an array: they raised TypeError, unhashable, before) is an
+    error at that event, which is skipped; the other events pair as before,
+    and a call without an id is not answered by an observation without a
+    cause."""
+    t0 = "2025-01-01T00:00:0"
+    meta = {"function_name": "execute_bash"}
+    doc = [
+        {"id": 1, "timestamp": t0 + "1", "source": "agent", "action": "run",
+         "args": {"command": "ls"}, "tool_call_metadata": {**meta, "tool_call_id": "t1"}},
+        {"id": [2], "timestamp": t0 + "2", "source": "agent", "action": "run",
+         "args": {"command": "pwd"}, "tool_call_metadata": {**meta, "tool_call_id": "t2"}},
+        {"id": 3, "timestamp": t0 + "3", "source": "agent", "observation": "run",
+         "cause": {"id": 1}, "content": "lost", "extras": {}},
+        {"id": 4, "timestamp": t0 + "4", "source": "agent", "observation": "run",
+         "cause": 1, "content": "a b", "extras": {"metadata": {"exit_code": 0}}},
+        {"timestamp": t0 + "5", "source": "agent", "action": "run",
+         "args": {"command": "id"}, "tool_call_metadata": {**meta, "tool_call_id": "t3"}},
+        {"id": 6, "timestamp": t0 + "6", "source": "agent", "observation": "run",
+         "content": "not its result", "extras": {}},
+    ]  # fmt: skip
+    events, errors = _decode(json.dumps(doc).encode())
+    assert [(e.location.field, e.trace_id) for e in errors] == [
+        ("[1].id", "oh.json"),
+        ("[2].cause", "oh.json"),
+    ]
+    assert all(e.location.line == 1 for e in errors)
+    assert "must be an event id" in errors[0].message
+    assert [(c.call_id, c.args) for c in of(events, ToolCall)] == [
+        ("t1", {"command": "ls"}),
+        ("t3", {"command": "id"}),
+    ]
+    assert [(r.call_id, r.result, r.is_error) for r in of(events, ToolResult)] == [
+        ("t1", "a b", False)
+    ]
+    assert isinstance(events[-1], TraceEnd)
+
+
 @pytest.mark.parametrize(
     "doc",
     [

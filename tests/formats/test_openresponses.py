@@ -235,6 +235,42 @@ def test_bad_items_are_located_and_charged_to_their_trace() -> None:
     assert "a function_call needs a string name (missing)" in errors[0].message
 
 
+def test_values_that_are_not_strings_are_errors_or_unknown_not_failures() -> None:
+    """An item ``type`` or a response ``status`` that is not a string is an
+    error at its line and field (both raised TypeError, unhashable, before);
+    a content part whose type is not a string is skipped, as a part of an
+    unknown type is. The records around them are read whole."""
+    call = {"type": "function_call", "name": "f", "call_id": "c1", "arguments": "{}"}
+    events, errors, lines = _feed(
+        call,
+        {"type": {}, "summary": []},
+        {"id": "resp_1", "status": ["failed"], "output": [call]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": {}, "text": "hidden"}, {"type": "text", "text": "ok"}],
+        },
+        [{"type": "message", "role": "user", "content": "hi"}, {"type": ["x"]}],
+    )
+    assert [(str(e.location), e.trace_id) for e in errors] == [
+        ("r.jsonl:2: type", "r"),
+        ("r.jsonl:3: status", "resp_1"),
+        ("r.jsonl:5: [1].type", "r#2"),
+    ]
+    assert "an item needs a string type, got dict" in errors[0].message
+    assert "status must be a string, got list" in errors[1].message
+    assert events == [
+        ToolCall(trace_id="r", name="f", call_id="c1", args={}, args_raw="{}"),
+        ToolCall(trace_id="resp_1", name="f", call_id="c1", args={}, args_raw="{}"),
+        TraceEnd(trace_id="resp_1"),
+        Message(trace_id="r", role="assistant", text="ok"),
+        TurnStart(trace_id="r#2", source="user"),
+        Message(trace_id="r#2", role="user", text="hi"),
+        TraceEnd(trace_id="r#2"),
+    ]
+    assert lines == [1, 3, 3, 4, 5, 5, 5]
+
+
 def test_undecodable_lines_are_reported_and_skipped() -> None:
     """A broken line is an error; the lines around it still count."""
     reader = OpenResponsesReader(source="r.jsonl", default_trace="r")

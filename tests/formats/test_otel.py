@@ -228,6 +228,77 @@ def test_other_operations_give_no_events() -> None:
     assert (events, errors) == ([], [])
 
 
+def test_an_operation_name_that_is_not_text_names_no_genai_operation() -> None:
+    """A ``gen_ai.operation.name`` array or map is not a GenAI operation:
+    the span is not read, as a span of another operation is (it raised
+    TypeError, unhashable, before)."""
+    spans = []
+    for value in ({"arrayValue": {"values": []}}, {"kvlistValue": {"values": []}}):
+        span = _chat()
+        span["attributes"] = [_attr("gen_ai.operation.name", value)]
+        spans.append(span)
+    events, errors = _decode(_line(*spans, _chat()))
+    assert errors == [] and [type(e) for e in events] == [TurnStart]
+
+
+def _log_line(*records: dict[str, Any]) -> bytes:
+    """One logs export request of Claude Code's session ``s1``."""
+    resource = {"attributes": [_attr("session.id", {"stringValue": "s1"})]}
+    scope = {"scope": {}, "logRecords": list(records)}
+    request = {"resourceLogs": [{"resource": resource, "scopeLogs": [scope]}]}
+    return json.dumps(request).encode() + b"\n"
+
+
+def _tool_result(*attrs: dict[str, Any], **record: Any) -> dict[str, Any]:
+    return {
+        "timeUnixNano": "1767225600000000000",
+        "eventName": "claude_code.tool_result",
+        "attributes": [
+            _attr("tool_name", {"stringValue": "Bash"}),
+            _attr("success", {"stringValue": "true"}),
+            *attrs,
+        ],
+        **record,
+    }
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        (_tool_result(_attr("duration_ms", {"stringValue": "1e400"})), "attributes"),
+        (
+            _tool_result(_attr("duration_ms", {"intValue": 2**64})),
+            "attributes[2].value.intValue",
+        ),
+        (_tool_result(_attr("duration_ms", {"boolValue": True})), "attributes"),
+        (_tool_result(timeUnixNano=10**400), "timeUnixNano"),
+        (
+            {
+                **_tool_result(),
+                "eventName": "claude_code.api_request",
+                "attributes": [_attr("input_tokens", {"stringValue": "\u00b2"})],
+            },
+            "attributes",
+        ),
+    ],
+    ids=["duration-text", "duration-huge", "duration-bool", "time-huge", "tokens"],
+)
+def test_bad_log_record_values_are_located(record: dict[str, Any], field: str) -> None:
+    """An agent event's number that is not a finite number, a count that is
+    not ASCII digits, a time past 64 bits: an error at the record's field
+    (OverflowError and ValueError escaped as reader failures before); the
+    record is skipped and the next one read."""
+    events, errors = _decode(_log_line(record, _tool_result()))
+    assert [(e.location.line, e.location.field) for e in errors] == [
+        (1, f"resourceLogs[0].scopeLogs[0].logRecords[0].{field}")
+    ]
+    assert "Please report" not in errors[0].message
+    assert [(type(e), e.trace_id) for e in events] == [
+        (ToolCall, "s1"),
+        (ToolResult, "s1"),
+    ]
+
+
 def test_malformed_lines_and_spans_are_located_and_skipped() -> None:
     """Bad lines and a bad attribute are reported with line and field; the rest is read."""
     events, errors = _fixture("malformed.jsonl")
@@ -255,6 +326,19 @@ def test_malformed_lines_and_spans_are_located_and_skipped() -> None:
         (_chat(_attr("gen_ai.usage.input_tokens", {"intValue": "-1"})), "attributes"),
         (_chat({"value": {"stringValue": "no key"}}), "attributes[1]"),
         (_chat(_attr("k", {"stringValue": "a", "intValue": 1})), "attributes[1].value"),
+        # Values of the wrong type or size: TypeError (unhashable) and
+        # OverflowError (past a float) escaped as reader failures before.
+        ({**_chat(), "status": {"code": []}}, "status.code"),
+        ({**_chat(), "status": {"code": {"error": 2}}}, "status.code"),
+        ({**_chat(), "startTimeUnixNano": 10**400}, "startTimeUnixNano"),
+        ({**_chat(), "startTimeUnixNano": "9" * 400}, "startTimeUnixNano"),
+        ({**_chat(), "endTimeUnixNano": 2**64}, "endTimeUnixNano"),
+        (_chat(_attr("k", {"doubleValue": []})), "attributes[1].value.doubleValue"),
+        (
+            _chat(_attr("k", {"doubleValue": 10**400})),
+            "attributes[1].value.doubleValue",
+        ),
+        (_chat(_attr("k", {"intValue": "1" * 5000})), "attributes[1].value.intValue"),
     ],
 )
 def test_bad_span_fields_are_located(span: dict[str, Any], field: str) -> None:

@@ -163,6 +163,18 @@ def test_demos_feedback_bad_entries_and_failed_exit() -> None:
     ]
 
 
+def test_a_cost_that_is_not_a_number_is_no_cost() -> None:
+    """``instance_cost: true`` was read as a cost of 1.0 (bool is an int)."""
+    doc = {
+        "trajectory": [],
+        "history": [{"role": "user", "content": "task"}],
+        "info": {"model_stats": {"instance_cost": True, "tokens_sent": 5}},
+    }
+    events, errors = _decode(json.dumps(doc).encode())
+    assert errors == []
+    assert of(events, Usage) == [Usage(trace_id="run.traj", input_tokens=5)]
+
+
 @pytest.mark.parametrize(
     "doc",
     [

@@ -3,10 +3,35 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
+from tests._support import suite
 
 from trajgrade.events import ToolCall, ToolResult, TraceEnd, TurnStart, Usage
 from trajgrade.formats import detect
 from trajgrade.formats.vally import VallyReader, parse_timestamp
+from trajgrade.pipeline import grade_bytes
+
+#: Graders whose verdicts depend on every event of a trace.
+POLICY = suite(
+    """
+    graders:
+      - type: tool-call-count
+        config: {max: 10}
+      - type: token-budget
+        config: {max: 1000}
+    """
+)
+#: A whole trace, graded on its own line next to the bad records.
+GOOD = {
+    "id": "good",
+    "events": [
+        {"type": "tool_call", "data": {"toolName": "bash", "toolCallId": "g1"}},
+        {"type": "tool_result", "data": {"toolCallId": "g1", "result": "ok"}},
+        {"type": "usage", "data": {"inputTokens": 7, "outputTokens": 2}},
+    ],
+}
 
 
 def _feed(*records: object) -> tuple[list[object], list[object]]:
@@ -88,3 +113,77 @@ def test_timestamps_accept_iso_and_epoch() -> None:
     assert parse_timestamp("1970-01-01T00:00:10Z") == 10.0
     assert parse_timestamp(12) == 12.0
     assert parse_timestamp("yesterday") is None
+
+
+def test_a_number_too_large_for_a_float_is_no_timestamp() -> None:
+    """An integer beyond a float's range is invalid, not a reader failure."""
+    assert parse_timestamp(10**400) is None
+    assert parse_timestamp(-(10**400)) is None
+    events, errors = _feed({"type": "turn_start", "timestamp": 10**400, "data": {}})
+    assert events == [TurnStart(trace_id="v")] and not errors
+
+
+def _finals(verdicts: list[Any], trace: str) -> list[tuple[str, str, float]]:
+    return [
+        (v.grader, str(v.outcome), v.score)
+        for v in verdicts
+        if v.final and v.trace_id == trace
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "value"),
+    [
+        ("tool_call", "toolCallId", []),  # crashed the engine (unhashable)
+        ("tool_call", "toolName", None),
+        ("tool_result", "toolCallId", {}),  # crashed the engine (unhashable)
+        ("tool_result", "toolName", ["bash"]),
+        ("tool_result", "durationMs", "12"),
+        pytest.param("tool_result", "durationMs", 10**400, id="durationMs-huge"),
+        ("tool_result", "success", "false"),
+        ("usage", "inputTokens", {"n": 1}),
+        ("usage", "outputTokens", -3),
+    ],
+)
+def test_a_field_of_the_wrong_type_rejects_its_record_only(
+    kind: str, key: str, value: object
+) -> None:
+    """A payload field whose type the event cannot hold is a located error
+    (line, ``data.<field>``) that taints the record's trace; a tool call of
+    the same trace before it and a whole trace beside it are intact."""
+    data = {"toolName": "bash", "toolCallId": "c1", key: value}
+    lines = [
+        GOOD,
+        {"type": "tool_call", "data": {"toolName": "bash", "toolCallId": "c1"}},
+        {"type": kind, "data": data},
+    ]
+    alone = grade_bytes(POLICY, json.dumps(GOOD).encode() + b"\n", fmt="vally")
+    text = "".join(json.dumps(r) + "\n" for r in lines).encode()
+    got = grade_bytes(POLICY, text, source="v.jsonl", fmt="vally")
+    (err,) = got.errors
+    assert (err.location.line, err.location.field) == (3, f"data.{key}")
+    assert f"data.{key} must be" in err.message
+    assert err.trace_id == "v.jsonl"
+    assert _finals(alone.verdicts, "good")
+    assert _finals(got.verdicts, "good") == _finals(alone.verdicts, "good")
+    assert {v.outcome.value for v in got.verdicts if v.trace_id == "v.jsonl"} == {
+        "error"
+    }
+    events, _ = _feed(*lines[1:])
+    assert events == [ToolCall(trace_id="v", name="bash", call_id="c1")]
+
+
+def test_a_canonical_line_of_the_wrong_type_is_located_at_its_field() -> None:
+    """A data-less (canonical) event names the field msgspec refused, and a
+    type that is not a string is an unknown type, not a reader failure."""
+    _, errors = _feed(
+        {"type": "tool_call", "name": "bash", "call_id": []},
+        {"type": {}},
+        {"id": "r", "events": [{"type": "usage", "input_tokens": "many"}]},
+    )
+    assert [(e.location.line, e.location.field) for e in errors] == [
+        (1, "call_id"),
+        (2, "type"),
+        (3, "events[0].input_tokens"),
+    ]
+    assert "Please report" not in " ".join(e.message for e in errors)

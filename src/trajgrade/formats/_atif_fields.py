@@ -7,6 +7,8 @@ from typing import Any, Final
 import msgspec
 
 from trajgrade._depth import decode_bounded
+from trajgrade.formats._fields import BadField
+from trajgrade.formats._fields import count as _count
 
 __all__ = ("count", "parse_args", "text_of")
 
@@ -44,12 +46,8 @@ def parse_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
 def count(metrics: dict[str, Any], key: str, bad: list[str]) -> int:
     """A non-negative integer token count; 0 when absent. A value of the
     wrong type counts 0 and its key is added to ``bad``."""
-    value = metrics.get(key)
-    if value is None:
+    try:
+        return _count(metrics, key)
+    except BadField:
+        bad.append(key)
         return 0
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    bad.append(key)
-    return 0

@@ -17,6 +17,7 @@ import msgspec
 
 from trajgrade._depth import decode_bounded
 from trajgrade.events import AgentError, Event, TraceEnd, Usage
+from trajgrade.formats._fields import field_of
 
 __all__ = (
     "DECODER",
@@ -104,8 +105,6 @@ DECODER: Final = msgspec.json.Decoder(Record)
 KIND_DECODER: Final = msgspec.json.Decoder(Kind)
 _ANY: Final = msgspec.json.Decoder()
 
-#: Where msgspec's validation message names the bad field.
-_AT: Final = re.compile(r" - at `\$\.?(.*)`$")
 _SESSION: Final = re.compile(rb'"(?:sessionId|session_id)"\s*:\s*"([^"\\]{1,200})"')
 
 #: User-line texts that Claude Code injects; none is a human prompt.
@@ -122,15 +121,6 @@ _INJECTED: Final = (
     "<bash-stdout>",
     "<bash-stderr>",
 )
-
-
-def field_of(exc: msgspec.ValidationError) -> tuple[str, str | None]:
-    """msgspec's message without its location, and the field path it names."""
-    text = str(exc)
-    m = _AT.search(text)
-    if m is None:
-        return text, None
-    return text[: m.start()], m.group(1) or None
 
 
 def session_in(raw: bytes) -> str | None:

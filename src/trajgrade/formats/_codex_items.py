@@ -15,6 +15,7 @@ import msgspec
 
 from trajgrade._depth import decode_bounded
 from trajgrade.events import Message, ToolCall, ToolResult
+from trajgrade.formats._fields import BadField, finite, opt_str
 
 __all__ = (
     "CALL_TYPES",
@@ -66,22 +67,8 @@ _FAILURES: Final = (
 )
 
 
-class BadRecord(Exception):
+class BadRecord(BadField):
     """A record that cannot become events: a message and the offending field."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
-def _opt_str(d: dict[str, Any], key: str) -> str | None:
-    """``d[key]`` when it is a string or absent; anything else is bad."""
-    value = d.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    msg = f"`{key}` must be a string, got {type(value).__name__}"
-    raise BadRecord(msg, key)
 
 
 def _parse_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
@@ -139,7 +126,7 @@ def tool_call(item: dict[str, Any], tid: str, ts: float | None) -> ToolCall:
         # is not reported as unanswered.
         cid = None
         if kind == "local_shell_call":
-            cid = _opt_str(item, "call_id") or _opt_str(item, "id")
+            cid = opt_str(item, "call_id") or opt_str(item, "id")
         return ToolCall(trace_id=tid, ts=ts, name=builtin, call_id=cid, args=args)
     name = item.get("name")
     if not isinstance(name, str):
@@ -151,8 +138,8 @@ def tool_call(item: dict[str, Any], tid: str, ts: float | None) -> ToolCall:
         args, raw = _parse_args(item.get("arguments"))
     else:
         # custom_tool_call input is free text (a patch), not JSON.
-        args, raw = None, _opt_str(item, "input")
-    cid = _opt_str(item, "call_id")
+        args, raw = None, opt_str(item, "input")
+    cid = opt_str(item, "call_id")
     return ToolCall(
         trace_id=tid, ts=ts, name=name, call_id=cid, args=args, args_raw=raw
     )
@@ -163,7 +150,7 @@ def tool_result(
 ) -> ToolResult:
     """An output item of one of :data:`OUTPUT_TYPES`, paired by ``call_id``
     (``payload`` False: no grader reads ``result``, which is left None)."""
-    cid = _opt_str(item, "call_id")
+    cid = opt_str(item, "call_id")
     if cid is None:
         msg = f"a {item['type']} needs a string `call_id` to pair it with its call"
         raise BadRecord(msg, "call_id")
@@ -214,11 +201,11 @@ def _output_status(
             meta = None
         if isinstance(meta, dict):
             code = meta.get("exit_code")
-            secs = meta.get("duration_seconds")
+            secs = finite(meta.get("duration_seconds"))
             return (
                 text,
                 code != 0 if _is_int(code) else None,
-                secs * 1000.0 if _is_int(secs) or isinstance(secs, float) else None,
+                None if secs is None else finite(secs * 1000.0),
             )
     result = output if payload else None
     if output.startswith(_HEADER_KEYS):
@@ -227,7 +214,7 @@ def _output_status(
         return (
             result,
             int(code_m.group(1)) != 0 if code_m else None,
-            float(wall_m.group(1)) * 1000.0 if wall_m else None,
+            finite(float(wall_m.group(1)) * 1000.0) if wall_m else None,
         )
     if output.startswith(_FAILURES):
         return result, True, None

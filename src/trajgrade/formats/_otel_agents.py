@@ -52,21 +52,31 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from trajgrade.events import AgentError, Event, ToolCall, ToolResult, TurnStart, Usage
+from trajgrade.formats._fields import finite
 from trajgrade.formats._otel_values import BadValue, json_object
 
 __all__ = ("AGENTS", "Mapper")
 
 Mapper = Callable[[str, str, dict[str, Any], float], list[Event]]
 
+#: The longest count written as text that is read (a 64-bit one has 20 digits).
+_DIGITS: Final = 20
+
 
 def _int(attrs: dict[str, Any], key: str) -> int:
     """A count the agents write as an int, or as its decimal text."""
     value = attrs.get(key, 0)
-    if isinstance(value, str) and value.isdigit():
+    # (ASCII only: isdigit alone takes superscripts, which int refuses)
+    if (
+        isinstance(value, str)
+        and len(value) <= _DIGITS
+        and value.isascii()
+        and value.isdigit()
+    ):
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    msg = f"{key} must be a non-negative integer, got {value!r}"
+    msg = f"{key} must be a non-negative integer, got {value!r:.60}"
     raise BadValue(msg, field="attributes")
 
 
@@ -74,11 +84,16 @@ def _float(attrs: dict[str, Any], key: str) -> float | None:
     value = attrs.get(key)
     if value is None:
         return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        msg = f"{key} must be a number, got {value!r}"
-        raise BadValue(msg, field="attributes") from None
+    if isinstance(value, str):  # (the agents write some numbers as text)
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    number = finite(value)
+    if number is None:
+        msg = f"{key} must be a finite number, got {value!r:.60}"
+        raise BadValue(msg, field="attributes")
+    return number
 
 
 def _str(attrs: dict[str, Any], key: str) -> str | None:

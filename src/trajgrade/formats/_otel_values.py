@@ -18,6 +18,10 @@ __all__ = ("BadValue", "any_value", "attributes", "json_object", "nanos")
 
 _JSON: Final = msgspec.json.Decoder()
 _SPECIAL_DOUBLES: Final = frozenset({"NaN", "Infinity", "-Infinity"})
+#: The values of OTLP's 64-bit integers, signed (``int64``) or not (``fixed64``).
+_INT64: Final = range(-(2**63), 2**64)
+#: The longest decimal text of one (a sign and 20 digits, with some spaces).
+_INT_DIGITS: Final = 32
 
 
 class BadValue(Exception):
@@ -30,14 +34,19 @@ class BadValue(Exception):
 
 
 def _int(raw: Any, field: str) -> int:
+    value: int | None = None
     if isinstance(raw, int) and not isinstance(raw, bool):
-        return raw
-    if isinstance(raw, str):
+        value = raw
+    elif isinstance(raw, str) and len(raw) <= _INT_DIGITS:
         try:
-            return int(raw)
+            value = int(raw)
         except ValueError:
             pass
-    msg = f"expected a 64-bit integer (a JSON number or decimal string), got {raw!r}"
+    if value is not None and value in _INT64:
+        return value
+    msg = (
+        f"expected a 64-bit integer (a JSON number or decimal string), got {raw!r:.60}"
+    )
     raise BadValue(msg, field=field)
 
 
@@ -69,16 +78,19 @@ def _value(raw: Any, field: str) -> Any:
         return _int(value, where)
     if kind == "doubleValue" and (
         (isinstance(value, (int, float)) and not isinstance(value, bool))
-        or value in _SPECIAL_DOUBLES
+        or (isinstance(value, str) and value in _SPECIAL_DOUBLES)
     ):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer too large for a double
+            pass
     if kind == "arrayValue" and isinstance(value, dict):
         items = value.get("values", [])
         if isinstance(items, list):
             return [_value(v, f"{where}.values[{i}]") for i, v in enumerate(items)]
     if kind == "kvlistValue" and isinstance(value, dict):
         return attributes(value.get("values"), f"{where}.values")
-    msg = f"not a valid AnyValue {kind}: {value!r}"
+    msg = f"not a valid AnyValue {kind}: {value!r:.60}"
     raise BadValue(msg, field=where)
 
 

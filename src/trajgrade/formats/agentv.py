@@ -39,13 +39,13 @@ record and ``<default>#<n>`` for the n-th. Every record ends with TraceEnd.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Final
 
 import msgspec
 
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
+from trajgrade.formats._fields import finite
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.vally import parse_timestamp
 from trajgrade.graders.agentv._args import js_number
@@ -234,9 +234,7 @@ class _Record:
         ts = parse_timestamp(call.get("timestamp", call.get("start_time")))
         # Any number, negative ones included: agentv's CLI provider drops only a
         # negative record-level duration_ms and reports "a completed in -5ms".
-        duration = call.get("duration_ms")
-        if not _is_number(duration):
-            duration = None
+        duration = finite(call.get("duration_ms"))
         status = call.get("status")
         is_error = (
             {"error": True, "success": False}.get(status)
@@ -289,20 +287,8 @@ class _Record:
 
 
 def _is_amount(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
-
-
-def _is_number(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
+    number = finite(value)  # (an integer too large for a float is not one)
+    return number is not None and number >= 0
 
 
 def _count(value: Any) -> int:
@@ -333,7 +319,10 @@ def js_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return js_number(value)
+        try:
+            return js_number(value)
+        except OverflowError:  # an integer past a double: JSON.parse's Infinity
+            return "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, list):
         return ",".join("" if v is None else js_string(v) for v in value)
     return "[object Object]"

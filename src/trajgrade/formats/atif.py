@@ -73,6 +73,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats._atif_fields import count, parse_args, text_of
 from trajgrade.formats._document import DocumentReader
+from trajgrade.formats._fields import finite
 from trajgrade.formats.vally import parse_timestamp
 
 if TYPE_CHECKING:
@@ -293,9 +294,7 @@ class AtifReader(DocumentReader):
                 input_tokens=count(metrics, f"{pre}prompt_tokens", bad),
                 output_tokens=count(metrics, f"{pre}completion_tokens", bad),
                 cache_read_tokens=count(metrics, f"{pre}cached_tokens", bad),
-                cost_usd=float(cost)
-                if isinstance(cost, int | float) and not isinstance(cost, bool)
-                else None,
+                cost_usd=finite(cost),
                 model=model or _text(self._agent.get("model_name")),
             )
         )

@@ -89,7 +89,7 @@ Mapping and decisions (docs/formats.md, "codex", gives the reasons):
 A line that is not JSON, not an object, or a call/result/usage with wrong
 field types is an input error (file, line, field, and the current session as
 its trace, which it taints); unknown types are skipped, since Codex adds them
-often. State is bounded: the session id, the last totals, the current turn id,
+often (a ``type`` that is not a string is an error, not an unknown type). State is bounded: the session id, the last totals, the current turn id,
 and the exec tool items started but not completed (at most 4096).
 """
 
@@ -110,6 +110,7 @@ from trajgrade.formats._codex_items import (
     tool_result,
 )
 from trajgrade.formats._codex_usage import UsageDeltas
+from trajgrade.formats._fields import BadField, opt_str
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.vally import parse_timestamp
 
@@ -174,7 +175,7 @@ class CodexReader(RecordReader):
                 msg = f"expected a JSON object, got {type(record).__name__}"
                 raise BadRecord(msg)
             self._record(record, events)
-        except BadRecord as exc:
+        except BadField as exc:
             msg = f"{exc.message}; fix the producer or the line"
             errors.append(self.error(msg, n, field=exc.field, trace=self._tid))
 
@@ -201,7 +202,7 @@ class CodexReader(RecordReader):
                 raise BadRecord(msg, "payload")
             try:
                 self._envelope(kind, payload, ts, events)
-            except BadRecord as exc:
+            except BadField as exc:
                 exc.field = f"payload.{exc.field}" if exc.field else "payload"
                 raise
         elif kind in EXEC_TYPES:
@@ -275,7 +276,7 @@ class CodexReader(RecordReader):
                 events.append(message)
 
     def _event(self, p: dict[str, Any], ts: float | None, events: list[Event]) -> None:
-        kind = p.get("type")
+        kind = opt_str(p, "type")  # another type of value is not a type name
         if kind not in _READ_EVENTS:
             return  # (most: agent_reasoning, agent_message, … repeat items)
         if kind == "token_count":

@@ -43,7 +43,8 @@ Decisions:
    truncated or invalid document keeps the events read before the break,
    reports it (charged to the trace) and emits no ``trace_end``.
 7. A message that is not an object, or a tool call without a string
-   ``name``, is an input error for the trace; reading goes on.
+   ``name`` or with a ``status`` that is not a string, is an input error
+   for the trace (the call is skipped); reading goes on.
 8. The append-only JSONL session files of newer builds (a header line, then
    message and ``{"$set": …}`` records) are not this format: their header
    line has no ``messages`` and is not claimed.
@@ -66,6 +67,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats._atif_fields import count, parse_args, text_of
 from trajgrade.formats._document import DocumentReader
+from trajgrade.formats._fields import BadField, opt_str
 from trajgrade.formats.vally import parse_timestamp
 
 if TYPE_CHECKING:
@@ -205,8 +207,8 @@ class GeminiCliReader(DocumentReader):
         if text:
             events.append(Message(trace_id=tid, ts=ts, role="assistant", text=text))
         calls = msg.get("toolCalls")
-        for call in calls if isinstance(calls, list) else ():
-            self._call(call, tid, ts, events, errors)
+        for i, call in enumerate(calls if isinstance(calls, list) else ()):
+            self._call(call, i, tid, ts, events, errors)
         tokens = msg.get("tokens")
         if isinstance(tokens, dict):
             bad: list[str] = []
@@ -231,6 +233,7 @@ class GeminiCliReader(DocumentReader):
     def _call(
         self,
         call: Any,
+        i: int,
         tid: str,
         ts: float | None,
         events: list[Event],
@@ -241,10 +244,15 @@ class GeminiCliReader(DocumentReader):
             msg = "a tool call must be an object with a string name"
             errors.append(self._bad(msg, "toolCalls"))
             return
+        try:
+            status = opt_str(call, "status", f"toolCalls[{i}].")
+        except BadField as exc:
+            errors.append(self._bad(exc.message, exc.field or "toolCalls"))
+            return
         cid = call.get("id")
         call_id = cid if isinstance(cid, str) else None
         events.append(call_event(call, name, call_id, tid, ts))
-        if call.get("result") is None and call.get("status") not in _FINAL:
+        if call.get("result") is None and status not in _FINAL:
             return  # decision 3: still running when the file was written
         events.append(result_event(call, name, call_id, tid, ts))
 

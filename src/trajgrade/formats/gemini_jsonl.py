@@ -48,8 +48,9 @@ Decisions:
    and messages after it have new ids. ``$set`` of other fields,
    ``info`` / ``warning`` messages and unknown records are skipped.
 7. A line that is not an object, a ``$set`` or message that is not an
-   object, a tool call without a string ``name`` or a bad token count is a
-   located input error for the trace; reading goes on.
+   object, a tool call without a string ``name`` or with a ``status`` that
+   is not a string (the call is skipped), or a bad token count is a located
+   input error for the trace; reading goes on.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from trajgrade.events import (
     Usage,
 )
 from trajgrade.formats._atif_fields import count, text_of
+from trajgrade.formats._fields import BadField, opt_str
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.gemini_cli import _FINAL, call_event, result_event
 from trajgrade.formats.vally import parse_timestamp
@@ -218,7 +220,7 @@ class GeminiJsonlReader(RecordReader):
             self._text(seen, "assistant", msg, tid, ts, events)
             calls = msg.get("toolCalls")
             for i, call in enumerate(calls if isinstance(calls, list) else ()):
-                self._call(call, f"{mid}#{i}", n, tid, ts, events, errors)
+                self._call(call, i, f"{mid}#{i}", n, tid, ts, events, errors)
             if not seen.counted:
                 self._usage(msg, mid, n, tid, ts, events, errors)
 
@@ -262,6 +264,7 @@ class GeminiJsonlReader(RecordReader):
     def _call(
         self,
         call: Any,
+        i: int,
         position: str,
         n: int,
         tid: str,
@@ -274,13 +277,17 @@ class GeminiJsonlReader(RecordReader):
             msg = "a tool call must be an object with a string name"
             errors.append(self.error(msg, n, field="toolCalls", trace=tid))
             return
+        try:
+            status = opt_str(call, "status", f"toolCalls[{i}].")
+        except BadField as exc:
+            errors.append(self.error(exc.message, n, field=exc.field, trace=tid))
+            return
         cid = call.get("id")
         call_id = cid if isinstance(cid, str) and cid else None
         key = call_id or position
         answered = self._calls.get(key)
         if answered is None:
             events.append(call_event(call, name, call_id, tid, ts))
-        status = call.get("status")
         final = status in _FINAL or (status is None and call.get("result") is not None)
         if answered or not final:
             if answered is None:

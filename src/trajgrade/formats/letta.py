@@ -54,6 +54,7 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
+from trajgrade.formats._fields import BadField, opt_str
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats._sniff import sniff_trace_id
 from trajgrade.formats.vally import parse_timestamp
@@ -95,12 +96,8 @@ _KNOWN: Final = ", ".join(
 )
 
 
-class _BadMessageError(Exception):
+class _BadMessageError(BadField):
     """One message cannot be read; ``field`` is relative to the message."""
-
-    def __init__(self, message: str, field: str = "") -> None:
-        super().__init__(message)
-        self.message, self.field = message, field
 
 
 class LettaReader(RecordReader):
@@ -206,7 +203,7 @@ class LettaReader(RecordReader):
                 msg = f"a Letta message must be an object, got {type(m).__name__}"
                 raise _BadMessageError(msg)
             events.extend(_translate(m, tid))
-        except _BadMessageError as exc:
+        except BadField as exc:
             field = f"{at}.{exc.field}" if exc.field else at
             msg = f"{exc.message}; fix the producer or the line"
             errors.append(self._error(msg, n, field, tid))
@@ -214,9 +211,9 @@ class LettaReader(RecordReader):
 
 def _translate(m: dict[str, Any], tid: str) -> list[Event]:
     """One Letta message -> its canonical events (often one, sometimes none)."""
-    kind = m.get("message_type")
+    kind = opt_str(m, "message_type")
     ts = parse_timestamp(m.get("date"))
-    role = _ROLES.get(kind) if isinstance(kind, str) else None
+    role = _ROLES.get(kind) if kind is not None else None
     if role is not None:
         if kind in _TEXT:
             text = m.get(_TEXT[kind])
@@ -243,8 +240,8 @@ def _translate(m: dict[str, Any], tid: str) -> list[Event]:
             ToolResult(
                 trace_id=tid,
                 ts=ts,
-                call_id=_opt_str(m, "tool_call_id"),
-                name=_opt_str(m, "name"),
+                call_id=opt_str(m, "tool_call_id"),
+                name=opt_str(m, "name"),
                 result=m.get("tool_return"),
                 is_error=None if status is None else status == "error",
             )
@@ -301,14 +298,6 @@ def _flatten(content: Any, *, strict: bool) -> str:
     return " ".join(texts)
 
 
-def _opt_str(d: dict[str, Any], key: str) -> str | None:
-    value = d.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    msg = f"`{key}` must be a string, got {type(value).__name__}"
-    raise _BadMessageError(msg, key)
-
-
 def _call(c: Any, tid: str, ts: float | None, field: str) -> ToolCall:
     if not isinstance(c, dict) or not isinstance(c.get("name"), str):
         msg = "a tool call must be an object with a string `name`"
@@ -330,7 +319,7 @@ def _call(c: Any, tid: str, ts: float | None, field: str) -> ToolCall:
         trace_id=tid,
         ts=ts,
         name=c["name"],
-        call_id=_opt_str(c, "tool_call_id"),
+        call_id=opt_str(c, "tool_call_id", f"{field}."),
         args=args,
         args_raw=raw,
     )

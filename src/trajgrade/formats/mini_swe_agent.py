@@ -50,6 +50,7 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
+from trajgrade.formats._fields import finite
 from trajgrade.formats._message_items import MessageItemsReader
 from trajgrade.formats._openai_chat_messages import BadMessageError, text_of
 
@@ -62,7 +63,8 @@ __all__ = ("FORMAT", "FORMATS", "MiniSweAgentReader")
 
 #: mini-swe-agent's action regex (``action_regex`` in its default config).
 _ACTION: Final = re.compile(r"```mswea_bash_command\s*\n(.*?)\n```", re.DOTALL)
-_RETURNCODE: Final = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+#: (An exit status has a few digits; ``int`` refuses thousands of them.)
+_RETURNCODE: Final = re.compile(r"<returncode>\s*(-?\d{1,20})\s*</returncode>")
 #: The command that ends a run; its output is the submission.
 _SUBMIT: Final = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
@@ -126,8 +128,8 @@ class MiniSweAgentReader(MessageItemsReader):
         info = self._info
         stats = info.get("model_stats")
         cost = stats.get("instance_cost") if isinstance(stats, dict) else None
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
-            events.append(Usage(trace_id=tid, cost_usd=float(cost)))
+        if (amount := finite(cost)) is not None:
+            events.append(Usage(trace_id=tid, cost_usd=amount))
         status = info.get("exit_status")
         submission = info.get("submission")
         events.append(

@@ -30,7 +30,9 @@ Decisions:
 
 1. Pairing: by ``cause`` (observation → action ``id``), the call id being
    the action's ``tool_call_id``; calls without an observation (``finish``)
-   stay unanswered.
+   stay unanswered. An ``id`` or ``cause`` that is not an event id (an
+   integer; a string is taken too) is an input error at that event, which
+   is skipped.
 2. Errors: a ``run`` observation is an error when
    ``extras.metadata.exit_code`` is neither 0 nor -1 (-1: the command was
    still running at the timeout, neither success nor failure: left unset);
@@ -93,7 +95,7 @@ class OpenHandsReader(DocumentReader):
         self._index = 0
         self._turns = 0
         #: Action event id -> (call id, name, ts) of calls awaiting results.
-        self._calls: dict[Any, tuple[str | None, str, float | None]] = {}
+        self._calls: dict[int | str, tuple[str | None, str, float | None]] = {}
         self._responses: dict[str, None] = {}
         self._result: Any = None
         self._errored: bool | None = None
@@ -152,7 +154,9 @@ class OpenHandsReader(DocumentReader):
             out.extend(self._usage(response, tid, ts))
         call = self._call(response, cid, name, args)
         out.append(msgspec.structs.replace(call, ts=ts))
-        self._remember(self._calls, e.get("id"), (cid, name, ts))
+        eid = _event_id(e, "id")
+        if eid is not None:  # (without an id no observation can name it)
+            self._remember(self._calls, eid, (cid, name, ts))
         if kind == "finish":
             self._result = (
                 args.get("final_thought") or args.get("thought") or e.get("message")
@@ -213,7 +217,8 @@ class OpenHandsReader(DocumentReader):
                 return []
             reason = extras.get("reason") or "the agent entered the error state"
             return [AgentError(trace_id=tid, ts=ts, message=str(reason))]
-        call = self._calls.pop(e.get("cause"), None)
+        cause = _event_id(e, "cause")
+        call = None if cause is None else self._calls.pop(cause, None)
         if call is None:
             if kind == "error":
                 message = str(e.get("content") or e.get("message") or "")
@@ -265,6 +270,16 @@ def _timestamp(value: Any) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
+
+
+def _event_id(e: dict[str, Any], key: str) -> int | str | None:
+    """An event's ``id``, or the ``cause`` naming one: an integer (or a
+    string); None when absent. Another value names no event: bad input."""
+    value = e.get(key)
+    if value is None or (isinstance(value, int | str) and not isinstance(value, bool)):
+        return value
+    msg = f"`{key}` must be an event id (an integer), got {type(value).__name__}"
+    raise BadMessageError(msg, key)
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -38,9 +38,11 @@ Mapping (decisions in docs/formats.md, "openresponses"):
   metadata (a ``sample`` key in it is a dataset row, as for canonical logs).
 * An item's ``timestamp`` (AI GO! trace events carry one) → ``ts``.
 
-A malformed item (not an object, a call without a string ``name``) is
-reported with its line and field and taints its trace, whose graders then end
-in ``error`` rather than grade a partial trace.
+A malformed item (not an object, a call without a string ``name``, a
+``type`` that is not a string) or a response ``status`` that is not a string
+is reported with its line and field and taints its trace, whose graders then
+end in ``error`` rather than grade a partial trace. Content parts of other
+types (or whose ``type`` is not a string) add no text.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
+from trajgrade.formats._fields import BadField, opt_str
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats.vally import parse_timestamp
 
@@ -86,22 +89,27 @@ _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text"})
 _FAILED: Final = frozenset({"failed", "cancelled"})
 
 
-class _BadItem(Exception):
+class _BadItem(BadField):
     """An item that cannot become an event: (field inside the item, message)."""
 
     def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
+        super().__init__(message, field)
 
 
 def _is_item(x: object) -> bool:
-    return isinstance(x, dict) and x.get("type") in _ITEM_TYPES
+    return isinstance(x, dict) and _typed(x, _ITEM_TYPES)
+
+
+def _typed(d: dict[str, Any], types: frozenset[str]) -> bool:
+    """Whether ``d``'s ``type`` is one of ``types`` (a value that is not a
+    string is none of them)."""
+    kind = d.get("type")
+    return isinstance(kind, str) and kind in types
 
 
 def _item_lists(record: dict[str, Any]) -> list[tuple[str, Any]] | None:
     """(field, item) of a whole-trace object, in order; None for a single item."""
-    if record.get("type") in _ITEM_TYPES:
+    if _typed(record, _ITEM_TYPES):
         # A function_call_output's "output" may be a list of content parts.
         return None
     items = record.get("items")
@@ -131,7 +139,7 @@ def _text(content: Any) -> str:
             continue
         kind = part.get("type")
         value = part.get("refusal") if kind == "refusal" else part.get("text")
-        if (kind in _TEXT_PARTS or kind == "refusal") and isinstance(value, str):
+        if (_typed(part, _TEXT_PARTS) or kind == "refusal") and isinstance(value, str):
             out.append(value)
     return "".join(out)
 
@@ -169,14 +177,6 @@ def _args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     raise _BadItem(msg, field="arguments")
 
 
-def _opt_str(item: dict[str, Any], key: str) -> str | None:
-    value = item.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    msg = f"{key} must be a string, got {type(value).__name__}"
-    raise _BadItem(msg, field=key)
-
-
 def _translate(item: dict[str, Any], tid: str) -> list[Event]:
     """One item's events (none for item types that are not read)."""
     kind = item.get("type")
@@ -199,14 +199,14 @@ def _translate(item: dict[str, Any], tid: str) -> list[Event]:
             msg = f"a function_call needs a string name ({got})"
             raise _BadItem(msg, field="name")
         args, raw = _args(item.get("arguments"))
-        cid = _opt_str(item, "call_id")
+        cid = opt_str(item, "call_id")
         return [
             ToolCall(
                 trace_id=tid, ts=ts, name=name, call_id=cid, args=args, args_raw=raw
             )
         ]
     if kind == "function_call_output":
-        cid = _opt_str(item, "call_id")
+        cid = opt_str(item, "call_id")
         return [ToolResult(trace_id=tid, ts=ts, call_id=cid, result=item.get("output"))]
     if kind == "reasoning":
         return [
@@ -214,7 +214,8 @@ def _translate(item: dict[str, Any], tid: str) -> list[Event]:
         ]
     if not isinstance(kind, str):
         # Unknown item *types* are skipped (the API grows); no type at all is junk.
-        msg = f"an item needs a string type, got {kind!r}"
+        got = "missing" if kind is None else type(kind).__name__
+        msg = f"an item needs a string type, got {got}"
         raise _BadItem(msg, field="type")
     return []
 
@@ -297,7 +298,13 @@ class OpenResponsesReader(RecordReader):
             events.append(TraceStart(trace_id=tid, metadata=meta))
         for where, item in items:
             self._item(item, tid, n, where, events, errors)
-        end_error = record.get("status") in _FAILED or None
+        try:
+            status = opt_str(record, "status")
+        except BadField as exc:
+            msg = f"cannot read the response's status: {exc.message}; fix the producer or the line"
+            errors.append(self._error(msg, n, exc.field, tid))
+            status = None
+        end_error = status in _FAILED or None
         try:
             if record.get("usage") is not None:
                 model = record.get("model")
@@ -307,7 +314,7 @@ class OpenResponsesReader(RecordReader):
                         model=model if isinstance(model, str) and model else None,
                     )
                 )
-        except _BadItem as exc:
+        except BadField as exc:
             msg = f"cannot read the response's usage: {exc.message}; fix the producer or the line"
             errors.append(self._error(msg, n, exc.field, tid))
         err = record.get("error")
@@ -337,8 +344,12 @@ class OpenResponsesReader(RecordReader):
             return
         try:
             events.extend(_translate(item, tid))
-        except _BadItem as exc:
-            msg = f"cannot read {item.get('type', 'message')!r} item: {exc.message}; fix the producer or the line"
+        except BadField as exc:
+            kind = item.get("type", "message")
+            what = repr(kind) if isinstance(kind, str) else "an"
+            msg = (
+                f"cannot read {what} item: {exc.message}; fix the producer or the line"
+            )
             field = f"{where}.{exc.field}" if where else exc.field
             errors.append(self._error(msg, n, field, tid))
 
@@ -357,7 +368,7 @@ class _OpenResponsesFormat:
         if not isinstance(record, dict):
             return False
         kind = record.get("type")
-        if kind in _OWN_TYPES:
+        if _typed(record, _OWN_TYPES):
             return True
         if kind == "message":
             # A canonical message has "text"; an OpenResponses one has "content".

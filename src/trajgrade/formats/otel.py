@@ -56,9 +56,12 @@ Decisions:
    read; only the attributes are.
 
 A malformed line (not an object, no ``resourceSpans`` list) or span (bad
-attribute, no ``traceId``, no start time on a GenAI span, a tool span without
-a name) is reported with its line and field, and the span's trace is tainted;
-the rest of the line and of the stream is still read.
+attribute, no ``traceId``, no start time on a GenAI span or a time that is
+not a 64-bit integer, a ``status.code`` that is neither a number nor a name,
+a tool span without a name) is reported with its line and field, and the
+span's trace is tainted; the rest of the line and of the stream is still
+read. A ``gen_ai.operation.name`` that is not text names no operation: the
+span is not GenAI.
 """
 
 from __future__ import annotations
@@ -95,8 +98,12 @@ class _Span:
         self.end = None if end is None else nanos(end, "endTimeUnixNano")
         status = span.get("status")
         status = status if isinstance(status, dict) else {}
+        code = status.get("code")
+        if code is not None and not isinstance(code, int | float | str):
+            msg = f"status.code must be a number or a name, got {type(code).__name__}"
+            raise BadValue(msg, field="status.code")
         error_type = attrs.get("error.type")
-        self.failed = status.get("code") in _ERROR_CODES or error_type is not None
+        self.failed = code in _ERROR_CODES or error_type is not None
         self.error_type = None if error_type is None else str(error_type)
         message = status.get("message")
         self.message = message if isinstance(message, str) else ""
@@ -238,7 +245,8 @@ class OtelReader(RecordReader):
             try:
                 attrs = attributes(span.get("attributes"))
                 op = attrs.get("gen_ai.operation.name")
-                if op == _TOOL or op in _MODEL_CALLS:
+                # (a value that is not text names no operation: not GenAI)
+                if isinstance(op, str) and (op == _TOOL or op in _MODEL_CALLS):
                     read.append(_Span(span, attrs, op))
             except BadValue as exc:
                 trace = tid if isinstance(tid, str) and tid else None

@@ -64,6 +64,7 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
+from trajgrade.formats._fields import finite
 from trajgrade.formats._message_items import MessageItemsReader
 from trajgrade.formats._openai_chat_messages import (
     BadMessageError,
@@ -167,7 +168,7 @@ class SweAgentReader(MessageItemsReader):
                     trace_id=tid,
                     input_tokens=_count(stats.get("tokens_sent")),
                     output_tokens=_count(stats.get("tokens_received")),
-                    cost_usd=float(cost) if isinstance(cost, int | float) else None,
+                    cost_usd=finite(cost),
                 )
             )
         submission = info.get("submission")

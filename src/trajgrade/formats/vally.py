@@ -13,6 +13,11 @@ raw and parsed once); ``tool_result`` → ToolResult (``success: false`` →
 ``is_error``); ``turn_start`` → TurnStart; ``usage`` (``inputTokens``/
 ``outputTokens``), ``error`` and message events when present. vally's other
 event types are not public; they are skipped.
+
+A field the event cannot hold (a ``toolCallId`` that is not a string, a
+``durationMs`` that is not a number, a token count that is not a
+non-negative integer, …) is an input error at its line and field
+(``data.toolCallId``); that event is skipped and its trace tainted.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from typing import Any, Final
 
 import msgspec
 
-from trajgrade._depth import decode_bounded
 from trajgrade.errors import InputError, Location
 from trajgrade.events import (
     EVENT_TYPES,
@@ -35,11 +39,20 @@ from trajgrade.events import (
     TurnStart,
     Usage,
 )
+from trajgrade.formats._atif_fields import parse_args
+from trajgrade.formats._fields import (
+    BadField,
+    count,
+    field_of,
+    finite,
+    opt_bool,
+    opt_number,
+    opt_str,
+    req_str,
+)
 from trajgrade.formats._lines import RecordReader
 
 __all__ = ("FORMAT", "FORMATS", "VallyReader", "parse_timestamp")
-
-_JSON: Final = msgspec.json.Decoder()
 
 
 def parse_timestamp(value: Any) -> float | None:
@@ -49,23 +62,9 @@ def parse_timestamp(value: Any) -> float | None:
             return None
         try:
             return datetime.fromisoformat(value).timestamp()
-        except ValueError:
+        except (ValueError, OverflowError, OSError):  # (a naive time far out)
             return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
-    if isinstance(raw, dict):
-        return raw, None
-    if isinstance(raw, str):
-        try:
-            parsed = decode_bounded(_JSON, raw)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            return None, raw
-        return (parsed if isinstance(parsed, dict) else None), raw
-    return None, None
+    return finite(value)  # (an integer too large for a float is invalid)
 
 
 class VallyReader(RecordReader):
@@ -131,16 +130,10 @@ class VallyReader(RecordReader):
                 out = self._from_data(kind, data, tid, ts)
             else:
                 out = self._canonical(ev, tid, ts)
-        except (msgspec.ValidationError, TypeError, ValueError) as exc:
-            if isinstance(data, dict):
-                field: str | None = f"{prefix}data"
-            elif isinstance(exc, _UnknownTypeError):
-                field = f"{prefix}type"
-            else:
-                field = prefix.rstrip(".") or None
-            msg = (
-                f"cannot read vally {kind!r} event: {exc}; fix the producer or the line"
-            )
+        except BadField as exc:
+            field = f"{prefix}{exc.field}" if exc.field else prefix.rstrip(".") or None
+            what = repr(kind) if isinstance(kind, str) else "a"
+            msg = f"cannot read vally {what} event: {exc.message}; fix the producer or the line"
             errors.append(
                 InputError(
                     msg,
@@ -157,25 +150,25 @@ class VallyReader(RecordReader):
         kind: Any, d: dict[str, Any], tid: str, ts: float | None
     ) -> Event | None:
         if kind == "tool_call":
-            args, raw = _args(d.get("arguments"))
+            args, raw = parse_args(d.get("arguments"))
             return ToolCall(
                 trace_id=tid,
                 ts=ts,
-                name=_str(d, "toolName"),
-                call_id=d.get("toolCallId"),
+                name=req_str(d, "toolName", "data."),
+                call_id=opt_str(d, "toolCallId", "data."),
                 args=args,
                 args_raw=raw,
             )
         if kind == "tool_result":
-            success = d.get("success")
+            success = opt_bool(d, "success", "data.")
             return ToolResult(
                 trace_id=tid,
                 ts=ts,
-                call_id=d.get("toolCallId"),
-                name=d.get("toolName"),
+                call_id=opt_str(d, "toolCallId", "data."),
+                name=opt_str(d, "toolName", "data."),
                 result=d.get("result"),
                 is_error=None if success is None else not success,
-                duration_ms=d.get("durationMs"),
+                duration_ms=opt_number(d, "durationMs", "data."),
             )
         if kind == "turn_start":
             return TurnStart(trace_id=tid, ts=ts)
@@ -183,8 +176,8 @@ class VallyReader(RecordReader):
             return Usage(
                 trace_id=tid,
                 ts=ts,
-                input_tokens=int(d.get("inputTokens", 0) or 0),
-                output_tokens=int(d.get("outputTokens", 0) or 0),
+                input_tokens=count(d, "inputTokens", "data."),
+                output_tokens=count(d, "outputTokens", "data."),
                 model=m if isinstance(m := d.get("model"), str) and m else None,
             )
         if kind == "error":
@@ -198,29 +191,23 @@ class VallyReader(RecordReader):
 
     @staticmethod
     def _canonical(ev: dict[str, Any], tid: str, ts: float | None) -> Event | None:
-        if ev.get("type") not in EVENT_TYPES:
+        kind = ev.get("type")
+        if not isinstance(kind, str) or kind not in EVENT_TYPES:
             # Without `data` this is a canonical event, whose types are known:
             # a misspelt type must not vanish silently.
             known = ", ".join(sorted(EVENT_TYPES))
-            msg = f"unknown event type {ev.get('type')!r}; expected one of {known}"
-            raise _UnknownTypeError(msg)
+            got = repr(kind) if isinstance(kind, str) else type(kind).__name__
+            msg = f"unknown event type {got}; expected one of {known}"
+            raise BadField(msg, "type")
         fields = {k: v for k, v in ev.items() if k != "timestamp"}
         fields.setdefault("trace_id", tid)
         fields["ts"] = ts
-        event: Event = msgspec.convert(fields, Event)
+        try:
+            event: Event = msgspec.convert(fields, Event)
+        except msgspec.ValidationError as exc:
+            reason, field = field_of(exc)
+            raise BadField(reason, field) from None
         return event
-
-
-class _UnknownTypeError(ValueError):
-    """A canonical (data-less) line with a type no canonical event has."""
-
-
-def _str(d: dict[str, Any], key: str) -> str:
-    value = d.get(key)
-    if not isinstance(value, str):
-        msg = f"data.{key} must be a string, got {type(value).__name__}"
-        raise TypeError(msg)
-    return value
 
 
 class _VallyFormat:

@@ -149,18 +149,20 @@ def test_a_trace_whose_only_records_were_lost_still_gets_error_verdicts() -> Non
     assert {(v.trace_id, v.outcome) for v in out} == {("ghost", Outcome.ERROR)}
 
 
+def _five_open() -> Engine:
+    """Traces t0..t4, one call each, seen at clock 0..4."""
+    engine = Engine(
+        suite("graders:\n  - {type: tool-calls, name: a, config: {required: [bash]}}\n")
+    )
+    for k in range(5):
+        engine.feed(call("bash", f"c{k}", trace=f"t{k}"), now=float(k))
+    return engine
+
+
 def test_closing_in_batches_gives_the_same_verdicts_in_the_same_order() -> None:
     """finish_batches / expire_batches: a runner writes each batch before the
     next is built; flattened they are finish() / expire(), in order."""
-    s = suite("graders:\n  - {type: tool-calls, name: a, config: {required: [bash]}}\n")
-
-    def opened() -> Engine:
-        engine = Engine(s)
-        for k in range(5):
-            engine.feed(call("bash", f"c{k}", trace=f"t{k}"), now=float(k))
-        return engine
-
-    whole, batched = opened(), opened()
+    whole, batched = _five_open(), _five_open()
     want = whole.expire(now=10.0, idle=7.5)  # t0, t1 and t2 are idle
     batches = list(batched.expire_batches(now=10.0, idle=7.5, traces=2))
     assert [len({v.trace_id for v in b}) for b in batches] == [2, 1]
@@ -177,15 +179,7 @@ def test_end_batches_closes_the_traces_named_that_are_still_open() -> None:
     readers hold for them, then closes those very traces (end_batches):
     the verdicts are expire()'s, and an id closed meanwhile, or never
     opened, is passed over."""
-    s = suite("graders:\n  - {type: tool-calls, name: a, config: {required: [bash]}}\n")
-
-    def opened() -> Engine:
-        engine = Engine(s)
-        for k in range(5):
-            engine.feed(call("bash", f"c{k}", trace=f"t{k}"), now=float(k))
-        return engine
-
-    whole, split = opened(), opened()
+    whole, split = _five_open(), _five_open()
     want = whole.expire(now=10.0, idle=7.5)
     quiet = split.idle_traces(now=10.0, idle=7.5)
     assert quiet == ["t0", "t1", "t2"]
@@ -207,7 +201,7 @@ def test_ticking_in_batches_gives_the_same_verdicts_in_the_same_order() -> None:
             engine.feed(call("bash", f"c{k}", trace=f"t{k}"), now=100.0 + k * 0.1)
         return engine
 
-    whole, batched = opened(), opened()
+    whole, batched = _five_open(), _five_open()
     want = whole.tick(101.25)  # t0, t1 and t2 are over the budget
     batches = list(batched.tick_batches(101.25, traces=2))
     assert [[v.trace_id for v in b] for b in batches] == [["t0"], ["t1", "t2"]]

@@ -201,7 +201,7 @@ def test_ticking_in_batches_gives_the_same_verdicts_in_the_same_order() -> None:
             engine.feed(call("bash", f"c{k}", trace=f"t{k}"), now=100.0 + k * 0.1)
         return engine
 
-    whole, batched = _five_open(), _five_open()
+    whole, batched = opened(), opened()
     want = whole.tick(101.25)  # t0, t1 and t2 are over the budget
     batches = list(batched.tick_batches(101.25, traces=2))
     assert [[v.trace_id for v in b] for b in batches] == [["t0"], ["t1", "t2"]]

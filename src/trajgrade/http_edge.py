@@ -259,14 +259,19 @@ class EdgeHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def refuse(self, exc: HttpError) -> None:
-        """Answer a refused request (best effort: the peer may be gone)."""
+    def refused(self, exc: HttpError) -> None:
+        """Note a refused request: reported, and its connection closed when
+        the rest of it is unread (whatever the answer is)."""
         if exc.close:
             self.close_connection = True
         self.server.report(
             "http_request_refused",
             {"status": exc.status, "reason": exc.message, "path": self.path},
         )
+
+    def refuse(self, exc: HttpError) -> None:
+        """Answer a refused request (best effort: the peer may be gone)."""
+        self.refused(exc)
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         try:
             self.reply(exc.status, f"{exc.message}\n".encode(), headers=headers)

@@ -132,15 +132,15 @@ class SourceDecoder:
         batch = Batch(events=[], errors=[])
         start = 0
         if self.offset == 0 and len(self._tail) < len(_BOM):
+            # A UTF-8 byte order mark is not part of line 1, also when it
+            # arrives in pieces.
             head = self._tail + chunk
             if len(head) < len(_BOM) and _BOM.startswith(head):
-                self._tail = head  # a byte order mark still arriving
+                self._tail = head  # still arriving
                 return batch
-            if head.startswith(_BOM):  # one that arrived in pieces
+            if head.startswith(_BOM):
                 chunk, self._tail = head, b""
-        if self.offset == 0 and not self._tail and chunk.startswith(_BOM):
-            start = len(_BOM)  # a UTF-8 byte order mark is not part of line 1
-            self.offset = start
+                start = self.offset = len(_BOM)
         if self._skipping:
             nl = chunk.find(b"\n")
             if nl < 0:

@@ -111,7 +111,7 @@ def _one_per_line(buf: bytes | memoryview, records: int, lines: int | None) -> b
     writes.
     """
     if lines is None:
-        data = buf if isinstance(buf, bytes) else bytes(buf)
+        data = bytes(buf)  # (the same object when ``buf`` is bytes)
         lines = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
     if records == lines:
         return True

@@ -247,12 +247,7 @@ class _Handler(EdgeHandler):
                 raise
             # Claude Code's http hook runs the call on any non-2xx answer:
             # fail-closed, a body the edge refuses is a deny, not a 4xx.
-            if exc.close:
-                self.close_connection = True
-            self.server.report(
-                "http_request_refused",
-                {"status": exc.status, "reason": exc.message, "path": self.path},
-            )
+            self.refused(exc)
             reason = f"trajgrade could not read this call ({exc.message}) and runs fail-closed"
             self._send(200, self.server.deny(agent, b"", reason), 0)
             return

@@ -20,11 +20,16 @@ first: the nesting bound (lines nested deeper than 128 levels are refused
 before anything recurses into them) and the line count for error locations,
 which trajgrade owes its users and the floors do not do.
 
+With ``--decode-only`` it grades nothing and writes nothing: the file read,
+(bounded,) and decoded into the slim event class. That is what any Python
+grader of this corpus pays before its first check; ``run.py`` subtracts it
+from what each speed target allows.
+
 Left out, and owed by trajgrade: guard decisions, verdict ids, scores and
 evidence, sealed (early) verdicts, integrity checks, input errors with their
 place, dataset rows, checkpoints, any other config.
 
-Usage: ``python benchmarks/hand_loop.py [--bounded] EVENTS.jsonl > verdicts.jsonl``
+Usage: ``python benchmarks/hand_loop.py [--bounded] [--decode-only] EVENTS.jsonl > verdicts.jsonl``
 """
 
 from __future__ import annotations
@@ -61,6 +66,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("events", type=Path)
     p.add_argument("--bounded", action="store_true", help="scan chunks for depth")
+    p.add_argument(
+        "--decode-only", action="store_true", help="read and decode, grade nothing"
+    )
     p.add_argument("--shared", type=Path, default=_SHARED_BENCH.parent)
     args = p.parse_args()
     sys.path.insert(0, str(args.shared / "bench"))
@@ -101,6 +109,11 @@ def main() -> int:
             if scan is not None and scan(body).deep:
                 raise SystemExit("a line nests too deep (not expected in the corpus)")
             lines: list[bytes] = []
+            if args.decode_only:
+                decode_lines(body)
+                if not chunk:
+                    break
+                continue
             for ev in decode_lines(body):
                 kind = ev.type
                 if kind == "tool_call":

@@ -16,11 +16,16 @@ For each corpus size this runs, alternating for N rounds,
   hand-written special-purpose loop (not trajgrade; the yardstick for how
   much of the floor a Python program can keep, without and with the nesting
   bound trajgrade owes its users),
+* ``hand_loop.py --bounded --decode-only``: the file read, bounded and
+  decoded, nothing graded (what any Python grader pays before its checks),
 
 and measures each child's wall time, CPU time and peak RSS (``os.wait4``:
 that child's own resource usage). Every trace's verdict of the three
 trajgrade configs and of both hand-written loops is checked against the
-``stream_ref`` floor's in the same run.
+``stream_ref`` floor's in the same run. Under each speed target it prints
+what the target leaves for grading once reading, bounding, decoding and
+trajgrade's start-up (both programs on an empty input) are paid
+(``_budget.py``).
 
 Corpora come from ``../shared/bench/gen_traces.py`` and are cached in
 ``benchmarks/.corpus/<size>/`` (reused when ``manifest.json`` exists).
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _budget import budget, describe
 from _procs import Cost, run_child
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,11 +81,22 @@ STREAM_REF = "stream_ref"
 AGENTV = "agentv"
 HAND = "hand_loop"
 HAND_BOUNDED = "hand_loop_bounded"
+DECODE_BOUNDED = "decode_bounded"
 OURS = (TRAJGRADE, SIX, ONE)
 HANDS = (HAND, HAND_BOUNDED)
 #: The programs that write verdict lines (JSONL) on stdout, checked per trace.
 VERDICT_WRITERS = (*OURS, *HANDS)
-ALL_PROGRAMS = (TRAJGRADE, SIX, ONE, MSGSPEC, STREAM_REF, HAND, HAND_BOUNDED, AGENTV)
+ALL_PROGRAMS = (
+    TRAJGRADE,
+    SIX,
+    ONE,
+    MSGSPEC,
+    STREAM_REF,
+    HAND,
+    HAND_BOUNDED,
+    DECODE_BOUNDED,
+    AGENTV,
+)
 _SIX_CHECKS = (
     "in_order",
     "any_order",
@@ -109,6 +126,7 @@ RATIOS = {
     ONE: (MSGSPEC, AGENTV),
     HAND: (MSGSPEC, AGENTV),
     HAND_BOUNDED: (MSGSPEC, AGENTV),
+    DECODE_BOUNDED: (MSGSPEC,),
 }
 
 TARGET_SIZE = "large"
@@ -301,8 +319,12 @@ def command(program: str, shared: Path, corpus: Path, out: Path) -> list[str]:
             *("-m", "trajgrade", "grade", "-q", *config),
             *("--output", "jsonl", events),
         ]
-    if program in HANDS:
-        bounded = ("--bounded",) if program == HAND_BOUNDED else ()
+    if program in (*HANDS, DECODE_BOUNDED):
+        bounded = {
+            HAND: (),
+            HAND_BOUNDED: ("--bounded",),
+            DECODE_BOUNDED: ("--bounded", "--decode-only"),
+        }[program]
         return [
             sys.executable,
             *(str(BENCH_DIR / "hand_loop.py"), *bounded),
@@ -330,6 +352,26 @@ def interpreter_baseline(rounds: int) -> dict[str, float]:
     return {
         "wall_s": statistics.median(c.wall_s for c in costs),
         "peak_rss_mib": statistics.median(c.peak_rss_mib for c in costs),
+    }
+
+
+def startup_costs(rounds: int, shared: Path) -> dict[str, float]:
+    """trajgrade's start-up beyond the decode-only program's, per config:
+    the median wall time of each on an empty input, taken in turns."""
+    programs = (TRAJGRADE, SIX, DECODE_BOUNDED)
+    walls: dict[str, list[float]] = {program: [] for program in programs}
+    with tempfile.TemporaryDirectory(prefix="trajgrade-bench-") as tmp:
+        corpus = Path(tmp)
+        (corpus / "events.jsonl").touch()
+        out, err = corpus / "out", corpus / "err"
+        for _ in range(rounds):
+            for program in programs:
+                argv = command(program, shared, corpus, out)
+                walls[program].append(run_child(argv, out, err, REPO).wall_s)
+    decode = statistics.median(walls[DECODE_BOUNDED])
+    return {
+        program: max(0.0, statistics.median(walls[program]) - decode)
+        for program in (TRAJGRADE, SIX)
     }
 
 
@@ -515,11 +557,21 @@ def paired_ratio(report: SizeReport, ours: str, base: str, what: str) -> float |
     return statistics.median(pairs) if pairs else None
 
 
-def targets(reports: dict[str, SizeReport]) -> dict[str, Any]:
-    """The speed and memory targets on large, and whether RSS is flat."""
+def targets(
+    reports: dict[str, SizeReport], startup: dict[str, float] | None = None
+) -> dict[str, Any]:
+    """The speed and memory targets on large, and whether RSS is flat;
+    ``startup``: trajgrade's start-up per program (:func:`startup_costs`)."""
     large = reports.get(TARGET_SIZE)
     out: dict[str, Any] = {}
     for (ours, base), least in TARGETS.items():
+        split = budget(
+            _wall(large, base),
+            least,
+            _wall(large, DECODE_BOUNDED),
+            (startup or {}).get(ours),
+            _wall(large, HAND_BOUNDED),
+        )
         value = large.ratios.get(f"{ours}/{base} wall") if large else None
         cpu = large.ratios.get(f"{ours}/{base} cpu") if large else None
         hand = large.ratios.get(f"{HAND_BOUNDED}/{base} wall") if large else None
@@ -534,6 +586,11 @@ def targets(reports: dict[str, SizeReport]) -> dict[str, Any]:
             "hand_loop_bounded_wall": hand,
             # trajgrade with its cheapest single check: no config reaches more.
             "one_check_wall": one,
+            # What the target leaves to grade in (seconds; _budget.py).
+            "budget": None if split is None else asdict(split),
+            "budget_text": None
+            if split is None or large is None
+            else describe(split, large.n_events),
         }
     for ours in OURS:
         s = large.summary.get(ours) if large else None
@@ -550,6 +607,11 @@ def targets(reports: dict[str, SizeReport]) -> dict[str, Any]:
             "met": None if growth is None else abs(growth) <= RSS_FLAT_TOLERANCE_MIB,
         }
     return out
+
+
+def _wall(report: SizeReport | None, program: str) -> float | None:
+    s = report.summary.get(program) if report else None
+    return s.wall_s_median if s else None
 
 
 def rss_growth(reports: dict[str, SizeReport], program: str) -> float | None:
@@ -621,6 +683,7 @@ LABELS = {
     AGENTV: f"agentv {AGENTV_VERSION}",
     HAND: "hand-written loop",
     HAND_BOUNDED: "hand loop + bound",
+    DECODE_BOUNDED: "read+bound+decode",
 }
 
 
@@ -710,6 +773,8 @@ def print_targets(t: dict[str, Any]) -> None:
         if one is not None:
             shown += f"; {LABELS[ONE]}: wall {one:.2f}x"
         print(f"{LABELS[ours]} >= {least}x {LABELS[base]}: {met(item['met'])}{shown}")
+        if item["budget_text"]:
+            print(f"  {item['budget_text']}")
     for ours in OURS:
         item = t[f"{ours} peak RSS MiB"]
         shown = "" if item["value"] is None else f" ({item['value']:.1f} MiB)"
@@ -846,6 +911,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         preflight()
         shared = find_shared(args.shared)
+        facts["startup_s"] = startup = startup_costs(args.rounds, shared)
+        print(
+            "trajgrade start-up beyond read+bound+decode's (empty input): "
+            + ", ".join(f"{LABELS[p]} {s:.3f} s" for p, s in startup.items()),
+            flush=True,
+        )
         reports: dict[str, SizeReport] = {}
         for size in args.sizes:
             reports[size] = bench_size(size, shared, args.rounds, programs)
@@ -854,7 +925,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for report in reports.values():
         print_table(report)
-    t = targets(reports)
+    t = targets(reports, startup)
     print_targets(t)
     if args.json_path:
         write_json(args.json_path, facts, reports, t)

@@ -88,3 +88,35 @@ def test_the_documented_smoke_run_checks_every_verdict() -> None:
     assert re.search(
         r"hand loop \+ bound vs floor msgspec_struct: wall [\d.]+x", done.stdout
     )
+    # The decode-only yardstick and trajgrade's start-up on an empty input,
+    # which the budget under each target subtracts.
+    assert re.search(
+        r"read\+bound\+decode vs floor msgspec_struct: wall [\d.]+x", done.stdout
+    )
+    assert re.search(
+        r"start-up beyond read\+bound\+decode's \(empty input\): "
+        r"trajgrade bench\.yaml [\d.]+ s, trajgrade six\.yaml [\d.]+ s",
+        done.stdout,
+    )
+
+
+def test_a_targets_budget_is_what_it_allows_less_decoding_and_start_up() -> None:
+    """_budget.py's arithmetic, on round figures: a floor of 0.9 s and a
+    0.75x target allow 1.2 s; 0.8 s of decoding and 0.1 s of start-up leave
+    0.3 s; a hand loop of 0.95 s spent 0.15 s on its checks."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from _budget import budget, describe
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    b = budget(0.9, 0.75, 0.8, 0.1, 0.95)
+    assert b is not None
+    assert (b.allowed_s, b.left_s) == pytest.approx((1.2, 0.3))
+    assert b.hand_checks_s == pytest.approx(0.15)
+    assert describe(b, 1_000) == (
+        "allows 1.20 s; reading, bounding and decoding take 0.80 s and "
+        "trajgrade's start-up 0.10 s, leaving 0.30 s to grade 1,000 events "
+        "and write the verdicts (the hand-written loop's six checks alone: 0.15 s)"
+    )
+    assert budget(None, 0.75, 0.8, 0.1, None) is None
+    assert budget(0.9, 0.75, 0.8, None, None) is None

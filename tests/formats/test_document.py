@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -177,11 +178,82 @@ def test_a_document_broken_late_is_still_detected_and_reported() -> None:
     data = (fixture / "harbor_terminus2_v1.5_linear_history.json").read_bytes()
     at = len(data) * 3 // 4
     broken = data[:at] + b"\xeb" + data[at:]
+    session = json.loads(data)["session_id"]
+    fault = data[:at].count(b"\n") + 1
     whole = decode(broken, fmt="atif")
-    chunked = decode(broken, fmt="atif", chunks=[4096] * (len(broken) // 4096))
-    for events, errors in (whole, chunked):
-        assert events
-        assert [e.message.split(" (")[0] for e in errors] == [
-            "the atif document is not valid JSON"
+    for size in (4096, 1000, 97):
+        chunked = decode(broken, fmt="atif", chunks=[size] * (len(broken) // size))
+        for events, errors in (whole, chunked):
+            assert events
+            (error,) = errors
+            assert error.message.split(" (")[0] == "the atif document is not valid JSON"
+            # The fault's own line, and the session the document had named
+            # (not the default trace), however the bytes were cut.
+            assert (error.location.line, error.trace_id) == (fault, session)
+            assert "b'" not in error.message  # the parser's bytes, shown as text
+        assert len(whole[0]) == len(chunked[0])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    at=st.integers(min_value=1, max_value=len(DOC) - 1),
+    bad=st.sampled_from([b"\xeb", b"#", b"}", b'"']),
+    cuts=st.lists(st.integers(min_value=1, max_value=len(DOC)), max_size=6),
+)
+def test_a_broken_documents_error_has_one_line_however_it_is_cut(
+    at: int, bad: bytes, cuts: list[int]
+) -> None:
+    """Where the parser stops is named by its line, read whole or in any
+    chunks (the parser gives no position; its excerpt is found in the bytes).
+    Every mutation is a fault somewhere: a stray byte or quote, or a brace
+    that ends the document early (trailing data)."""
+    broken = DOC[:at] + bad + DOC[at:]
+
+    def errors(pieces: list[bytes]) -> list[tuple[int | None, str]]:
+        reader = _Steps(source="d.json", default_trace="d.json")
+        out, line = [], 1
+        for piece in pieces:
+            out += reader.feed(piece, line)[1]
+            line += piece.count(b"\n")
+        out += reader.close()[1]
+        # (An item's own errors are placed at its chunk's last line, as
+        # its events are: the parser reports item ends without positions.)
+        return [
+            (e.location.line, e.message.split(" (")[0])
+            for e in out
+            if "not valid JSON" in e.message
         ]
-    assert len(whole[0]) == len(chunked[0])
+
+    bounds = [0, *sorted(set(cuts)), len(broken)]
+    pieces = [broken[i:j] for i, j in itertools.pairwise(bounds) if j > i]
+    assert errors(pieces) == errors([broken])
+
+
+def test_the_fault_is_found_from_the_parsers_excerpt() -> None:
+    """yajl's excerpt (offset at column 40; newlines shown as spaces) names
+    the line, near the start of the bytes and far in; other messages name
+    none."""
+    import ijson
+
+    from trajgrade.formats._doc_faults import fault_line, fault_reason
+
+    def parse_error(data: bytes) -> Exception:
+        parser = ijson.basic_parse_coro(ijson.sendable_list())
+        try:
+            parser.send(data)
+            parser.close()
+        except ijson.JSONError as exc:
+            return exc
+        raise AssertionError("no error")
+
+    near = b'{"a": [1,\n2,\n 4x5]}'
+    assert fault_line(parse_error(near), near, 10) == 12
+    far = b'{"a": [' + b"1,\n" * 40 + b" 4x5]}"
+    assert fault_line(parse_error(far), far, 1) == 41
+    not_utf8 = b'{"a": [1,\n2\xeb]}'
+    exc = parse_error(not_utf8)
+    assert fault_line(exc, not_utf8, 1) == 2
+    assert "\\xeb" in fault_reason(exc) and "\n" not in fault_reason(exc)
+    assert fault_line(ValueError("no excerpt"), far, 1) is None
+    # The end of the input: an empty excerpt, found nowhere in particular.
+    assert fault_line(parse_error(b'{"a": ['), b'{"a": [', 1) in (1, None)

@@ -24,6 +24,7 @@ import msgspec
 
 from trajgrade._depth import MAX_DEPTH, too_deep_message
 from trajgrade.errors import InputError, Location
+from trajgrade.formats._doc_faults import fault_line, fault_reason
 
 if TYPE_CHECKING:
     from trajgrade.events import Event
@@ -164,9 +165,15 @@ class DocumentReader:
         try:
             self._coro.send(buf)
         except (ijson.JSONError, UnicodeDecodeError) as exc:
+            # What parsed before the fault is built first: it may name the
+            # document's trace (a session id), which the error then taints;
+            # and the error names the fault's line, however the input was cut.
             self.broken = True
+            self._line = fault_line(exc, buf, first_line) or self._line
+            self._drain(events, errors)
             errors.append(self._broken(exc))
-        self._drain(events, errors)
+        else:
+            self._drain(events, errors)
         lines.extend([self._line] * len(events))
         return events, errors, lines
 
@@ -179,8 +186,10 @@ class DocumentReader:
                 self._coro.close()
             except (ijson.JSONError, UnicodeDecodeError) as exc:
                 self.broken = True
+                self._drain(events, errors)
                 errors.append(self._broken(exc))
-            self._drain(events, errors)
+            else:
+                self._drain(events, errors)
         self.end(events, errors)
         return events, errors
 
@@ -209,7 +218,7 @@ class DocumentReader:
 
     # ------------------------------------------------------------ internals
     def _broken(self, exc: Exception) -> InputError:
-        reason = " ".join(str(exc).split())
+        reason = fault_reason(exc)
         msg = f"the {self.format} document is not valid JSON ({reason}); events before this point were graded"
         return self.error(msg, trace=self.trace_id)
 

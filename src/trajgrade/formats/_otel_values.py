@@ -14,7 +14,14 @@ import msgspec
 
 from trajgrade._depth import decode_bounded
 
-__all__ = ("BadValue", "any_value", "attributes", "json_object", "nanos")
+__all__ = (
+    "REFUSED",
+    "BadValue",
+    "any_value",
+    "attributes",
+    "json_object",
+    "nanos",
+)
 
 _JSON: Final = msgspec.json.Decoder()
 _SPECIAL_DOUBLES: Final = frozenset({"NaN", "Infinity", "-Infinity"})
@@ -22,6 +29,9 @@ _SPECIAL_DOUBLES: Final = frozenset({"NaN", "Infinity", "-Infinity"})
 _INT64: Final = range(-(2**63), 2**64)
 #: The longest decimal text of one (a sign and 20 digits, with some spaces).
 _INT_DIGITS: Final = 32
+#: The one-key object trajgrade's OTLP receiver puts in place of a value it
+#: refused (nested too deep for one line): read as an error naming the value.
+REFUSED: Final = "trajgrade.refused"
 
 
 class BadValue(Exception):
@@ -69,6 +79,9 @@ def _value(raw: Any, field: str) -> Any:
         msg = f"an AnyValue has exactly one kind, got {sorted(raw)}"
         raise BadValue(msg, field=field)
     ((kind, value),) = raw.items()
+    if kind == REFUSED:
+        refusal = str(value)
+        raise BadValue(refusal, field=field)
     where = f"{field}.{kind}"
     if kind in ("stringValue", "bytesValue") and isinstance(value, str):
         return value

@@ -134,6 +134,38 @@ def _record(
     return mapper(name.removeprefix(prefix), session, attrs, ts), session
 
 
+def _strings(raw: Any) -> dict[str, str]:
+    """The string attributes of a raw ``KeyValue`` list, read leniently."""
+    out: dict[str, str] = {}
+    for kv in raw if isinstance(raw, list) else ():
+        value = kv.get("value") if isinstance(kv, dict) else None
+        text = value.get("stringValue") if isinstance(value, dict) else None
+        if isinstance(text, str) and isinstance(kv.get("key"), str):
+            out[kv["key"]] = text
+    return out
+
+
+def _trace_of(record: dict[str, Any], resource: dict[str, str]) -> str | None:
+    """The trace a record that could not be read names, found in its raw
+    fields as :func:`_record` would, so the error taints that session
+    (None when the record names none: not an event trajgrade reads)."""
+    attrs = _strings(record.get("attributes"))
+    body = record.get("body")
+    text = body.get("stringValue") if isinstance(body, dict) else None
+    for name in (record.get("eventName"), attrs.get("event.name"), text):
+        if not isinstance(name, str):
+            continue
+        if name in _GENAI:
+            trace = record.get("traceId")
+        elif name.startswith(_PREFIXES):
+            key = AGENTS[next(p for p in _PREFIXES if name.startswith(p))][0]
+            trace = attrs.get(key, resource.get(key))
+        else:
+            continue
+        return trace if isinstance(trace, str) and trace else None
+    return None
+
+
 def read_logs(
     reader: RecordReader,
     record: dict[str, Any],
@@ -145,10 +177,9 @@ def read_logs(
     for i, rl in enumerate(record["resourceLogs"]):
         rl = rl if isinstance(rl, dict) else {}
         res = rl.get("resource")
+        raw_resource = res.get("attributes") if isinstance(res, dict) else None
         try:
-            resource = attributes(
-                res.get("attributes") if isinstance(res, dict) else None
-            )
+            resource = attributes(raw_resource)
         except BadValue:
             resource = {}
         scopes = rl.get("scopeLogs")
@@ -164,6 +195,8 @@ def read_logs(
                     found, _ = _record(lr, resource)
                 except BadValue as exc:
                     msg = f"cannot read log record: {exc.message}; fix the producer or the line"
-                    errors.append(reader.error(msg, n, field=f"{where}.{exc.field}"))
+                    trace = _trace_of(lr, _strings(raw_resource))
+                    field = f"{where}.{exc.field}"
+                    errors.append(reader.error(msg, n, field=field, trace=trace))
                     continue
                 events.extend(found)

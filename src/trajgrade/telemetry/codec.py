@@ -27,6 +27,8 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from trajgrade._depth import MAX_DEPTH, too_deep
+from trajgrade.formats._otel_values import REFUSED
 from trajgrade.telemetry._logs_json import BadLogs, logs_message
 
 __all__ = (
@@ -174,13 +176,53 @@ def decode(path: str, body: bytes, content_type: str) -> Decoded:
     """The OTLP/JSON line of one request body (``content_type`` without
     parameters: ``application/x-protobuf`` or ``application/json``)."""
     signal = SIGNALS[path]
-    msg = _message(signal, body, content_type)
-    if path == "/v1/logs":
-        tree = logs_tree(msg)
-    else:
-        tree = json_format.MessageToDict(msg, use_integers_for_enums=True)
-        _convert_ids(tree, _b64_to_hex)
-    return Decoded(_ENC.encode(tree), _count(signal, tree))
+    try:
+        msg = _message(signal, body, content_type)
+        if path == "/v1/logs":
+            tree = logs_tree(msg)
+        else:
+            tree = json_format.MessageToDict(msg, use_integers_for_enums=True)
+            _convert_ids(tree, _b64_to_hex)
+        line = _ENC.encode(tree)
+        if too_deep(line):
+            _refuse_deep_values(tree)
+            line = _ENC.encode(tree)
+    except RecursionError:
+        msg_text = f"not an OTLP {signal.request.__name__}: nested too deep to read"
+        raise BadPayload(msg_text) from None
+    return Decoded(line, _count(signal, tree))
+
+
+#: Levels an AnyValue that nests another one needs below itself (a kvlist:
+#: ``kvlistValue``, ``values``, the pair, the inner value).
+_NESTING: Final = 4
+_TOO_DEEP: Final = (
+    f"a value nested too deep for one line of OTLP/JSON ({MAX_DEPTH} levels) "
+    "was refused by trajgrade's receiver"
+)
+
+
+def _refuse_deep_values(tree: dict[str, Any]) -> None:
+    """Put a refusal in place of every AnyValue whose contents would nest
+    the line past :data:`MAX_DEPTH`, so the line is read and only the
+    records holding such a value are errors (located, tainting their own
+    trace), not the whole request. OTLP's own structure is a dozen levels:
+    only AnyValues nest without bound. Walked without recursion."""
+    stack: list[tuple[Any, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        items = list(node.items() if isinstance(node, dict) else enumerate(node))
+        for key, child in items:
+            if not isinstance(child, (dict, list)):
+                continue
+            if (
+                depth + 1 + _NESTING > MAX_DEPTH
+                and isinstance(child, dict)
+                and ("arrayValue" in child or "kvlistValue" in child)
+            ):
+                node[key] = {REFUSED: _TOO_DEEP}
+            else:
+                stack.append((child, depth + 1))
 
 
 def response(path: str, content_type: str, rejected: int, message: str) -> bytes:

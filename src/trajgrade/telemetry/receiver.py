@@ -121,11 +121,15 @@ class OtlpReceiver(EdgeServer):
         name = self.name
         tracked = run.tracked(name, name, name)
         run.inputs[name] = tracked
+        longest = run.options.max_line_bytes
         try:
             async for decoded, done in recv:
                 before = run.summary.input_errors
                 run.take(tracked, decoded.line + b"\n")
                 rejected = run.summary.input_errors - before
+                if rejected and len(decoded.line) > longest:
+                    # Skipped as one over-long line: every record of it is lost.
+                    rejected = decoded.records
                 done.set_result(
                     (
                         rejected,

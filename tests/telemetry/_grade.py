@@ -107,10 +107,15 @@ class Grader:
 class OtlpSink:
     """A recording OTLP/HTTP logs endpoint: decodes what it is sent."""
 
-    def __init__(self, fail_first: int = 0) -> None:
+    def __init__(
+        self, fail_first: int = 0, retry_after: str = "0", answer: bytes = b""
+    ) -> None:
         self.requests: list[ExportLogsServiceRequest] = []
         self.statuses: list[int] = []
         self.fail_first = fail_first
+        #: Sent with each 503; and the body of each 200 (an Export*Response).
+        self.retry_after = retry_after
+        self.answer = answer
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -130,10 +135,13 @@ class OtlpSink:
                     status = 200
                 sink.statuses.append(status)
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                answer = sink.answer if status == 200 else b""
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
                 if status == 503:
-                    self.send_header("Retry-After", "0")
+                    self.send_header("Retry-After", sink.retry_after)
                 self.end_headers()
+                self.wfile.write(answer)
 
             def log_message(self, *args: Any) -> None:
                 pass

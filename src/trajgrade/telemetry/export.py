@@ -18,12 +18,16 @@ is one protobuf message POSTed in batches; the messages come from
 ``http.client``.
 
 Delivery never blocks grading: :meth:`EvaluationExporter.send` only appends
-to a bounded queue (a full queue drops the record and counts it:
-``trajgrade_export_dropped``); a daemon thread sends batches of up to
-``batch`` records every ``interval`` seconds (sooner when a batch is full),
-retrying 429/502/503/504 and connection errors with exponential backoff
-(honouring ``Retry-After``) up to ``attempts`` times. ``close`` gives the
-queue ``close_timeout`` seconds to drain.
+to a bounded queue (a full queue drops the record, counts it:
+``trajgrade_export_dropped``, and logs ``otlp_export_queue_full`` at most
+every 10 s); a daemon thread sends batches of up to ``batch`` records every
+``interval`` seconds (sooner when a batch is full), retrying 429/502/503/504
+and connection errors with exponential backoff (honouring ``Retry-After``,
+capped at 30 s) up to ``attempts`` times. Records a collector rejects in a
+200 (OTLP partial success) are dropped, not retried. ``close`` gives the
+queue ``close_timeout`` seconds to drain, interrupting a back-off; a batch
+still in flight then (a collector that does not answer) is counted as
+dropped: nothing undelivered goes uncounted.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ import urllib.parse
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import (
     AnyValue,
@@ -57,6 +63,10 @@ __all__ = ("EVENT_NAME", "EvaluationExporter", "decision_record", "verdict_recor
 
 EVENT_NAME: Final = "gen_ai.evaluation.result"
 _RETRYABLE: Final = frozenset({429, 502, 503, 504})
+#: Longest wait between two attempts, whatever a Retry-After asks for.
+_MAX_BACKOFF: Final = 30.0
+#: Seconds between two ``otlp_export_queue_full`` log lines.
+_FULL_LOG_EVERY: Final = 10.0
 #: Severity of a record by outcome: INFO for pass, WARN for fail, ERROR for error.
 _SEVERITY: Final = {
     Outcome.PASS: (9, "INFO"),
@@ -176,9 +186,14 @@ class EvaluationExporter:
         self._cond = threading.Condition()
         self._closing = False
         self._conn: http.client.HTTPConnection | None = None
-        #: Records dropped (queue full, or given up after retries), and sent.
+        #: Records dropped (queue full, rejected, or given up), and sent;
+        #: changed under ``_cond`` (two threads count).
         self.dropped = 0
         self.sent = 0
+        #: The batch being delivered, and whether close() gave up on it.
+        self._inflight = 0
+        self._abandoned = False
+        self._full_logged = -_FULL_LOG_EVERY
         self._resource = Resource(
             attributes=[
                 _kv("service.name", "trajgrade"),
@@ -200,15 +215,26 @@ class EvaluationExporter:
         self.enqueue(decision_record(d) for d in decisions)
 
     def enqueue(self, records: Iterable[LogRecord]) -> None:
+        full = 0
         with self._cond:
             q = self._queue
             for r in records:
                 if len(q) >= self._size:
-                    self.dropped += 1
+                    full += 1
                 else:
                     q.append(r)
+            self.dropped += full
             if len(q) >= self._batch:
                 self._cond.notify()
+        now = time.monotonic()
+        if full and now - self._full_logged >= _FULL_LOG_EVERY:
+            self._full_logged = now
+            self._warn(
+                "otlp_export_queue_full",
+                queue_size=self._size,
+                dropped_total=self.dropped,
+                reason="the collector does not keep up (or is down): records are dropped; see trajgrade_export_dropped_total",
+            )
 
     def flush(self) -> None:
         pass  # delivery is asynchronous by design: grading never waits for it
@@ -216,17 +242,27 @@ class EvaluationExporter:
     def close(self) -> None:
         with self._cond:
             self._closing = True
-            self._cond.notify()
+            self._cond.notify_all()
         self._thread.join(self._close_timeout)
         if not self._thread.is_alive() and self._conn is not None:
             self._conn.close()
             self._conn = None
         with self._cond:
-            if self._queue:
-                self.dropped += len(self._queue)
-                self._queue.clear()
+            lost = len(self._queue)
+            self._queue.clear()
+            if self._thread.is_alive() and self._inflight:
+                # Stuck on a collector that does not answer: given up on.
+                self._abandoned = True
+                lost += self._inflight
+            self.dropped += lost
+        if lost:
+            self._warn("otlp_export_failed", records=lost, status="closed")
         if self._log is not None:
             self._log.info("otlp_export_finished", sent=self.sent, dropped=self.dropped)
+
+    def _warn(self, event: str, **fields: Any) -> None:
+        if self._log is not None:
+            self._log.warning(event, **fields)
 
     # ------------------------------------------------------------ metrics
     def collect(self) -> Iterable[Any]:
@@ -254,8 +290,24 @@ class EvaluationExporter:
                     return
                 n = min(len(self._queue), self._batch)
                 batch = [self._queue.popleft() for _ in range(n)]
+                self._inflight = n
             if batch:
                 self._deliver(batch)
+
+    def _count(self, *, sent: int = 0, dropped: int = 0) -> bool:
+        """Account for the batch in flight; False when close() already did."""
+        with self._cond:
+            self._inflight = 0
+            if self._abandoned:
+                return False
+            self.sent += sent
+            self.dropped += dropped
+            return True
+
+    def _backoff(self, seconds: float) -> bool:
+        """Wait before a retry; False when the exporter is closing."""
+        with self._cond:
+            return not self._cond.wait_for(lambda: self._closing, timeout=seconds)
 
     def _deliver(self, batch: list[LogRecord]) -> None:
         request = ExportLogsServiceRequest(
@@ -269,36 +321,49 @@ class EvaluationExporter:
         body = gzip.compress(request.SerializeToString(), compresslevel=5)
         delay = 0.5
         for attempt in range(1, self._attempts + 1):
-            status, retry_after = self._post(body)
+            status, retry_after, answer = self._post(body)
             if 200 <= status < 300:
-                self.sent += len(batch)
+                self._delivered(len(batch), answer)
                 return
             if status and status not in _RETRYABLE:
                 break
-            if attempt < self._attempts:
-                with self._cond:
-                    if self._closing and attempt > 1:
-                        break
-                time.sleep(retry_after if retry_after is not None else delay)
-                delay = min(delay * 2, 30.0)
-        self.dropped += len(batch)
-        if self._log is not None:
-            self._log.warning("otlp_export_failed", records=len(batch), status=status)
+            wait = min(retry_after if retry_after is not None else delay, _MAX_BACKOFF)
+            if attempt < self._attempts and not self._backoff(wait):
+                break
+            delay = min(delay * 2, _MAX_BACKOFF)
+        if self._count(dropped=len(batch)):
+            self._warn("otlp_export_failed", records=len(batch), status=status)
 
-    def _post(self, body: bytes) -> tuple[int, float | None]:
-        """(status, Retry-After seconds); status 0 when the connection failed."""
+    def _delivered(self, records: int, answer: bytes) -> None:
+        """A 2xx: its records are sent, but those its partial success names."""
+        rejected, reason = 0, ""
+        if answer:
+            resp = ExportLogsServiceResponse()
+            try:
+                resp.ParseFromString(answer)
+            except DecodeError:
+                pass  # a body that is not the response: the 2xx still stands
+            else:
+                rejected = min(resp.partial_success.rejected_log_records, records)
+                reason = resp.partial_success.error_message
+        if self._count(sent=records - rejected, dropped=rejected) and rejected:
+            self._warn("otlp_export_partial", rejected=rejected, reason=reason)
+
+    def _post(self, body: bytes) -> tuple[int, float | None, bytes]:
+        """(status, Retry-After seconds, body); status 0 when the connection failed."""
         try:
             conn = self._connection()
             conn.request("POST", self._path, body=body, headers=self._headers)
             resp = conn.getresponse()
-            resp.read()
+            answer = resp.read()
         except (OSError, http.client.HTTPException):
             if self._conn is not None:
                 self._conn.close()
             self._conn = None
-            return 0, None
+            return 0, None, b""
         retry = resp.getheader("Retry-After")
-        return resp.status, float(retry) if retry and retry.isdigit() else None
+        after = float(retry) if retry and retry.isdigit() else None
+        return resp.status, after, answer
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:

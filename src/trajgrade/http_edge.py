@@ -10,9 +10,11 @@ explicit limits, because the stock handler trusts its peer:
   ``Transfer-Encoding: chunked`` bodies are read;
 * **size**: a body over ``max_body`` bytes, on the wire or once gunzipped
   (a gzip bomb is stopped at the limit, never inflated in full), is ``413``;
-* **time**: every socket read has ``timeout`` seconds and a whole body
-  ``body_timeout``; a peer that promised more than it sends gets ``408``
-  and its handler thread is freed;
+* **time**: a request's head (and a keep-alive's idle wait before it) has
+  ``timeout`` seconds in all, however it is dripped (slowloris), and a whole
+  body ``body_timeout``: every socket read waits at most what is left; a
+  peer that promised more than it sends gets ``408`` (or, mid-head, is
+  closed) and its handler thread is freed;
 * **encoding**: ``Content-Encoding`` ``gzip`` or ``identity``, else ``415``;
 * **auth**: with a token, a request without ``Authorization: Bearer TOKEN``
   is ``401``;
@@ -25,6 +27,7 @@ Loopback only unless the caller allows other addresses explicitly.
 from __future__ import annotations
 
 import hmac
+import io
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Callable
 
 __all__ = (
@@ -116,6 +120,26 @@ def _ignore(event: str, fields: dict[str, Any]) -> None:
     pass
 
 
+class _Deadlined(io.RawIOBase):
+    """A connection's reads, each waiting at most what is left of its
+    handler's deadline: the stock per-read timeout alone lets a peer that
+    sends a byte now and then hold a thread for ever."""
+
+    def __init__(self, sock: socket.socket, handler: EdgeHandler) -> None:
+        self._sock = sock
+        self._handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._handler.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request took longer than its time limit")
+        self._sock.settimeout(min(self._handler.server.limits.timeout, left))
+        return self._sock.recv_into(buffer)
+
+
 class EdgeHandler(BaseHTTPRequestHandler):
     """Request handler with bounded, validated body reading."""
 
@@ -124,15 +148,19 @@ class EdgeHandler(BaseHTTPRequestHandler):
     # client's delayed ACK would hold every answer back ~40 ms.
     disable_nagle_algorithm = True
     server: EdgeServer
+    #: When the current request's head (or body) must have arrived.
+    deadline: float = 0.0
 
     def setup(self) -> None:
         super().setup()
         self.connection.settimeout(self.server.limits.timeout)
+        self.rfile = io.BufferedReader(_Deadlined(self.connection, self), _READ)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # one line per request would swamp the log
 
     def handle_one_request(self) -> None:
+        self.deadline = time.monotonic() + self.server.limits.timeout
         try:
             super().handle_one_request()
         except HttpError as exc:
@@ -156,10 +184,14 @@ class EdgeHandler(BaseHTTPRequestHandler):
     def read_body(self) -> bytes:
         """The request body, de-chunked and gunzipped, within the limits."""
         limits = self.server.limits
+        self.deadline = time.monotonic() + limits.body_timeout
         try:
-            raw = self._framed(limits, time.monotonic() + limits.body_timeout)
+            raw = self._framed(limits, self.deadline)
         except TimeoutError:
             raise HttpError(408, "request body timed out", close=True) from None
+        finally:
+            # (The answer's writes get the whole per-read timeout again.)
+            self.connection.settimeout(limits.timeout)
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding == "gzip":
             return _gunzip(raw, limits.max_body)

@@ -1,0 +1,53 @@
+"""Hostile peers of a real ``trajgrade grade --otlp`` (the edge ``serve``
+shares): a request head dripped slower than the read timeout allows."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+from tests.telemetry._grade import Grader
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.slow
+
+POLICY = "graders:\n  - type: tool-call-count\n    config: {max: 3}\n"
+
+
+def test_a_dripped_request_head_is_cut_at_the_read_timeout(tmp_path: Path) -> None:
+    """Slowloris: one header line every 0.3 s keeps every socket read under
+    the 1 s timeout; the whole head still gets 1 s, then 408 and close."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    g = Grader(policy, "--otlp-read-timeout", "1")
+    try:
+        with socket.create_connection(("127.0.0.1", g.port), timeout=10) as s:
+            s.sendall(b"POST /v1/logs HTTP/1.1\r\nHost: x\r\n")
+            start = time.monotonic()
+            answer, closed = b"", False
+            while not closed and time.monotonic() - start < 6:
+                time.sleep(0.3)
+                try:
+                    s.sendall(b"X-Drip: 1\r\n")
+                    s.setblocking(False)
+                    part = s.recv(4096)
+                    answer += part
+                    closed = not part
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed = True  # reset by the server
+                finally:
+                    s.setblocking(True)
+            took = time.monotonic() - start
+        # Cut: answered 408 then closed, or closed outright.
+        assert closed, answer
+        assert answer in (b"",) or answer.startswith(b"HTTP/1.1 408"), answer
+        assert took < 3
+        assert g.proc.poll() is None
+    finally:
+        g.stop()

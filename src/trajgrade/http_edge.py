@@ -135,7 +135,8 @@ class _Deadlined(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         left = self._handler.deadline - time.monotonic()
         if left <= 0:
-            raise TimeoutError("request took longer than its time limit")
+            msg = "request took longer than its time limit"
+            raise TimeoutError(msg)
         self._sock.settimeout(min(self._handler.server.limits.timeout, left))
         return self._sock.recv_into(buffer)
 

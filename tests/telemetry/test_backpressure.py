@@ -80,3 +80,44 @@ def test_full_queue_is_503_with_retry_after() -> None:
             recv.close()
 
     anyio.run(main)
+
+
+def test_queued_bytes_are_bounded_too() -> None:
+    """The queue counts requests; the bytes of decoded lines waiting for
+    the grader are bounded as well (each line can be tens of MiB): past
+    the bound, 503 with Retry-After, though the queue has room."""
+
+    async def main() -> None:
+        receiver = OtlpReceiver(
+            OtlpOptions(port=0, queue_size=64), structlog.get_logger()
+        )
+        send, recv = anyio.create_memory_object_stream[
+            tuple[Decoded, Future[tuple[int, str]]]
+        ](64)
+        receiver._send, receiver._token = send, anyio.lowlevel.current_token()
+        receiver.max_queued_bytes = 100  # less than two lines of BODY
+        thread = threading.Thread(
+            target=receiver.serve_forever, kwargs={"poll_interval": 0.05}
+        )
+        thread.start()
+        try:
+            port = receiver.server_address[1]
+            # The first request is always let in (taken, not graded yet:
+            # its bytes still count) ...
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.to_thread.run_sync, _post, port)
+                _, done = await recv.receive()
+                # ... the second would pass the byte bound.
+                status, headers, body = await anyio.to_thread.run_sync(_post, port)
+                assert status == 503
+                assert headers["retry-after"] == "1"
+                assert "queue is full" in json.loads(body)["message"]
+                done.set_result((0, ""))
+        finally:
+            await anyio.to_thread.run_sync(receiver.shutdown)
+            receiver.server_close()
+            thread.join()
+            send.close()
+            recv.close()
+
+    anyio.run(main)

@@ -182,3 +182,46 @@ def test_decoded_lines_never_nest_past_the_line_bound(kind: str, path: str) -> N
         assert (REFUSED.encode() in line) == too_deep(body), levels
         refused += REFUSED.encode() in line
     assert refused
+
+
+@pytest.mark.parametrize("path", ["/v1/logs", "/v1/traces"])
+def test_a_request_of_countless_tiny_values_is_413(tmp_path: Path, path: str) -> None:
+    """An empty attribute is 2 bytes of protobuf and ~450 bytes once decoded:
+    a request with more values than the body limit allows for (one per 32
+    bytes, at least 65,536) is refused before it is expanded, not graded."""
+    from google.rpc import status_pb2
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+        ExportLogsServiceRequest,
+    )
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    if path == "/v1/logs":
+        logs = ExportLogsServiceRequest()
+        owner = logs.resource_logs.add().scope_logs.add().log_records.add()
+        owner.event_name = "claude_code.user_prompt"
+        request: Any = logs
+    else:
+        traces = ExportTraceServiceRequest()
+        owner = traces.resource_spans.add().scope_spans.add().spans.add()
+        owner.trace_id = b"\x01" * 16
+        request = traces
+    for _ in range(100_000):
+        owner.attributes.add()
+    body = request.SerializeToString()
+    assert len(body) < 1_000_000
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    g = Grader(policy, "--otlp-max-body", "1000000")
+    try:
+        headers = {"Content-Type": "application/x-protobuf"}
+        headers["Content-Length"] = str(len(body))
+        status, _, resp, _ = raw_request(g.port, post(path, body, headers))
+        assert status == 413, resp
+        st = status_pb2.Status()
+        st.ParseFromString(resp)
+        assert "values" in st.message
+        assert g.proc.poll() is None
+    finally:
+        g.stop()

@@ -35,6 +35,7 @@ __all__ = (
     "SIGNALS",
     "BadPayload",
     "Decoded",
+    "TooLarge",
     "decode",
     "logs_tree",
     "response",
@@ -95,6 +96,37 @@ SIGNALS: Final = {
 
 class BadPayload(Exception):
     """A body that is not the request message it claims to be (HTTP 400)."""
+
+
+class TooLarge(BadPayload):
+    """A body with more values than the receiver expands (HTTP 413)."""
+
+
+def _too_many(limit: int) -> TooLarge:
+    msg = (
+        f"the request holds more than {limit:,} values (records, attributes, "
+        "array items); send smaller batches"
+    )
+    return TooLarge(msg)
+
+
+def _check_size(msg: Message, limit: int) -> None:
+    """Refuse a message of more than ``limit`` sub-messages before it is
+    expanded into Python values (~450 bytes each, from 2 bytes of protobuf)."""
+    left = limit
+    stack = [msg]
+    while stack:
+        for field, value in stack.pop().ListFields():
+            if field.message_type is None:
+                continue
+            if field.is_repeated:
+                left -= len(value)
+                stack.extend(value)
+            else:
+                left -= 1
+                stack.append(value)
+            if left < 0:
+                raise _too_many(limit)
 
 
 class Decoded(msgspec.Struct, frozen=True):
@@ -172,15 +204,21 @@ def _count(signal: _Signal, tree: dict[str, Any]) -> int:
     )
 
 
-def decode(path: str, body: bytes, content_type: str) -> Decoded:
+def decode(
+    path: str, body: bytes, content_type: str, *, max_values: int | None = None
+) -> Decoded:
     """The OTLP/JSON line of one request body (``content_type`` without
-    parameters: ``application/x-protobuf`` or ``application/json``)."""
+    parameters: ``application/x-protobuf`` or ``application/json``); with
+    ``max_values``, a body of more values than that is :class:`TooLarge`."""
     signal = SIGNALS[path]
     try:
         msg = _message(signal, body, content_type)
         if path == "/v1/logs":
-            tree = logs_tree(msg)
+            tree = logs_tree(msg, max_values)
         else:
+            if max_values is not None and len(body) > 2 * max_values:
+                # (Smaller bodies cannot hold that many: 2 bytes at least each.)
+                _check_size(msg, max_values)
             tree = json_format.MessageToDict(msg, use_integers_for_enums=True)
             _convert_ids(tree, _b64_to_hex)
         line = _ENC.encode(tree)
@@ -255,7 +293,23 @@ def status(code: int, message: str, content_type: str) -> bytes:
 # the agents' path, so their OTLP/JSON tree is built here from the decoded
 # message directly, field by field (same output as MessageToDict with hex
 # ids; checked by the tests).
-def _any(v: Any) -> dict[str, Any]:
+class _Budget:
+    """Values a logs tree may still hold (see :class:`TooLarge`)."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.left = -1 if limit is None else limit
+
+    def take(self, n: int) -> None:
+        if self.limit is not None:
+            self.left -= n
+            if self.left < 0:
+                raise _too_many(self.limit)
+
+
+def _any(v: Any, budget: _Budget) -> dict[str, Any]:
     kind = v.WhichOneof("value")
     if kind is None:
         return {}
@@ -270,15 +324,18 @@ def _any(v: Any) -> dict[str, Any]:
     if kind == "bytes_value":
         return {"bytesValue": base64.b64encode(v.bytes_value).decode()}
     if kind == "array_value":
-        return {"arrayValue": {"values": [_any(x) for x in v.array_value.values]}}
-    return {"kvlistValue": {"values": _kvs(v.kvlist_value.values)}}
+        values = v.array_value.values
+        budget.take(len(values))
+        return {"arrayValue": {"values": [_any(x, budget) for x in values]}}
+    return {"kvlistValue": {"values": _kvs(v.kvlist_value.values, budget)}}
 
 
-def _kvs(kvs: Any) -> list[dict[str, Any]]:
-    return [{"key": kv.key, "value": _any(kv.value)} for kv in kvs]
+def _kvs(kvs: Any, budget: _Budget) -> list[dict[str, Any]]:
+    budget.take(len(kvs))
+    return [{"key": kv.key, "value": _any(kv.value, budget)} for kv in kvs]
 
 
-def _log_record(r: Any) -> dict[str, Any]:
+def _log_record(r: Any, budget: _Budget) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if r.time_unix_nano:
         out["timeUnixNano"] = str(r.time_unix_nano)
@@ -289,9 +346,9 @@ def _log_record(r: Any) -> dict[str, Any]:
     if r.severity_text:
         out["severityText"] = r.severity_text
     if r.HasField("body"):
-        out["body"] = _any(r.body)
+        out["body"] = _any(r.body, budget)
     if r.attributes:
-        out["attributes"] = _kvs(r.attributes)
+        out["attributes"] = _kvs(r.attributes, budget)
     if r.trace_id:
         out["traceId"] = r.trace_id.hex()
     if r.span_id:
@@ -305,19 +362,23 @@ def _log_record(r: Any) -> dict[str, Any]:
     return out
 
 
-def logs_tree(msg: Any) -> dict[str, Any]:
+def logs_tree(msg: Any, max_values: int | None = None) -> dict[str, Any]:
+    budget = _Budget(max_values)
     resource_logs = []
+    budget.take(len(msg.resource_logs))
     for rl in msg.resource_logs:
         scopes = []
+        budget.take(len(rl.scope_logs))
         for sl in rl.scope_logs:
+            budget.take(len(sl.log_records))
             scope: dict[str, Any] = {
-                "logRecords": [_log_record(r) for r in sl.log_records]
+                "logRecords": [_log_record(r, budget) for r in sl.log_records]
             }
             if sl.HasField("scope"):
                 scope["scope"] = {"name": sl.scope.name, "version": sl.scope.version}
             scopes.append(scope)
         entry: dict[str, Any] = {"scopeLogs": scopes}
         if rl.HasField("resource"):
-            entry["resource"] = {"attributes": _kvs(rl.resource.attributes)}
+            entry["resource"] = {"attributes": _kvs(rl.resource.attributes, budget)}
         resource_logs.append(entry)
     return {"resourceLogs": resource_logs}

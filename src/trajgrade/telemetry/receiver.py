@@ -42,6 +42,7 @@ from trajgrade.telemetry.codec import (
     SIGNALS,
     BadPayload,
     Decoded,
+    TooLarge,
     decode,
     response,
     status,
@@ -57,6 +58,7 @@ __all__ = ("OtlpReceiver", "bind")
 _TYPES: Final = ("application/x-protobuf", "application/json")
 #: A reply to an item the loop will not grade (the run is stopping).
 _STOPPING: Final = (-1, "trajgrade is shutting down; retry")
+_FULL: Final = (-2, "trajgrade's queue is full; retry later")
 _Item = tuple[Decoded, "Future[tuple[int, str]]"]
 
 
@@ -79,6 +81,15 @@ class OtlpReceiver(EdgeServer):
         )
         self.options = options
         self.log = log
+        #: Values one request may expand to (~450 bytes each once decoded):
+        #: one per 32 bytes of the body limit, at least 65,536.
+        self.max_values = max(options.max_body // 32, 65_536)
+        self.decoding = threading.Lock()
+        #: Bytes of decoded lines waiting for the grader (the queue counts
+        #: requests, each up to tens of MiB); past it, 503 as for a full queue.
+        self.max_queued_bytes = max(4 * options.max_body, 64 * 1024 * 1024)
+        self._queued_bytes = 0
+        self._queued_lock = threading.Lock()
         self.report = lambda event, fields: log.warning(event, **fields)
         self._send: MemoryObjectSendStream[_Item] | None = None
         self._token: Any = None
@@ -94,18 +105,30 @@ class OtlpReceiver(EdgeServer):
         if send is None:
             return _STOPPING
         done: Future[tuple[int, str]] = Future()
+        size = len(decoded.line)
+        with self._queued_lock:
+            # (One request is always let in: a big one is never refused for ever.)
+            if self._queued_bytes and self._queued_bytes + size > self.max_queued_bytes:
+                return _FULL
+            self._queued_bytes += size
         try:
             anyio.from_thread.run_sync(
                 send.send_nowait, (decoded, done), token=self._token
             )
         except anyio.WouldBlock:
-            return (-2, "trajgrade's queue is full; retry later")
+            self._dequeued(size)
+            return _FULL
         except (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._dequeued(size)
             return _STOPPING
         try:
             return done.result(timeout=self.options.read_timeout)
         except FutureTimeout:
             return (0, "")  # queued, graded soon: accepted
+
+    def _dequeued(self, size: int) -> None:
+        with self._queued_lock:
+            self._queued_bytes -= size
 
     # ------------------------------------------------------------ event loop
     async def receive(self, run: Any) -> None:
@@ -126,6 +149,7 @@ class OtlpReceiver(EdgeServer):
             async for decoded, done in recv:
                 before = run.summary.input_errors
                 run.take(tracked, decoded.line + b"\n")
+                self._dequeued(len(decoded.line))
                 rejected = run.summary.input_errors - before
                 if rejected and len(decoded.line) > longest:
                     # Skipped as one over-long line: every record of it is lost.
@@ -145,13 +169,14 @@ class OtlpReceiver(EdgeServer):
                 send.close()
                 while True:
                     try:
-                        _, done = recv.receive_nowait()
+                        left, done = recv.receive_nowait()
                     except (
                         anyio.WouldBlock,
                         anyio.EndOfStream,
                         anyio.ClosedResourceError,
                     ):
                         break
+                    self._dequeued(len(left.line))
                     done.set_result(_STOPPING)
                 recv.close()
                 await anyio.to_thread.run_sync(self.shutdown)
@@ -190,11 +215,16 @@ class _Handler(EdgeHandler):
             msg = f"Content-Type {ctype!r} is not OTLP; use application/x-protobuf or application/json"
             raise HttpError(415, msg, close=True)
         body = self.read_body()
+        server = self.server
         try:
-            decoded = decode(path, body, ctype)
+            # One body expanded at a time: decoding holds the GIL anyway, and
+            # concurrent requests would multiply the expansion's memory.
+            with server.decoding:
+                decoded = decode(path, body, ctype, max_values=server.max_values)
         except BadPayload as exc:
-            self.server.report("otlp_bad_request", {"path": path, "reason": str(exc)})
-            self.reply(400, status(3, str(exc), ctype), content_type=ctype)
+            server.report("otlp_bad_request", {"path": path, "reason": str(exc)})
+            code = 413 if isinstance(exc, TooLarge) else 400
+            self.reply(code, status(3, str(exc), ctype), content_type=ctype)
             return
         rejected, message = (
             (0, "")

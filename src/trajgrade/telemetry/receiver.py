@@ -26,7 +26,9 @@ seconds at most), so a 200 means the events reached the engine.
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from collections import OrderedDict
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any, Final
@@ -59,6 +61,8 @@ _TYPES: Final = ("application/x-protobuf", "application/json")
 #: A reply to an item the loop will not grade (the run is stopping).
 _STOPPING: Final = (-1, "trajgrade is shutting down; retry")
 _FULL: Final = (-2, "trajgrade's queue is full; retry later")
+#: Requests remembered to recognise a client's retry of one (see receive).
+_RECENT: Final = 4096
 _Item = tuple[Decoded, "Future[tuple[int, str]]"]
 
 
@@ -145,8 +149,22 @@ class OtlpReceiver(EdgeServer):
         tracked = run.tracked(name, name, name)
         run.inputs[name] = tracked
         longest = run.options.max_line_bytes
+        # A client retries what it got no answer for (its timeout is often
+        # shorter than a long queue's wait): the same request again, byte
+        # for byte once decoded, is answered and not graded twice. Records
+        # carry nanosecond times, so two real requests are never equal.
+        recent: OrderedDict[bytes, None] = OrderedDict()
         try:
             async for decoded, done in recv:
+                digest = hashlib.blake2b(decoded.line, digest_size=16).digest()
+                if digest in recent:
+                    self._dequeued(len(decoded.line))
+                    self.log.info("otlp_duplicate_skipped", records=decoded.records)
+                    done.set_result((0, ""))
+                    continue
+                recent[digest] = None
+                if len(recent) > _RECENT:
+                    recent.popitem(last=False)
                 before = run.summary.input_errors
                 run.take(tracked, decoded.line + b"\n")
                 self._dequeued(len(decoded.line))

@@ -51,3 +51,38 @@ def test_a_dripped_request_head_is_cut_at_the_read_timeout(tmp_path: Path) -> No
         assert g.proc.poll() is None
     finally:
         g.stop()
+
+
+@pytest.mark.parametrize("ctype", ["application/json", "application/x-protobuf"])
+def test_refusals_carry_a_status_in_the_requests_encoding(
+    tmp_path: Path, ctype: str
+) -> None:
+    """OTLP/HTTP: every 4xx/5xx body is a google.rpc.Status, encoded as the
+    request was; the edge's own refusals (size, path, framing) too."""
+    import json
+
+    from google.rpc import status_pb2
+    from tests._http import post, raw_request
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    g = Grader(policy, "--otlp-max-body", "1000000")
+    try:
+        for path, length, expected in (
+            ("/v1/logs", "5000000", 413),
+            ("/v1/profiles", "2", 404),
+            ("/v1/logs", "nope", 400),
+        ):
+            headers = {"Content-Type": ctype, "Content-Length": length}
+            status, h, body, _ = raw_request(g.port, post(path, b"{}", headers))
+            assert status == expected
+            assert h["content-type"] == ctype
+            if ctype == "application/json":
+                message = json.loads(body)["message"]
+            else:
+                st = status_pb2.Status()
+                st.ParseFromString(body)
+                message = st.message
+            assert message, (path, body)
+    finally:
+        g.stop()

@@ -64,6 +64,8 @@ _FULL: Final = (-2, "trajgrade's queue is full; retry later")
 #: Requests remembered to recognise a client's retry of one (see receive).
 _RECENT: Final = 4096
 _Item = tuple[Decoded, "Future[tuple[int, str]]"]
+#: The google.rpc code of an edge refusal (else INVALID_ARGUMENT, 3).
+_RPC_CODES: Final = {401: 16, 404: 12, 408: 4, 413: 8}
 
 
 class OtlpReceiver(EdgeServer):
@@ -216,6 +218,25 @@ class _Handler(EdgeHandler):
     def do_GET(self) -> None:
         self.reply(405, b"OTLP/HTTP: POST /v1/logs, /v1/traces or /v1/metrics\n")
 
+    def _ctype(self) -> str:
+        """The request's media type, without parameters, lowercase."""
+        headers = getattr(self, "headers", None)  # (unset before the head is read)
+        raw = (headers.get("Content-Type") or "") if headers is not None else ""
+        return raw.split(";", 1)[0].strip().lower()
+
+    def refuse(self, exc: HttpError) -> None:
+        """OTLP/HTTP wants every 4xx/5xx body to be a ``google.rpc.Status``
+        in the request's encoding (protobuf unless it was JSON)."""
+        self.refused(exc)
+        ctype = self._ctype()
+        ctype = ctype if ctype in _TYPES else _TYPES[0]
+        body = status(_RPC_CODES.get(exc.status, 3), exc.message, ctype)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        try:
+            self.reply(exc.status, body, content_type=ctype, headers=headers)
+        except OSError:
+            self.close_connection = True
+
     def do_POST(self) -> None:
         self.authorize()
         path = self.path.split("?", 1)[0]
@@ -226,9 +247,7 @@ class _Handler(EdgeHandler):
                 f"unknown path {path!r}; POST /v1/logs, /v1/traces or /v1/metrics",
                 close=True,
             )
-        ctype = (
-            (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-        )
+        ctype = self._ctype()
         if ctype not in _TYPES:
             msg = f"Content-Type {ctype!r} is not OTLP; use application/x-protobuf or application/json"
             raise HttpError(415, msg, close=True)

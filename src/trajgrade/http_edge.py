@@ -313,16 +313,28 @@ class EdgeHandler(BaseHTTPRequestHandler):
 
 
 def _gunzip(raw: bytes, limit: int) -> bytes:
-    """Decompress at most ``limit`` bytes; a bigger result is 413, not inflated."""
-    z = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        out = z.decompress(raw, limit + 1)
-    except zlib.error as exc:
-        msg = f"bad gzip body: {exc}"
-        raise HttpError(400, msg) from None
-    if len(out) > limit or z.unconsumed_tail:
-        msg = f"gzip body inflates past the limit of {limit} bytes"
-        raise HttpError(413, msg)
-    if not z.eof:
-        raise HttpError(400, "truncated gzip body")
-    return out
+    """Decompress at most ``limit`` bytes; a bigger result is 413, not inflated.
+
+    Every member is read (RFC 1952: a gzip file may be several, as
+    concatenating gzip files makes); bytes after the last member that are
+    not one (zero padding aside) are a 400, not silently dropped."""
+    out: list[bytes] = []
+    total = 0
+    rest = raw
+    while True:
+        z = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            part = z.decompress(rest, limit + 1 - total)
+        except zlib.error as exc:
+            msg = f"bad gzip body: {exc}"
+            raise HttpError(400, msg) from None
+        total += len(part)
+        out.append(part)
+        if total > limit or z.unconsumed_tail:
+            msg = f"gzip body inflates past the limit of {limit} bytes"
+            raise HttpError(413, msg)
+        if not z.eof:
+            raise HttpError(400, "truncated gzip body")
+        rest = z.unused_data
+        if not rest.strip(b"\0"):
+            return b"".join(out)

@@ -86,3 +86,47 @@ def test_refusals_carry_a_status_in_the_requests_encoding(
             assert message, (path, body)
     finally:
         g.stop()
+
+
+def test_gzip_members_are_all_read_and_trailing_junk_refused(tmp_path: Path) -> None:
+    """RFC 1952: a gzip body may be several members (all of it is the
+    body); bytes after the last member that are not one are a 400, never
+    silently dropped."""
+    import gzip
+    import json
+
+    from tests._http import post, raw_request
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    record = {
+        "timeUnixNano": "1700000000000000000",
+        "eventName": "claude_code.tool_result",
+        "attributes": [
+            {"key": "session.id", "value": {"stringValue": "s"}},
+            {"key": "tool_name", "value": {"stringValue": "Bash"}},
+            {"key": "success", "value": {"stringValue": "true"}},
+        ],
+    }
+    text = json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [record] * 4}]}]})
+    half = len(text) // 2
+    g = Grader(policy)
+    try:
+        for body, expected in (
+            (
+                gzip.compress(text[:half].encode())
+                + gzip.compress(text[half:].encode()),
+                200,
+            ),
+            (gzip.compress(text.encode()) + b"junk", 400),
+        ):
+            headers = {
+                "Content-Type": "application/json",
+                "Content-Encoding": "gzip",
+                "Content-Length": str(len(body)),
+            }
+            status, _, resp, _ = raw_request(g.port, post("/v1/logs", body, headers))
+            assert status == expected, resp
+        assert g.stop() == 1  # the 4 calls of the two-member body: over 3
+    finally:
+        g.stop()

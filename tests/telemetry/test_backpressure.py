@@ -121,3 +121,38 @@ def test_queued_bytes_are_bounded_too() -> None:
             recv.close()
 
     anyio.run(main)
+
+
+def test_a_request_not_graded_in_time_is_503_not_200() -> None:
+    """A 200 says the events reached the engine: a request still queued when
+    the read timeout runs out is answered 503 (retryable; the retry of a
+    request graded meanwhile is recognised and not graded twice), because
+    a run stopped before grading it would otherwise lose what was 200'd."""
+
+    async def main() -> None:
+        receiver = OtlpReceiver(
+            OtlpOptions(port=0, queue_size=4), structlog.get_logger()
+        )
+        receiver.grading_wait = 0.3
+        send, recv = anyio.create_memory_object_stream[
+            tuple[Decoded, Future[tuple[int, str]]]
+        ](4)
+        receiver._send, receiver._token = send, anyio.lowlevel.current_token()
+        thread = threading.Thread(
+            target=receiver.serve_forever, kwargs={"poll_interval": 0.05}
+        )
+        thread.start()
+        try:
+            status, headers, _ = await anyio.to_thread.run_sync(
+                _post, receiver.server_address[1]
+            )
+            assert status == 503
+            assert headers["retry-after"] == "1"
+        finally:
+            await anyio.to_thread.run_sync(receiver.shutdown)
+            receiver.server_close()
+            thread.join()
+            send.close()
+            recv.close()
+
+    anyio.run(main)

@@ -17,11 +17,14 @@ Answers follow the OTLP/HTTP specification:
 * 400 (a ``google.rpc.Status``) for a body that is not the message: not
   retryable;
 * 503 with ``Retry-After`` when the queue between the HTTP threads and the
-  grader is full (back-pressure) or the run is stopping: retryable;
+  grader is full (back-pressure), the body was not graded within the read
+  timeout, or the run is stopping: retryable;
 * the edge's own 400/401/408/413/415 for framing, auth and size.
 
-The handler answers once the body is graded (or after ``read_timeout``
-seconds at most), so a 200 means the events reached the engine.
+The handler answers once the body is graded (a 503 after ``read_timeout``
+seconds, at least 5, at most), so a 200 means the events reached the engine; a retry of
+a request already graded (the last 4,096 are remembered) is answered 200
+and not graded again.
 """
 
 from __future__ import annotations
@@ -91,6 +94,9 @@ class OtlpReceiver(EdgeServer):
         #: one per 32 bytes of the body limit, at least 65,536.
         self.max_values = max(options.max_body // 32, 65_536)
         self.decoding = threading.Lock()
+        #: How long a handler waits for its body to be graded (a short
+        #: socket timeout must not turn a busy moment into 503s).
+        self.grading_wait = max(options.read_timeout, 5.0)
         #: Bytes of decoded lines waiting for the grader (the queue counts
         #: requests, each up to tens of MiB); past it, 503 as for a full queue.
         self.max_queued_bytes = max(4 * options.max_body, 64 * 1024 * 1024)
@@ -128,9 +134,12 @@ class OtlpReceiver(EdgeServer):
             self._dequeued(size)
             return _STOPPING
         try:
-            return done.result(timeout=self.options.read_timeout)
+            return done.result(timeout=self.grading_wait)
         except FutureTimeout:
-            return (0, "")  # queued, graded soon: accepted
+            # Not a 200: a run stopped before grading it would lose what the
+            # client was told arrived. Graded later or not, the retry is
+            # safe: receive() recognises a request it graded already.
+            return (-3, "trajgrade is still grading earlier requests; retry later")
 
     def _dequeued(self, size: int) -> None:
         with self._queued_lock:

@@ -125,3 +125,14 @@ def test_a_full_queue_is_logged_not_only_counted() -> None:
     assert len(full) == 1  # once, not per record (at most every 10 s)
     assert full[0]["queue_size"] == 10
     assert exp.dropped == 30
+
+
+def test_a_header_http_cannot_send_is_refused_at_start() -> None:
+    """A CR/LF in --export-otlp-header killed the delivery thread at its
+    first POST (every verdict then lost); it is a usage error instead."""
+    import pytest
+
+    with pytest.raises(ValueError, match="X-A"):
+        EvaluationExporter("http://127.0.0.1:9", headers={"X-A": "a\nb"})
+    with pytest.raises(ValueError, match="header"):
+        EvaluationExporter("http://127.0.0.1:9", headers={"X A": "b"})

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import re
 import threading
 import time
 import urllib.parse
@@ -67,6 +68,9 @@ _RETRYABLE: Final = frozenset({429, 502, 503, 504})
 _MAX_BACKOFF: Final = 30.0
 #: Seconds between two ``otlp_export_queue_full`` log lines.
 _FULL_LOG_EVERY: Final = 10.0
+#: An HTTP header name (RFC 9110 token) and a value without CR, LF or NUL.
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_BAD_VALUE: Final = re.compile(r"[\r\n\0]")
 #: Severity of a record by outcome: INFO for pass, WARN for fail, ERROR for error.
 _SEVERITY: Final = {
     Outcome.PASS: (9, "INFO"),
@@ -167,6 +171,10 @@ class EvaluationExporter:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             msg = f"--export-otlp {url!r}: expected an http(s) URL such as http://127.0.0.1:4318"
             raise ValueError(msg)
+        for key, value in (headers or {}).items():
+            if not _HEADER_NAME.fullmatch(key) or _BAD_VALUE.search(value):
+                msg = f"--export-otlp-header {key!r}: not an HTTP header name and value (a token, and no line breaks)"
+                raise ValueError(msg)
         path = parts.path.rstrip("/")
         self._path = path if path.endswith("/v1/logs") else f"{path}/v1/logs"
         self._parts = parts
@@ -292,7 +300,15 @@ class EvaluationExporter:
                 batch = [self._queue.popleft() for _ in range(n)]
                 self._inflight = n
             if batch:
-                self._deliver(batch)
+                try:
+                    self._deliver(batch)
+                except Exception as exc:  # (the delivery thread must live on)
+                    if self._count(dropped=len(batch)):
+                        self._warn(
+                            "otlp_export_failed",
+                            records=len(batch),
+                            status=f"{type(exc).__name__}: {exc}",
+                        )
 
     def _count(self, *, sent: int = 0, dropped: int = 0) -> bool:
         """Account for the batch in flight; False when close() already did."""

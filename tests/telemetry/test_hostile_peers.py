@@ -130,3 +130,36 @@ def test_gzip_members_are_all_read_and_trailing_junk_refused(tmp_path: Path) -> 
         assert g.stop() == 1  # the 4 calls of the two-member body: over 3
     finally:
         g.stop()
+
+
+def _peak_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def test_a_body_of_tiny_chunks_costs_its_size_not_a_chunk_object_each(
+    tmp_path: Path,
+) -> None:
+    """A million one-byte chunks (6 MB on the wire, 1 MB of body): each
+    chunk was kept as its own bytes object (~70 bytes each) until the end;
+    a 16 MiB body of them took ~1.4 GB. The peak now grows by about the
+    body."""
+    from tests._http import post, raw_request
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    g = Grader(policy, "--otlp-read-timeout", "60")
+    try:
+        before = _peak_kib(g.proc.pid)
+        body = b"1\r\n \r\n" * 1_000_000 + b"0\r\n\r\n"
+        headers = {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
+        status, _, _, _ = raw_request(
+            g.port, post("/v1/logs", body, headers), timeout=60
+        )
+        assert status == 400  # (a million spaces: not JSON)
+        assert _peak_kib(g.proc.pid) - before < 30_000
+    finally:
+        g.stop()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import sys
 from typing import Any, Final
 
 import msgspec
@@ -222,7 +223,7 @@ def decode(
             tree = json_format.MessageToDict(msg, use_integers_for_enums=True)
             _convert_ids(tree, _b64_to_hex)
         line = _ENC.encode(tree)
-        if too_deep(line):
+        if _may_nest_deep(line) and too_deep(line):
             _refuse_deep_values(tree)
             line = _ENC.encode(tree)
     except RecursionError:
@@ -238,6 +239,18 @@ _TOO_DEEP: Final = (
     f"a value nested too deep for one line of OTLP/JSON ({MAX_DEPTH} levels) "
     "was refused by trajgrade's receiver"
 )
+
+
+#: OTLP/JSON's own structure, to a span event's attribute value.
+_STRUCTURE: Final = 12
+
+
+def _may_nest_deep(line: bytes) -> bool:
+    """Whether ``line`` has AnyValues enough to nest past the bound (each
+    level of them has one of these keys): two C-speed counts instead of
+    measuring every request (2.5 ms for 400 KB)."""
+    nesting = line.count(b'"kvlistValue"') + line.count(b'"arrayValue"')
+    return _STRUCTURE + _NESTING * nesting >= MAX_DEPTH
 
 
 def _refuse_deep_values(tree: dict[str, Any]) -> None:
@@ -300,13 +313,10 @@ class _Budget:
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
-        self.left = -1 if limit is None else limit
+        self.left = sys.maxsize if limit is None else limit
 
-    def take(self, n: int) -> None:
-        if self.limit is not None:
-            self.left -= n
-            if self.left < 0:
-                raise _too_many(self.limit)
+    def over(self) -> TooLarge:
+        return _too_many(self.limit or 0)
 
 
 def _any(v: Any, budget: _Budget) -> dict[str, Any]:
@@ -325,13 +335,18 @@ def _any(v: Any, budget: _Budget) -> dict[str, Any]:
         return {"bytesValue": base64.b64encode(v.bytes_value).decode()}
     if kind == "array_value":
         values = v.array_value.values
-        budget.take(len(values))
+        budget.left -= len(values)
+        if budget.left < 0:
+            raise budget.over()
         return {"arrayValue": {"values": [_any(x, budget) for x in values]}}
     return {"kvlistValue": {"values": _kvs(v.kvlist_value.values, budget)}}
 
 
 def _kvs(kvs: Any, budget: _Budget) -> list[dict[str, Any]]:
-    budget.take(len(kvs))
+    # (Counted inline: a method call per attribute list costs ~7% of decoding.)
+    budget.left -= len(kvs)
+    if budget.left < 0:
+        raise budget.over()
     return [{"key": kv.key, "value": _any(kv.value, budget)} for kv in kvs]
 
 
@@ -365,12 +380,14 @@ def _log_record(r: Any, budget: _Budget) -> dict[str, Any]:
 def logs_tree(msg: Any, max_values: int | None = None) -> dict[str, Any]:
     budget = _Budget(max_values)
     resource_logs = []
-    budget.take(len(msg.resource_logs))
+    budget.left -= len(msg.resource_logs)
     for rl in msg.resource_logs:
         scopes = []
-        budget.take(len(rl.scope_logs))
+        budget.left -= len(rl.scope_logs)
         for sl in rl.scope_logs:
-            budget.take(len(sl.log_records))
+            budget.left -= len(sl.log_records)
+            if budget.left < 0:
+                raise budget.over()
             scope: dict[str, Any] = {
                 "logRecords": [_log_record(r, budget) for r in sl.log_records]
             }

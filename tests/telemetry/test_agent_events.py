@@ -123,6 +123,47 @@ def test_a_bad_record_is_located_and_the_rest_is_read() -> None:
         == "resourceLogs[0].scopeLogs[0].logRecords[0].attributes"
     )
     assert "tool_name" in str(errors[0])
+    assert errors[0].trace_id == "s1"  # the session is tainted, not the file
+
+
+def test_a_bad_attribute_taints_the_session_the_record_names() -> None:
+    """Found in the raw fields, as the mapper would: Codex's event.name and
+    conversation.id, the session on the resource, a GenAI traceId."""
+    bad = {"key": "n", "value": {"intValue": "many"}}
+    codex = {
+        "attributes": [
+            {"key": "event.name", "value": {"stringValue": "codex.tool_result"}},
+            {"key": "conversation.id", "value": {"stringValue": "c1"}},
+            bad,
+        ]
+    }
+    on_resource = {"eventName": "gemini_cli.tool_call", "attributes": [bad]}
+    genai = {
+        "eventName": "gen_ai.tool.message",
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "attributes": [bad],
+    }
+    unknown = {"eventName": "some.other.event", "attributes": [bad]}
+    line = {
+        "resourceLogs": [
+            {"scopeLogs": [{"logRecords": [codex, genai, unknown]}]},
+            {
+                "resource": {
+                    "attributes": [
+                        {"key": "session.id", "value": {"stringValue": "g1"}}
+                    ]
+                },
+                "scopeLogs": [{"logRecords": [on_resource]}],
+            },
+        ]
+    }
+    _, errors = events_of([json.dumps(line).encode()])
+    assert [e.trace_id for e in errors] == [
+        "c1",
+        "5b8efff798038103d269b633813fc60c",
+        None,
+        "g1",
+    ]
 
 
 def test_a_record_without_its_session_is_an_error() -> None:

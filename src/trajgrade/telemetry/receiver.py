@@ -15,16 +15,19 @@ Answers follow the OTLP/HTTP specification:
   ``partial_success`` counts the records rejected as input errors (they are
   also logged, located, as for files): the client must not retry them;
 * 400 (a ``google.rpc.Status``) for a body that is not the message: not
-  retryable;
+  retryable; 413 for one with more values than the receiver expands
+  (``max_values``: each costs ~450 bytes once decoded, from 2 of protobuf);
 * 503 with ``Retry-After`` when the queue between the HTTP threads and the
-  grader is full (back-pressure), the body was not graded within the read
-  timeout, or the run is stopping: retryable;
-* the edge's own 400/401/408/413/415 for framing, auth and size.
+  grader is full (in requests or in decoded bytes), the body was not graded
+  in time, or the run is stopping: retryable;
+* the edge's own 400/401/408/413/415 for framing, auth and size, each with
+  a ``google.rpc.Status`` body in the request's encoding.
 
 The handler answers once the body is graded (a 503 after ``read_timeout``
-seconds, at least 5, at most), so a 200 means the events reached the engine; a retry of
-a request already graded (the last 4,096 are remembered) is answered 200
-and not graded again.
+seconds, at least 5), so a 200 means the events reached the engine; a
+retry of a request already graded (the last 4,096 are remembered) is
+answered 200 and not graded again. Bodies are decoded one at a time: the
+decode holds the GIL anyway, and concurrent expansions would add up.
 """
 
 from __future__ import annotations

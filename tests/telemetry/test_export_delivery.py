@@ -136,3 +136,18 @@ def test_a_header_http_cannot_send_is_refused_at_start() -> None:
         EvaluationExporter("http://127.0.0.1:9", headers={"X-A": "a\nb"})
     with pytest.raises(ValueError, match="header"):
         EvaluationExporter("http://127.0.0.1:9", headers={"X A": "b"})
+
+
+def test_a_503_at_shutdown_is_still_retried() -> None:
+    """The verdicts decided last are sent as the run closes: a collector
+    answering 503 (Retry-After: 30) then gets its retry at once, within
+    close_timeout, instead of the batch being given up."""
+    sink = OtlpSink(fail_first=1, retry_after="30")
+    exp = EvaluationExporter(sink.url, interval=60, close_timeout=2.0)
+    exp.send(_verdicts(2))
+    start = time.monotonic()
+    exp.close()
+    sink.close()
+    assert time.monotonic() - start < 2.0
+    assert sink.statuses == [503, 200]
+    assert (exp.sent, exp.dropped) == (2, 0)

@@ -25,7 +25,7 @@ every 10 s); a daemon thread sends batches of up to ``batch`` records every
 and connection errors with exponential backoff (honouring ``Retry-After``,
 capped at 30 s) up to ``attempts`` times. Records a collector rejects in a
 200 (OTLP partial success) are dropped, not retried. ``close`` gives the
-queue ``close_timeout`` seconds to drain, interrupting a back-off; a batch
+queue ``close_timeout`` seconds to drain, cutting back-offs short; a batch
 still in flight then (a collector that does not answer) is counted as
 dropped: nothing undelivered goes uncounted.
 """
@@ -320,10 +320,12 @@ class EvaluationExporter:
             self.dropped += dropped
             return True
 
-    def _backoff(self, seconds: float) -> bool:
-        """Wait before a retry; False when the exporter is closing."""
+    def _backoff(self, seconds: float) -> None:
+        """Wait before a retry, cut short when the exporter closes (the
+        retries left then go at once: a collector that said "later" at
+        shutdown still gets them, within ``close_timeout``)."""
         with self._cond:
-            return not self._cond.wait_for(lambda: self._closing, timeout=seconds)
+            self._cond.wait_for(lambda: self._closing, timeout=seconds)
 
     def _deliver(self, batch: list[LogRecord]) -> None:
         request = ExportLogsServiceRequest(
@@ -344,8 +346,8 @@ class EvaluationExporter:
             if status and status not in _RETRYABLE:
                 break
             wait = min(retry_after if retry_after is not None else delay, _MAX_BACKOFF)
-            if attempt < self._attempts and not self._backoff(wait):
-                break
+            if attempt < self._attempts:
+                self._backoff(wait)
             delay = min(delay * 2, _MAX_BACKOFF)
         if self._count(dropped=len(batch)):
             self._warn("otlp_export_failed", records=len(batch), status=status)

@@ -225,3 +225,33 @@ def test_a_request_of_countless_tiny_values_is_413(tmp_path: Path, path: str) ->
         assert g.proc.poll() is None
     finally:
         g.stop()
+
+
+def test_a_request_of_bad_records_logs_a_bounded_number_of_lines(
+    tmp_path: Path,
+) -> None:
+    """One located line per bad record made a 2.7 MB request of 100,000
+    empty records 30 MB of log (11 times its size): the first 20 of a line
+    are logged, the rest counted in one summary line; all are rejected."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+        ExportLogsServiceRequest,
+    )
+
+    request = ExportLogsServiceRequest()
+    records = request.resource_logs.add().scope_logs.add()
+    for _ in range(1000):
+        records.log_records.add().event_name = "claude_code.tool_result"
+    body = request.SerializeToString()
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    g = Grader(policy)
+    try:
+        status, resp = _send(g.port, body, "application/x-protobuf")
+        assert status == 200
+        assert _rejected(resp, "application/x-protobuf") == 1000
+    finally:
+        g.stop()
+    located = [r for r in g.log if r.get("event") == "input_rejected"]
+    [more] = [r for r in g.log if r.get("event") == "input_rejected_more"]
+    assert len(located) == 20
+    assert (more["line"], more["count"]) == (1, 980)

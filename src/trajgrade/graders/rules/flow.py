@@ -6,7 +6,9 @@ Semantics (docs/rules.md, "flow"):
   a ``result`` filter, at that call's matching result), or
   ``{secret: args|result|any}`` (fires at a call whose arguments, or a
   result whose text, contain a credential detect-secrets recognises). The
-  triggering event itself is never judged by the rule it triggers.
+  triggering event itself is not judged by the rule it triggers, except a
+  call carrying a secret in its arguments under ``forbid``: that call is the
+  leak itself.
 * ``forbid``: once ``after`` fired, every call matching ``forbid`` is a
   violation ("once a secret was read, no network egress").
 * ``require`` (+ ``within``): after ``after`` fires, a call matching
@@ -28,6 +30,7 @@ Semantics (docs/rules.md, "flow"):
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
@@ -253,8 +256,13 @@ class Flow:
         state.hit = None
         state.calls += 1
         t = _time(state, call.ts)
-        hit = self._check(state, call, t)
         after = self._after
+        if after is None and self._forbid is not None:
+            # A secret in a call's arguments was in the agent's hands before
+            # the call: the call that sends it is the leak, judged with it.
+            self._secret_in_args(state, call, t)
+            return self._record(state, self._check(state, call, t))
+        hit = self._check(state, call, t)
         if after is not None and matches(after, call):
             if after.result is None:
                 self._fire(state, f"{call_label(call)} matched after {after.label}", t)
@@ -266,18 +274,23 @@ class Flow:
                 pending.append(call.call_id or f"#{state.calls}")
                 if len(pending) > PENDING_MAX:
                     del pending[0]
-        elif self._secret in ("args", "any") and self._scanner is not None:
-            text = js_stringify(call.args) if call.args is not None else call.args_raw
-            found = self._scanner.find(text or "")
-            if found:
-                kinds = ", ".join(sorted({k for k, _ in found}))
-                self._fire(
-                    state,
-                    f"{call_label(call)} has a secret in its arguments ({kinds})",
-                    t,
-                )
-                self._keep_secrets(state, found)
+        elif after is None:
+            self._secret_in_args(state, call, t)
         return self._record(state, hit)
+
+    def _secret_in_args(self, state: FlowState, call: ToolCall, t: float) -> None:
+        """``after: {secret: args|any}`` fires at a call with a credential
+        in its arguments."""
+        if self._secret not in ("args", "any") or self._scanner is None:
+            return
+        text = js_stringify(call.args) if call.args is not None else call.args_raw
+        found = self._scanner.find(text or "")
+        if found:
+            kinds = ", ".join(sorted({k for k, _ in found}))
+            self._fire(
+                state, f"{call_label(call)} has a secret in its arguments ({kinds})", t
+            )
+            self._keep_secrets(state, found)
 
     def _on_result(self, state: FlowState, result: ToolResult) -> Decision | None:
         t = _time(state, result.ts)
@@ -446,8 +459,11 @@ def _read_after(
 
 def _time(state: FlowState, ts: float | None) -> float:
     """Event time: ``ts``, else the latest seen (0 in a trace without
-    timestamps); never backwards."""
+    timestamps); never backwards. A ``ts`` that is not finite is none (a
+    NaN or infinite deadline would never pass)."""
     last = state.last_ts
+    if ts is not None and not math.isfinite(ts):
+        ts = None
     t = ts if ts is not None else (last if last is not None else 0.0)
     if last is not None and t < last:
         t = last

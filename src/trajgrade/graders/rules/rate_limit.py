@@ -9,10 +9,11 @@ Semantics (docs/rules.md, "rate-limit"):
   ``max`` matching calls were counted in the trace.
 * A call judged a violation is not counted: the guard refused it, and a
   refused retry must not keep the window full for ever.
-* Time is the call's ``ts``. A call without ``ts`` takes the latest
-  timestamp of the trace's earlier matching calls (0 if none), and time never
-  runs backwards (an earlier ``ts`` counts as the latest one): a trace
-  without timestamps is therefore limited per trace, never more loosely.
+* Time is the call's ``ts``. A call without ``ts`` (or with one that is not
+  a finite number) takes the latest timestamp of the trace's earlier
+  matching calls (0 if none), and time never runs backwards (an earlier
+  ``ts`` counts as the latest one): a trace without timestamps is therefore
+  limited per trace, never more loosely.
 * The trace fails at its first violation (a sealed verdict, emitted at once)
   and stays open so every later call is judged; the final verdict comes at
   the end of the trace. State: at most ``max`` timestamps.
@@ -20,6 +21,7 @@ Semantics (docs/rules.md, "rate-limit"):
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
@@ -144,12 +146,13 @@ class RateLimit(CallRule):
         else:
             t = call.ts
             last = state.last_ts
-            if t is None or (last is not None and t < last):
+            if t is None or not math.isfinite(t) or (last is not None and t < last):
                 t = last if last is not None else 0.0
             state.last_ts = t
             times = state.times
-            start = t - window
-            while times and times[0] <= start:
+            # t - a >= window, not a <= t - window: from about 1e16 s on,
+            # t - window == t would empty the window at every call.
+            while times and t - times[0] >= window:
                 times.pop(0)
             if len(times) < self._max:
                 times.append(t)

@@ -211,3 +211,43 @@ def test_require_within_a_duration_passes_its_deadline_whatever_a_ts_says(
     late = ToolCall(trace_id="t", name="Read", call_id="r", ts=10.0)
     run = drive(g, [ToolCall(trace_id="t", name="Read", ts=1.0), edit, late])
     assert [(c.call_id, j.rule) for _, c, j in run.judged] == [("r", "require")]
+
+
+# ---------------------------------------------------------------- loop
+def test_a_shell_command_rerun_with_a_new_description_is_the_same_call() -> None:
+    """Claude Code's recorded long session runs ``bd ready`` under three
+    descriptions ('Find next ready task', 'Find next available work', ...):
+    the description only tells the user what runs, so it does not make
+    another call. (Other tools' ``description`` is data: it counts.)"""
+    shell = [
+        ToolCall(
+            trace_id="t",
+            name=name,
+            call_id=str(i),
+            args={cmd: "bd ready", note: f"find the next task ({i})"},
+        )
+        for i, (name, cmd, note) in enumerate(
+            [
+                ("Bash", "command", "description"),
+                ("run_shell_command", "command", "description"),
+                ("exec_command", "cmd", "justification"),
+            ]
+        )
+    ]
+    g = grader("loop", "{repeats: 3}")
+    for call in shell:
+        run = drive(g, [call, _reworded(call, "x"), _reworded(call, "y")])
+        assert [c.call_id for _, c, _ in run.judged] == ["y"], call.name
+    issue = [
+        ToolCall(trace_id="t", name="create_issue", args={"description": d})
+        for d in ("a", "b", "c")
+    ]
+    assert drive(g, issue).judged == []
+
+
+def _reworded(call: ToolCall, cid: str) -> ToolCall:
+    args = dict(call.args or {})
+    for key in ("description", "justification"):
+        if key in args:
+            args[key] = f"{args[key]} again, {cid}"
+    return ToolCall(trace_id="t", name=call.name, call_id=cid, args=args)

@@ -157,15 +157,28 @@ class CallRule:
         return self._match is None or name_can_match(self._match, name)
 
 
+#: Arguments of a shell call that only tell the user what runs (Claude
+#: Code's and Gemini's ``description``, Codex's ``justification``): the model
+#: rewords them when it reruns a command, so they are not part of the call.
+_SHELL_NOTES: Final = ("description", "justification")
+
+
 def fingerprint(call: ToolCall) -> int:
     """A stable 64-bit fingerprint of a call: its tool name and its arguments
-    as canonical JSON (keys sorted), or the raw argument text when the
-    arguments are not an object. Call ids and timestamps are not part of it."""
-    if call.args is not None:
+    as canonical JSON (keys sorted; a shell call's ``_SHELL_NOTES`` left
+    out), or the raw argument text when the arguments are not an object.
+    Call ids and timestamps are not part of it."""
+    args = call.args
+    if args is not None:
+        if any(k in args for k in _SHELL_NOTES):
+            from trajgrade.graders.matching._views import call_kind
+
+            if call_kind(call) == "shell":
+                args = {k: v for k, v in args.items() if k not in _SHELL_NOTES}
         try:
-            body = _ARGS_ENCODER.encode(call.args)
+            body = _ARGS_ENCODER.encode(args)
         except (TypeError, msgspec.EncodeError):
-            body = repr(call.args).encode()
+            body = repr(args).encode()
     else:
         body = (call.args_raw or "").encode()
     h = blake2b(call.name.encode(), digest_size=8)

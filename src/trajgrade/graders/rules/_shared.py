@@ -18,13 +18,14 @@ from trajgrade.events import ToolCall
 from trajgrade.graders.matching._jsliteral import JSRegexError
 from trajgrade.graders.matching._tool_match import ArgMissingError, Matcher, ToolMatch
 from trajgrade.graders.vally.metric_threshold import parse_duration_ms
+from trajgrade.verdicts import Decision, Judgement, Outcome
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from trajgrade.errors import GradeError
     from trajgrade.events import Event
     from trajgrade.graders._spec import ErrorList
-    from trajgrade.verdicts import Decision
 
 __all__ = (
     "VIEWS",
@@ -34,6 +35,9 @@ __all__ = (
     "arg_values",
     "call_label",
     "compile_matcher",
+    "could_not_judge",
+    "error_decision",
+    "error_ruling",
     "fingerprint",
     "matches",
     "name_can_match",
@@ -185,6 +189,37 @@ def fingerprint(call: ToolCall) -> int:
     h.update(b"\x00")
     h.update(body)
     return int.from_bytes(h.digest(), "big")
+
+
+def could_not_judge(state: Any, exc: GradeError) -> None:
+    """The latest event could not be judged (a user regex ran out of time on
+    a value the agent chose): the call gets an ``error`` ruling and the rule
+    goes on. Ending the rule with an error verdict instead would let every
+    later call through."""
+    state.error = exc.message
+    state.errors += 1
+    if not state.first_error:
+        state.first_error = exc.message
+
+
+def error_ruling(kind: str, state: Any, grader: object) -> Judgement | None:
+    """The ``error`` ruling on the latest call when it could not be judged
+    (none once an ``abort`` rule failed: the engine refuses every call)."""
+    if not state.error or (state.violations and aborts(grader)):
+        return None
+    return Judgement(rule=kind, reason=state.error, outcome=Outcome.ERROR)
+
+
+def error_decision(state: Any) -> Decision:
+    """The final verdict of a rule with no violation that could not judge
+    every event: error, not pass."""
+    n = state.errors
+    return Decision(
+        outcome=Outcome.ERROR,
+        score=0.0,
+        evidence=f"{n} event(s) could not be judged: {state.first_error}",
+        metadata={"errors": n},
+    )
 
 
 def aborts(grader: object) -> bool:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 
+from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.rules._shared import (
@@ -34,6 +35,9 @@ from trajgrade.graders.rules._shared import (
     aborts,
     call_label,
     compile_matcher,
+    could_not_judge,
+    error_decision,
+    error_ruling,
     fingerprint,
     matches,
 )
@@ -73,6 +77,11 @@ class LoopState(msgspec.Struct, array_like=True, gc=False):
     first: str = ""
     #: (rule, reason) of the latest call when it is a violation.
     hit: tuple[str, str] | None = None
+    #: Why the latest call could not be judged ("": it could); how many
+    #: events could not be, and the first reason.
+    error: str = ""
+    errors: int = 0
+    first_error: str = ""
 
 
 class Loop(CallRule):
@@ -112,8 +121,10 @@ class Loop(CallRule):
         return LoopState()
 
     def judge(self, state: LoopState | None, call: ToolCall) -> Judgement | None:
-        if state is None or state.hit is None:
+        if state is None:
             return None
+        if state.hit is None:
+            return error_ruling(self.kind, state, self)
         if state.violations > 1 and aborts(self):
             return None  # the run was aborted at the first violation
         rule, reason = state.hit
@@ -133,6 +144,8 @@ class Loop(CallRule):
                 evidence=state.first + more,
                 metadata=meta,
             )
+        if state.errors:
+            return error_decision(state)
         return Decision(
             outcome=Outcome.PASS,
             score=1.0,
@@ -142,7 +155,12 @@ class Loop(CallRule):
 
     def _on_call(self, state: LoopState, call: ToolCall) -> Decision | None:
         state.hit = None
-        if self._match is not None and not matches(self._match, call):
+        state.error = ""
+        try:
+            if self._match is not None and not matches(self._match, call):
+                return None
+        except GradeError as exc:
+            could_not_judge(state, exc)  # (unseen: it neither counts nor breaks a run)
             return None
         fp = fingerprint(call)
         n = state.calls

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 
+from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.rules._shared import (
@@ -34,6 +35,9 @@ from trajgrade.graders.rules._shared import (
     aborts,
     call_label,
     compile_matcher,
+    could_not_judge,
+    error_decision,
+    error_ruling,
     matches,
     parse_window,
 )
@@ -70,6 +74,11 @@ class RateLimitState(msgspec.Struct, array_like=True, gc=False):
     first: str = ""
     #: The reason the latest call is a violation; "" when it is not.
     hit: str = ""
+    #: Why the latest call could not be judged ("": it could); how many
+    #: events could not be, and the first reason.
+    error: str = ""
+    errors: int = 0
+    first_error: str = ""
 
 
 class RateLimit(CallRule):
@@ -98,8 +107,10 @@ class RateLimit(CallRule):
         return RateLimitState()
 
     def judge(self, state: RateLimitState | None, call: ToolCall) -> Judgement | None:
-        if state is None or not state.hit:
+        if state is None:
             return None
+        if not state.hit:
+            return error_ruling(self.kind, state, self)
         if state.violations > 1 and aborts(self):
             return None  # the run was aborted at the first violation
         return Judgement(rule="max", reason=state.hit)
@@ -124,6 +135,8 @@ class RateLimit(CallRule):
                 evidence=state.first + more,
                 metadata=meta,
             )
+        if state.errors:
+            return error_decision(state)
         per = f"per {self._shown_window}" if self._window is not None else "per trace"
         return Decision(
             outcome=Outcome.PASS,
@@ -133,8 +146,12 @@ class RateLimit(CallRule):
         )
 
     def _on_call(self, state: RateLimitState, call: ToolCall) -> Decision | None:
-        state.hit = ""
-        if not matches(self._match, call):
+        state.hit = state.error = ""
+        try:
+            if not matches(self._match, call):
+                return None
+        except GradeError as exc:
+            could_not_judge(state, exc)  # (not counted: it may be refused)
             return None
         state.matching += 1
         window = self._window

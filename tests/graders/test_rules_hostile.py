@@ -365,3 +365,18 @@ def test_a_rule_that_could_not_judge_a_call_ends_in_error_not_pass() -> None:
     assert [(c.call_id, j.outcome) for _, c, j in run.judged] == [("2", Outcome.ERROR)]
     assert run.final.outcome is Outcome.ERROR
     assert "ran longer than" in run.final.evidence
+
+
+# ---------------------------------------------------------------- configs
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ("{after: Read, bind: '', forbid: Edit, unless_bound: path}", "bind"),
+        ("{after: Read, bind: path, forbid: Edit, unless_bound: ' '}", "unless_bound"),
+        ("{after: Read, bind: path, forbid: Edit, if_bound: ''}", "if_bound"),
+    ],
+)
+def test_an_empty_argument_name_is_a_config_error(config: str, field: str) -> None:
+    """(It bound nothing, or refused every call for an argument named ''.)"""
+    with pytest.raises((ConfigError, ConfigErrors), match=f"{field}.*argument"):
+        grader("flow", config)

@@ -165,6 +165,15 @@ class Flow:
 
     def _read_binding(self, config: FlowConfig, errors: ErrorList) -> None:
         bind = config.bind
+        for key in ("bind", "unless_bound", "if_bound"):
+            name = getattr(config, key)
+            if name is not None and not name.strip():
+                errors.add(
+                    key,
+                    f"{key} must name an argument (command, path, url, or the "
+                    "argument's own name)"
+                    + (", result or secret" if key == "bind" else ""),
+                )
         if bind is None:
             for key in ("unless_bound", "if_bound"):
                 if getattr(config, key) is not None:

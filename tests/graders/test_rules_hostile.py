@@ -79,6 +79,19 @@ def test_a_reported_cost_that_is_not_a_number_is_no_cost_reported() -> None:
     assert run.final.metadata["value"] == pytest.approx(2.0)
 
 
+@pytest.mark.parametrize("ts", [1e20, -1e20, 3e11, math.nan, math.inf])
+def test_a_usage_dated_out_of_any_calendar_is_still_priced(ts: float) -> None:
+    """genai-prices prices an event at its date; a ts past year 9999 (or
+    not a number) made the rule raise ("please report it") and end in an
+    error verdict, so the $5 after it went unseen and the call ran."""
+    g = grader("cost-budget", "{max_usd: 1.0}", on_fail="deny")
+    dated = Usage(trace_id="t", model="claude-sonnet-4-5", input_tokens=1000, ts=ts)
+    run = drive(g, [dated, Usage(trace_id="t", cost_usd=5.0), bash("a")])
+    assert not [d for _, d in run.decisions if d.outcome is Outcome.ERROR]
+    assert [(c.call_id, j.rule) for _, c, j in run.judged] == [("a", "max_usd")]
+    assert run.final.metadata["value"] > 5.0
+
+
 _USAGE = st.builds(
     Usage,
     trace_id=st.just("t"),

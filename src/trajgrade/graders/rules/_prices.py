@@ -79,7 +79,7 @@ class PriceBook:
         if found is None:
             return None
         provider, info = found
-        when = LATEST if u.ts is None else datetime.fromtimestamp(u.ts, UTC)
+        when = _date(u.ts)
         try:
             price = info.get_prices(when)
             rates = self._rates.get(id(price))
@@ -155,6 +155,20 @@ class PriceBook:
 
 
 _MISSING: Final = object()
+#: The date of an event dated before any calendar (a hostile ts).
+_EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _date(ts: float | None) -> datetime:
+    """The date ``ts`` prices an event at: the newest prices without one,
+    or for one past year 9999 (or not a number), the oldest for one before
+    year 1; never an error, which would end the budget's judging."""
+    if ts is None or ts != ts:
+        return LATEST
+    try:
+        return datetime.fromtimestamp(ts, UTC)
+    except (OverflowError, ValueError, OSError):
+        return LATEST if ts > 0 else _EARLIEST
 
 
 def _counts(u: Usage) -> tuple[int, int, int, int]:

@@ -139,3 +139,36 @@ def test_a_command_that_stalls_a_regex_does_not_switch_a_rule_off(
     assert first is None
     assert stalled is not None and "could not be evaluated" in stalled
     assert over is not None and "allows at most 1 per trace" in over
+
+
+def test_a_subagents_spending_counts_in_the_hook(tmp_path: Path) -> None:
+    """Claude Code 2.1 writes a subagent's transcript to a file of its own
+    and echoes each of its messages (usage included) into the session's
+    transcript as ``agent_progress`` lines; hooks name the session's
+    transcript, and its final response only in the Task result. The hook
+    read only the parent's own responses, so a budget never saw what
+    subagents spent (here 12 responses, 675 k tokens)."""
+    import gzip
+
+    from pathlib import Path
+
+    from tests.hooks.test_usage import _batch_tokens, _sum
+
+    from trajgrade.hooks.usage import Cursor, read_usage
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code"
+    parent = gzip.decompress(
+        (folder / "spotter_v2.1.39_long_session.jsonl.gz").read_bytes()
+    )
+    sub = (folder / "spotter_v2.1.39_long_session.subagent.jsonl").read_bytes()
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(parent)
+    got = _sum(read_usage("claude-code", str(path), Cursor()))
+    own = _batch_tokens(parent, "session.jsonl")
+    subagent = _batch_tokens(sub, "agent.jsonl")
+    assert subagent[0] > 600_000
+    # Input as both files give it; output more: the subagent's file has its
+    # final response's first streamed line only (1 output token), the Task
+    # result its whole count (5108).
+    assert got[0] == own[0] + subagent[0]
+    assert got[1] == own[1] + subagent[1] - 1 + 5108

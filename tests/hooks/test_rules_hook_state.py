@@ -6,14 +6,16 @@ and the call that carries a secret out is refused the first time."""
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+import gzip
+from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.hooks._replay import payloads, run_hook
 from tests.hooks.test_guard_hooks import GATE, _body, _denied
+from tests.hooks.test_usage import _batch_tokens, _sum
 
-if TYPE_CHECKING:
-    from pathlib import Path
+from trajgrade.hooks.usage import Cursor, read_usage
 
 pytestmark = pytest.mark.slow
 
@@ -148,14 +150,6 @@ def test_a_subagents_spending_counts_in_the_hook(tmp_path: Path) -> None:
     transcript, and its final response only in the Task result. The hook
     read only the parent's own responses, so a budget never saw what
     subagents spent (here 12 responses, 675 k tokens)."""
-    import gzip
-
-    from pathlib import Path
-
-    from tests.hooks.test_usage import _batch_tokens, _sum
-
-    from trajgrade.hooks.usage import Cursor, read_usage
-
     folder = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code"
     parent = gzip.decompress(
         (folder / "spotter_v2.1.39_long_session.jsonl.gz").read_bytes()

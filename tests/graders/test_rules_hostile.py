@@ -393,3 +393,17 @@ def test_an_empty_argument_name_is_a_config_error(config: str, field: str) -> No
     """(It bound nothing, or refused every call for an argument named ''.)"""
     with pytest.raises((ConfigError, ConfigErrors), match=f"{field}.*argument"):
         grader("flow", config)
+
+
+def test_a_negative_token_count_never_lowers_a_token_budget() -> None:
+    """token-budget, the other budget a usage event feeds, likewise."""
+    g = grader("token-budget", "{max: 1000}")
+    run = drive(
+        g,
+        [
+            Usage(trace_id="t", input_tokens=-1_000_000),
+            Usage(trace_id="t", output_tokens=2000),
+            bash("a"),
+        ],
+    )
+    assert run.final.outcome is Outcome.FAIL

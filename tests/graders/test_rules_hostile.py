@@ -407,3 +407,29 @@ def test_a_negative_token_count_never_lowers_a_token_budget() -> None:
         ],
     )
     assert run.final.outcome is Outcome.FAIL
+
+
+def test_a_long_path_read_does_not_bind_every_path_sharing_its_start() -> None:
+    """Bound values are cut to 1024 characters: reading one file in a deep
+    directory bound every path with the same first 1024 characters, so an
+    ``unless_bound`` rule let the agent edit any file there unread."""
+    deep = "/w/" + "d" * 200 + "/" + "e" * 200 + "/" + "f" * 200 + "/" + "g" * 250
+    deep += "/" + "h" * 250 + "/"
+    g = grader(
+        "flow",
+        "{after: {kind: read}, bind: path, forbid: {kind: edit}, unless_bound: path}",
+    )
+
+    def call(name: str, cid: str, path: str) -> ToolCall:
+        return ToolCall(trace_id="t", name=name, call_id=cid, args={"file_path": path})
+
+    run = drive(
+        g,
+        [
+            call("Read", "r", deep + "notes.txt"),
+            call("Edit", "ok", deep + "notes.txt"),
+            call("Edit", "no", deep + "install.sh"),
+        ],
+    )
+    assert len(deep) > 1024
+    assert [c.call_id for _, c, _ in run.judged] == ["no"]

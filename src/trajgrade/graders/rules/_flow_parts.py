@@ -4,17 +4,30 @@ value is shown in a reason), apart from the rule so each module stays short."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 
+from trajgrade._digest import blake2b
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.rules._shared import MatcherSpec, compile_matcher
 
 if TYPE_CHECKING:
     from trajgrade.graders.matching._tool_match import Matcher
 
-__all__ = ("FlowConfig", "SecretTrigger", "read_after", "redacted", "short", "time_of")
+__all__ = (
+    "VALUE_CHARS",
+    "FlowConfig",
+    "SecretTrigger",
+    "kept_form",
+    "read_after",
+    "redacted",
+    "short",
+    "time_of",
+)
+
+#: Characters of one bound value kept.
+VALUE_CHARS: Final = 1024
 
 
 class SecretTrigger(ConfigBase):
@@ -78,3 +91,17 @@ def redacted(secret: str) -> str:
 def short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def kept_form(value: str, *, exact: bool) -> str:
+    """How a bound value is kept, at most ``VALUE_CHARS`` characters. Cut
+    short, for ``if_bound`` (a call containing the start of a long value is
+    refused: stricter). For ``unless_bound`` (equality) a long value keeps
+    a digest of the whole in place of its tail: cut short, reading one file
+    of a deep directory would bind every path with the same start."""
+    if len(value) <= VALUE_CHARS:
+        return value
+    if not exact:
+        return value[:VALUE_CHARS]
+    digest = blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16)
+    return f"{value[: VALUE_CHARS - 33]}#{digest.hexdigest()}"

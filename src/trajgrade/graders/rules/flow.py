@@ -42,6 +42,7 @@ from trajgrade.graders.matching._match import js_stringify
 from trajgrade.graders.rules._flow_parts import (
     FlowConfig,
     SecretTrigger,
+    kept_form,
     read_after,
     redacted,
     short,
@@ -67,8 +68,6 @@ __all__ = ("GRADER_TYPES", "Flow", "FlowConfig", "FlowState", "SecretTrigger")
 
 #: Calls whose results a trigger still waits for (oldest dropped beyond).
 PENDING_MAX: Final = 64
-#: Characters of one bound value kept.
-VALUE_CHARS: Final = 1024
 _TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;|]+")
 
 
@@ -381,7 +380,9 @@ class Flow:
             return None
         if self._unless is not None:
             values = arg_values(call, self._unless)
-            unbound = [v for v in values if v[:VALUE_CHARS] not in state.values]
+            unbound = [
+                v for v in values if kept_form(v, exact=True) not in state.values
+            ]
             if values and not unbound:
                 return None
             shown = short(unbound[0]) if unbound else "nothing"
@@ -423,7 +424,7 @@ class Flow:
 
     def _keep(self, state: FlowState, value: str) -> None:
         values = state.values
-        value = value[:VALUE_CHARS]
+        value = kept_form(value, exact=self._unless is not None)
         values.pop(value, None)
         values[value] = None
         if len(values) > self._max_values:

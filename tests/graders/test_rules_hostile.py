@@ -433,3 +433,17 @@ def test_a_long_path_read_does_not_bind_every_path_sharing_its_start() -> None:
     )
     assert len(deep) > 1024
     assert [c.call_id for _, c, _ in run.judged] == ["no"]
+
+
+def test_a_refused_ping_pong_call_is_refused_again_when_retried() -> None:
+    """A B A B: the fourth call is refused; retried at once it ran (a repeat
+    does not continue an alternation), and the agent went on A B A B B ..."""
+    g = grader("loop", "{ping_pong: 4}")
+
+    def call(name: str, cid: str) -> ToolCall:
+        return ToolCall(trace_id="t", name=name, call_id=cid, args={"q": 1})
+
+    names = ["A", "B", "A", "B", "B", "A", "B", "C"]
+    run = drive(g, [call(n, str(i)) for i, n in enumerate(names)])
+    # 3 (B) refused, 4 (B again) refused, 5 and 6 go on alternating; 7 breaks it.
+    assert [c.call_id for _, c, _ in run.judged] == ["3", "4", "5", "6"]

@@ -12,7 +12,8 @@ Semantics (docs/rules.md, "loop"):
   ``n`` identical calls among the last ``w`` calls (itself included) is one.
 * ``ping_pong: n``: the call that makes the last ``n`` calls alternate
   between exactly two different calls (A B A B …) is a violation, and so is
-  every further call that continues the alternation.
+  every further call that continues the alternation, and the refused call
+  made again at once (it neither counts as a step nor breaks the run).
 * ``match`` restricts the rule to matching calls; other calls are invisible
   to it (they neither count nor break a run).
 * A refused call still counts: an agent that retries the refused call stays
@@ -82,6 +83,8 @@ class LoopState(msgspec.Struct, array_like=True, gc=False):
     error: str = ""
     errors: int = 0
     first_error: str = ""
+    #: The latest call completed an alternation (ping_pong).
+    pinged: bool = False
 
 
 class Loop(CallRule):
@@ -166,9 +169,14 @@ class Loop(CallRule):
         n = state.calls
         state.calls = n + 1
         # Runs of identical and of alternating calls ending here.
-        if n and fp == state.last:
+        if n and fp == state.last and state.pinged:
+            # The call just refused for alternating, made again: still that
+            # step of the alternation (refused again, and A B A B B A goes on).
+            state.run += 1
+        elif n and fp == state.last:
             state.run += 1
             state.alt = 1
+            state.prev, state.last = state.last, fp
         else:
             state.alt = (
                 state.alt + 1
@@ -176,7 +184,9 @@ class Loop(CallRule):
                 else (2 if n else 1)
             )
             state.run = 1
-        state.prev, state.last = state.last, fp
+            state.prev, state.last = state.last, fp
+        pinged = self._ping_pong is not None and state.alt >= self._ping_pong
+        state.pinged = pinged
         hit: tuple[str, str] | None = None
         repeats = self._repeats
         if repeats is not None:
@@ -198,7 +208,7 @@ class Loop(CallRule):
                         "repeats",
                         f"{call_label(call)} is the same call {same} times in the last {len(recent)} calls (repeats: {repeats} within {within})",
                     )
-        if hit is None and self._ping_pong is not None and state.alt >= self._ping_pong:
+        if hit is None and pinged:
             hit = (
                 "ping_pong",
                 f"{call_label(call)} makes the last {state.alt} calls alternate between two calls (ping_pong: {self._ping_pong})",

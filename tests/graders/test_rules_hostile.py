@@ -447,3 +447,13 @@ def test_a_refused_ping_pong_call_is_refused_again_when_retried() -> None:
     run = drive(g, [call(n, str(i)) for i, n in enumerate(names)])
     # 3 (B) refused, 4 (B again) refused, 5 and 6 go on alternating; 7 breaks it.
     assert [c.call_id for _, c, _ in run.judged] == ["3", "4", "5", "6"]
+
+
+def test_a_window_holding_more_timestamps_than_the_cap_is_refused() -> None:
+    """A windowed limit keeps one timestamp per counted call, saved with
+    every checkpoint (every hook call): ``max`` is capped there; per trace
+    it is one counter, so any ``max`` is fine."""
+    with pytest.raises((ConfigError, ConfigErrors), match=r"max.*10000"):
+        grader("rate-limit", "{match: Bash, max: 1000000, window: 1h}")
+    grader("rate-limit", "{match: Bash, max: 10000, window: 1h}")
+    grader("rate-limit", "{match: Bash, max: 1000000}")

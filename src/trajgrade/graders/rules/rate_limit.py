@@ -46,7 +46,18 @@ from trajgrade.verdicts import Decision, Judgement, Outcome
 if TYPE_CHECKING:
     from trajgrade.graders.matching._tool_match import Matcher
 
-__all__ = ("GRADER_TYPES", "RateLimit", "RateLimitConfig", "RateLimitState")
+__all__ = (
+    "GRADER_TYPES",
+    "WINDOW_MAX",
+    "RateLimit",
+    "RateLimitConfig",
+    "RateLimitState",
+)
+
+
+#: The largest ``max`` with a window (the state holds that many timestamps,
+#: saved with every checkpoint).
+WINDOW_MAX: Final = 10_000
 
 
 class RateLimitConfig(ConfigBase):
@@ -95,6 +106,13 @@ class RateLimit(CallRule):
         window = None
         if config.window is not None:
             window = parse_window(config.window, "window", errors)
+            if config.max > WINDOW_MAX:
+                errors.add(
+                    "max",
+                    f"with a window, max can be at most {WINDOW_MAX} (one timestamp "
+                    f"is kept per counted call; got {config.max}); use a shorter "
+                    "window with a smaller max, or drop window (a limit per trace)",
+                )
         errors.raise_if_any()
         assert matcher is not None
         self._match: Matcher = matcher

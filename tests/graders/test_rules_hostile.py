@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import base64
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -457,3 +460,29 @@ def test_a_window_holding_more_timestamps_than_the_cap_is_refused() -> None:
         grader("rate-limit", "{match: Bash, max: 1000000, window: 1h}")
     grader("rate-limit", "{match: Bash, max: 10000, window: 1h}")
     grader("rate-limit", "{match: Bash, max: 1000000}")
+
+
+@pytest.mark.parametrize(
+    ("config", "wrong"),
+    [
+        ("{repeats: 1}", "give repeats"),
+        ("{repeats: '3'}", "give repeats"),
+        ("{ping_pong: 3}", "give repeats"),
+    ],
+)
+def test_a_bad_value_is_reported_once_not_as_missing_too(
+    config: str, wrong: str, tmp_path: Path
+) -> None:
+    """`trajgrade check` named the bad value, then said to give the very
+    field the user gave (the field dropped to find the other errors)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"graders:\n  - type: loop\n    config: {config}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "check", "-c", str(policy)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert proc.stderr.count("error:") == 1, proc.stderr
+    assert wrong not in proc.stderr

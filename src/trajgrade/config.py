@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -279,6 +280,30 @@ def _schema_of(node: Any) -> Any:
 
 
 # ------------------------------------------------------------------ compiling
+def _besides(
+    structural: list[ConfigError], semantic: list[ConfigError]
+) -> list[ConfigError]:
+    """The build's errors that are not echoes of a structural one: the build
+    ran without each key whose value was wrong, so a complaint at that key,
+    or naming it ("give repeats or ping_pong" after `ping_pong: 3`), is about
+    its absence, which the structural error already explains."""
+    if not structural:
+        return semantic
+    keys = {e.location.field.rsplit(".", 1)[-1] for e in structural if e.location.field}
+    words = (
+        re.compile(r"\b(?:" + "|".join(map(re.escape, keys)) + r")\b") if keys else None
+    )
+    return [
+        e
+        for e in semantic
+        if words is None
+        or not (
+            (e.location.field or "").rsplit(".", 1)[-1] in keys
+            or words.search(e.message)
+        )
+    ]
+
+
 def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -> Suite:
     """Validate every grader's config and compile it; all errors at once."""
     context = context or BuildContext(base_dir=config.base_dir)
@@ -330,9 +355,13 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
                 on_fail[name] = spec.on_fail or default_on_fail(gtype.kind)
                 _mark(grader, on_fail[name])
         except ConfigErrors as many:
-            errors.extend(relocate(e, config.locate, cpath) for e in many.errors)
+            errors.extend(
+                _besides(
+                    structural, [relocate(e, config.locate, cpath) for e in many.errors]
+                )
+            )
         except ConfigError as exc:
-            errors.append(relocate(exc, config.locate, cpath))
+            errors.extend(_besides(structural, [relocate(exc, config.locate, cpath)]))
         for field, message in context.warnings:
             rel = parse_path("." + field) if field else ()
             warnings.append(ConfigWarning(message, config.locate((*cpath, *rel))))

@@ -227,7 +227,13 @@ def _reference(kind: str, cfg: dict[str, Any], events: list[Event]) -> list[int]
             if "match" not in cfg or hits(cfg["match"], c.name)
         ]
         fps = [f for _, f in seen]
+        # The alternation: a call refused for completing one, made again at
+        # once, is the same step (refused again, it does not break the run).
+        steps: list[int] = []
+        pinged = False
         for k, (i, f) in enumerate(seen):
+            if not (pinged and steps and f == steps[-1]):
+                steps.append(f)
             bad = False
             n = cfg.get("repeats")
             if n is not None:
@@ -237,11 +243,11 @@ def _reference(kind: str, cfg: dict[str, Any], events: list[Event]) -> list[int]
                 else:
                     bad = fps[max(0, k + 1 - w) : k + 1].count(f) >= n
             p = cfg.get("ping_pong")
-            if not bad and p is not None and k + 1 >= p:
-                tail = fps[k + 1 - p : k + 1]
-                bad = tail[0] != tail[1] and all(
-                    x == tail[j % 2] for j, x in enumerate(tail)
-                )
+            tail = steps[-p:] if p is not None and len(steps) >= p else []
+            pinged = bool(tail) and (
+                tail[0] != tail[1] and all(x == tail[j % 2] for j, x in enumerate(tail))
+            )
+            bad = bad or pinged
             if bad:
                 out.append(i)
     elif kind == "flow" and "forbid" in cfg:

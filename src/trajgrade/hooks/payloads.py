@@ -31,7 +31,9 @@ Decisions, from what the real agents send (``corpus/*-live``):
    other responses stay as sent.
 4. Gemini sends no call id: calls get ``gemini-<n>`` in firing order and an
    ``AfterTool`` pairs with the oldest open call of the same tool and input
-   (kept in the session state). ``tool_response.llmContent`` is the result.
+   (kept in the session state as a digest; at most ``OPEN_CALLS_MAX``
+   calls wait, the oldest are dropped: a call the user rejects never
+   ends). ``tool_response.llmContent`` is the result.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any, Final
 
 import msgspec
 
+from trajgrade._digest import blake2b
 from trajgrade.events import (
     Event,
     Message,
@@ -66,6 +69,10 @@ GATES: Final = {
     "codex": "PreToolUse",
     "gemini": "BeforeTool",
 }
+
+#: Calls without an id kept waiting for their AfterTool (Gemini's); a call
+#: the user rejects never gets one, so the oldest are dropped beyond this.
+OPEN_CALLS_MAX: Final = 64
 
 _START: Final = frozenset(("SessionStart",))
 _PROMPT: Final = frozenset(("UserPromptSubmit", "BeforeAgent"))
@@ -166,7 +173,13 @@ def _tool(
 
 
 def _key(name: str, payload: dict[str, Any]) -> str:
-    return name + "\x00" + msgspec.json.encode(payload.get("tool_input")).decode()
+    """What pairs a Gemini call with its AfterTool: a digest of the tool and
+    its input (the input itself may be a whole file's content, kept in the
+    session state until the call ends)."""
+    h = blake2b(name.encode(), digest_size=16)
+    h.update(b"\x00")
+    h.update(msgspec.json.encode(payload.get("tool_input")))
+    return h.hexdigest()
 
 
 def _call(
@@ -183,6 +196,9 @@ def _call(
         next_call += 1
         cid = f"{agent}-{next_call}"
         open_calls.append(OpenCall(key=_key(name, payload), call_id=cid))
+        if len(open_calls) > OPEN_CALLS_MAX:
+            # A call its user rejected never ends: the oldest is let go.
+            del open_calls[0]
     sub = payload.get("agent_id")
     events.append(
         ToolCall(

@@ -11,7 +11,10 @@ its own lock (Claude Code posts parallel ``PreToolUse`` calls concurrently),
 so a call costs no file I/O. Changed sessions are checkpointed to the state
 directory every ``checkpoint_interval`` seconds and at shutdown, in the cold
 path's format: a daemon restarted (or replaced by cold hooks) goes on from
-there. A session that ends is dropped from memory and disk.
+there. A session that ends is dropped from memory and disk; one idle for
+``idle_sessions`` seconds (default 10 minutes) is saved and dropped from
+memory, and its next call loads it again, so a daemon that sees sessions
+come and go without ``SessionEnd`` does not grow for ever.
 
 Why the standard library's ``ThreadingHTTPServer``: hook bodies are small
 and the daemon serves one machine's agents on 127.0.0.1; it needs no new
@@ -26,7 +29,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -44,14 +47,22 @@ if TYPE_CHECKING:
 __all__ = ("LOOPBACK", "HookServer", "Limits", "serve")
 
 
+#: Seconds a session stays in memory after its last call.
+IDLE_SESSIONS: Final = 600.0
+
+
 class _Live:
-    __slots__ = ("dirty", "engine", "lock", "state")
+    __slots__ = ("dirty", "engine", "gone", "lock", "state", "used")
 
     def __init__(self, state: SessionState, engine: Engine) -> None:
         self.state = state
         self.engine = engine
         self.lock = threading.Lock()
         self.dirty = False
+        #: Dropped from memory (ended, or idle): a call that got this object
+        #: before must look its session up again.
+        self.gone = False
+        self.used = time.monotonic()
 
 
 class HookServer(EdgeServer):
@@ -69,6 +80,7 @@ class HookServer(EdgeServer):
         decisions: str | None = None,
         fail_closed: bool = False,
         limits: Limits | None = None,
+        idle_sessions: float = IDLE_SESSIONS,
     ) -> None:
         super().__init__(
             (host, port), _Handler, limits=limits or Limits(), what="trajgrade serve"
@@ -80,6 +92,7 @@ class HookServer(EdgeServer):
         #: A rule that cannot be evaluated on the pending call denies it.
         self.fail_closed = fail_closed
         self.interval = checkpoint_interval
+        self.idle_sessions = idle_sessions
         self.log = _Log(f"{state_dir}/hooks.log")
         self.report = lambda event, fields: self.log.write("warning", event, **fields)
         self._stores = {a: SessionStore(state_dir, a) for a in AGENTS}
@@ -135,24 +148,30 @@ class HookServer(EdgeServer):
         if not isinstance(session, str) or not session:
             msg = "the hook payload has no string `session_id`"
             raise ValueError(msg)
-        live = self._session(agent, session)
-        with live.lock:
-            result = step(
-                self.suite,
-                live.state,
-                payload,
-                now=time.time(),
-                engine=live.engine,
-                fail_closed=self.fail_closed,
-            )
-            live.dirty = True
-            if live.state.ended:
-                with self._lock:
-                    self._live.pop((agent, session), None)
-                store = self._stores[agent]
-                with store.locked(session):
-                    store.drop(session)
-                live.dirty = False
+        while True:
+            live = self._session(agent, session)
+            with live.lock:
+                if live.gone:
+                    continue  # let go meanwhile: its saved state is loaded
+                result = step(
+                    self.suite,
+                    live.state,
+                    payload,
+                    now=time.time(),
+                    engine=live.engine,
+                    fail_closed=self.fail_closed,
+                )
+                live.dirty = True
+                live.used = time.monotonic()
+                if live.state.ended:
+                    live.gone = True
+                    with self._lock:
+                        self._live.pop((agent, session), None)
+                    store = self._stores[agent]
+                    with store.locked(session):
+                        store.drop(session)
+                    live.dirty = False
+                break
         for records, path in (
             (result.verdicts, self.verdicts_path),
             (result.decisions, self.decisions_path),
@@ -199,20 +218,34 @@ class HookServer(EdgeServer):
 
     # ------------------------------------------------------------ checkpoints
     def checkpoint(self) -> int:
-        """Save every changed session now; how many were saved."""
+        """Save every changed session now, and let go of those idle for
+        ``idle_sessions``; how many were saved."""
         with self._lock:
             lives = list(self._live.items())
+        idle_since = time.monotonic() - self.idle_sessions
         n = 0
-        for (agent, session), live in lives:
+        for key, live in lives:
+            agent, session = key
             with live.lock:
-                if not live.dirty:
-                    continue
-                store = self._stores[agent]
-                with store.locked(session):
-                    store.save(live.state)
-                live.dirty = False
-                n += 1
+                if live.dirty:
+                    store = self._stores[agent]
+                    with store.locked(session):
+                        store.save(live.state)
+                    live.dirty = False
+                    n += 1
+                if live.used <= idle_since and not live.gone:
+                    # Saved above: its next call loads the same state. (The
+                    # session's lock is held, so no call is halfway through.)
+                    live.gone = True
+                    with self._lock:
+                        if self._live.get(key) is live:
+                            del self._live[key]
         return n
+
+    def sessions_in_memory(self) -> int:
+        """How many sessions the daemon holds in memory now."""
+        with self._lock:
+            return len(self._live)
 
     def _checkpoints(self) -> None:
         while not self._stopping.wait(self.interval):

@@ -16,6 +16,11 @@ Counting once, across restarts at any offset:
   and a budget trips on the first line that crosses it. (The transcript
   adapters emit each response once with its last line's numbers: the same
   sums.)
+* A Claude Code subagent's responses are read from the ``agent_progress``
+  lines that echo them into the session's transcript (its own file is not
+  named by the hooks), and its final response, which is not echoed, from
+  the ``Task`` result's ``toolUseResult.usage``; message ids keep them from
+  being counted twice.
 * Codex writes running session totals (``token_count``); the state keeps the
   last totals and a new total adds its difference (a total that went down
   means the counters restarted: all of it is new), as the rollout adapter does.
@@ -69,6 +74,8 @@ class Cursor(msgspec.Struct, kw_only=True):
     totals: list[int] | None = None
     #: Codex: the model of the current turn (``turn_context``).
     model: str | None = None
+    #: Claude Code: the model of each recent subagent (``agentId``).
+    agents: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 def read_usage(agent: str, path: str | None, cursor: Cursor) -> list[Usage]:
@@ -122,8 +129,25 @@ def _int(d: Any, key: str) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
+def _anthropic(u: dict[str, Any]) -> list[int]:
+    read = _int(u, "cache_read_input_tokens")
+    write = _int(u, "cache_creation_input_tokens")
+    return [
+        _int(u, "input_tokens") + read + write,
+        _int(u, "output_tokens"),
+        read,
+        write,
+        0,
+    ]
+
+
 def _by_message(agent: str, rec: dict[str, Any], cursor: Cursor) -> Usage | None:
     if agent == "claude-code":
+        kind = rec.get("type")
+        if kind == "progress":
+            rec = _subagent_message(rec, cursor)
+        elif kind == "user":
+            rec = _subagent_result(rec, cursor)
         msg = rec.get("message")
         if rec.get("type") != "assistant" or not isinstance(msg, dict):
             return None
@@ -131,15 +155,7 @@ def _by_message(agent: str, rec: dict[str, Any], cursor: Cursor) -> Usage | None
         mid, u = msg.get("id"), msg.get("usage")
         if not isinstance(u, dict):
             return None
-        read = _int(u, "cache_read_input_tokens")
-        write = _int(u, "cache_creation_input_tokens")
-        counts = [
-            _int(u, "input_tokens") + read + write,
-            _int(u, "output_tokens"),
-            read,
-            write,
-            0,
-        ]
+        counts = _anthropic(u)
     else:
         mid, t = rec.get("id"), rec.get("tokens")
         if rec.get("type") != "gemini" or not isinstance(t, dict):
@@ -160,6 +176,47 @@ def _by_message(agent: str, rec: dict[str, Any], cursor: Cursor) -> Usage | None
             del cursor.seen[next(iter(cursor.seen))]
         counts = [max(0, c - b) for c, b in zip(counts, before, strict=True)]
     return _usage(counts, model)
+
+
+def _subagent_message(rec: dict[str, Any], cursor: Cursor) -> dict[str, Any]:
+    """The subagent response an ``agent_progress`` line echoes (Claude Code
+    2.1 writes a subagent's transcript to a file of its own, which hooks do
+    not name; its responses reach the session's file only as these echoes).
+    Its message id keeps it from being counted twice."""
+    data = rec.get("data")
+    if not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return {}
+    msg, agent = data.get("message"), data.get("agentId")
+    if not isinstance(msg, dict):
+        return {}
+    inner = msg.get("message")
+    model = _text(inner.get("model")) if isinstance(inner, dict) else None
+    if isinstance(agent, str) and model is not None:
+        # (for the final response, which only the Task result reports)
+        cursor.agents.pop(agent, None)
+        cursor.agents[agent] = model
+        if len(cursor.agents) > SEEN_MAX:
+            del cursor.agents[next(iter(cursor.agents))]
+    return msg
+
+
+def _subagent_result(rec: dict[str, Any], cursor: Cursor) -> dict[str, Any]:
+    """A subagent's final response, which is not echoed: the ``Task``
+    result's ``toolUseResult.usage``, as a response of the subagent's model."""
+    done = rec.get("toolUseResult")
+    if not isinstance(done, dict):
+        return {}
+    agent, u = done.get("agentId"), done.get("usage")
+    if not isinstance(agent, str) or not isinstance(u, dict):
+        return {}
+    return {
+        "type": "assistant",
+        "message": {
+            "id": f"task-result:{agent}",
+            "model": cursor.agents.get(agent),
+            "usage": u,
+        },
+    }
 
 
 _CODEX_KEYS: Final = (

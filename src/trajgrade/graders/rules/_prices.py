@@ -57,17 +57,20 @@ class PriceBook:
     def cost(self, u: Usage) -> float | None:
         """USD of ``u``'s tokens (input includes cache tokens; output
         includes reasoning tokens, which cost the output price)."""
-        if not (u.input_tokens or u.output_tokens):
+        counts = _counts(u)
+        if not (counts[0] or counts[3]):
             return 0.0
         model = u.model
         if not model:
             return None
         own = self._user.get(model)
         if own is not None:
-            return _user_cost(own, u)
-        return self._table_cost(model, u)
+            return _user_cost(own, counts)
+        return self._table_cost(model, u, counts)
 
-    def _table_cost(self, model: str, u: Usage) -> float | None:
+    def _table_cost(
+        self, model: str, u: Usage, counts: tuple[int, int, int, int]
+    ) -> float | None:
         found = self._found.get(model, _MISSING)
         if found is _MISSING:
             found = self._lookup(model)
@@ -76,7 +79,7 @@ class PriceBook:
         if found is None:
             return None
         provider, info = found
-        when = LATEST if u.ts is None else datetime.fromtimestamp(u.ts, UTC)
+        when = _date(u.ts)
         try:
             price = info.get_prices(when)
             rates = self._rates.get(id(price))
@@ -89,16 +92,14 @@ class PriceBook:
         except (ValueError, ArithmeticError, LookupError):
             return None
         starts, bands = rates
-        inp = u.input_tokens
+        inp, read, write, output = counts
         band = sum(inp > s for s in starts)
         fresh, out, read_rate, write_rate = bands[band]
-        read = min(u.cache_read_tokens, inp)
-        write = min(u.cache_write_tokens, inp - read)
         return (
             (inp - read - write) * fresh
             + read * read_rate
             + write * write_rate
-            + u.output_tokens * out
+            + output * out
         )
 
     def _linear(
@@ -154,17 +155,40 @@ class PriceBook:
 
 
 _MISSING: Final = object()
+#: The date of an event dated before any calendar (a hostile ts).
+_EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _user_cost(p: ModelPrice, u: Usage) -> float:
-    read = min(u.cache_read_tokens, u.input_tokens)
-    write = min(u.cache_write_tokens, u.input_tokens - read)
-    fresh = u.input_tokens - read - write
+def _date(ts: float | None) -> datetime:
+    """The date ``ts`` prices an event at: the newest prices without one,
+    or for one past year 9999 (or not a number), the oldest for one before
+    year 1; never an error, which would end the budget's judging."""
+    if ts is None or ts != ts:
+        return LATEST
+    try:
+        return datetime.fromtimestamp(ts, UTC)
+    except (OverflowError, ValueError, OSError):
+        return LATEST if ts > 0 else _EARLIEST
+
+
+def _counts(u: Usage) -> tuple[int, int, int, int]:
+    """(input, cache read, cache write, output) tokens of ``u``, none below
+    zero: a negative count (a broken or hostile log) is no refund, it counts
+    as none; cache tokens are part of the input, so they never exceed it."""
+    inp = max(0, u.input_tokens)
+    read = min(max(0, u.cache_read_tokens), inp)
+    write = min(max(0, u.cache_write_tokens), inp - read)
+    return inp, read, write, max(0, u.output_tokens)
+
+
+def _user_cost(p: ModelPrice, counts: tuple[int, int, int, int]) -> float:
+    inp, read, write, output = counts
+    fresh = inp - read - write
     read_price = p.input_mtok if p.cache_read_mtok is None else p.cache_read_mtok
     write_price = p.input_mtok if p.cache_write_mtok is None else p.cache_write_mtok
     return (
         fresh * p.input_mtok
         + read * read_price
         + write * write_price
-        + u.output_tokens * p.output_mtok
+        + output * p.output_mtok
     ) / 1_000_000

@@ -18,13 +18,14 @@ from trajgrade.events import ToolCall
 from trajgrade.graders.matching._jsliteral import JSRegexError
 from trajgrade.graders.matching._tool_match import ArgMissingError, Matcher, ToolMatch
 from trajgrade.graders.vally.metric_threshold import parse_duration_ms
+from trajgrade.verdicts import Decision, Judgement, Outcome
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from trajgrade.errors import GradeError
     from trajgrade.events import Event
     from trajgrade.graders._spec import ErrorList
-    from trajgrade.verdicts import Decision
 
 __all__ = (
     "VIEWS",
@@ -34,6 +35,9 @@ __all__ = (
     "arg_values",
     "call_label",
     "compile_matcher",
+    "could_not_judge",
+    "error_decision",
+    "error_ruling",
     "fingerprint",
     "matches",
     "name_can_match",
@@ -157,21 +161,65 @@ class CallRule:
         return self._match is None or name_can_match(self._match, name)
 
 
+#: Arguments of a shell call that only tell the user what runs (Claude
+#: Code's and Gemini's ``description``, Codex's ``justification``): the model
+#: rewords them when it reruns a command, so they are not part of the call.
+_SHELL_NOTES: Final = ("description", "justification")
+
+
 def fingerprint(call: ToolCall) -> int:
     """A stable 64-bit fingerprint of a call: its tool name and its arguments
-    as canonical JSON (keys sorted), or the raw argument text when the
-    arguments are not an object. Call ids and timestamps are not part of it."""
-    if call.args is not None:
+    as canonical JSON (keys sorted; a shell call's ``_SHELL_NOTES`` left
+    out), or the raw argument text when the arguments are not an object.
+    Call ids and timestamps are not part of it."""
+    args = call.args
+    if args is not None:
+        if any(k in args for k in _SHELL_NOTES):
+            from trajgrade.graders.matching._views import call_kind
+
+            if call_kind(call) == "shell":
+                args = {k: v for k, v in args.items() if k not in _SHELL_NOTES}
         try:
-            body = _ARGS_ENCODER.encode(call.args)
+            body = _ARGS_ENCODER.encode(args)
         except (TypeError, msgspec.EncodeError):
-            body = repr(call.args).encode()
+            body = repr(args).encode()
     else:
         body = (call.args_raw or "").encode()
     h = blake2b(call.name.encode(), digest_size=8)
     h.update(b"\x00")
     h.update(body)
     return int.from_bytes(h.digest(), "big")
+
+
+def could_not_judge(state: Any, exc: GradeError) -> None:
+    """The latest event could not be judged (a user regex ran out of time on
+    a value the agent chose): the call gets an ``error`` ruling and the rule
+    goes on. Ending the rule with an error verdict instead would let every
+    later call through."""
+    state.error = exc.message
+    state.errors += 1
+    if not state.first_error:
+        state.first_error = exc.message
+
+
+def error_ruling(kind: str, state: Any, grader: object) -> Judgement | None:
+    """The ``error`` ruling on the latest call when it could not be judged
+    (none once an ``abort`` rule failed: the engine refuses every call)."""
+    if not state.error or (state.violations and aborts(grader)):
+        return None
+    return Judgement(rule=kind, reason=state.error, outcome=Outcome.ERROR)
+
+
+def error_decision(state: Any) -> Decision:
+    """The final verdict of a rule with no violation that could not judge
+    every event: error, not pass."""
+    n = state.errors
+    return Decision(
+        outcome=Outcome.ERROR,
+        score=0.0,
+        evidence=f"{n} event(s) could not be judged: {state.first_error}",
+        metadata={"errors": n},
+    )
 
 
 def aborts(grader: object) -> bool:

@@ -22,6 +22,7 @@ Semantics (docs/rules.md, "cost-budget"):
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -77,9 +78,17 @@ class CostBudget:
     def __init__(self, config: CostBudgetConfig, *, name: str) -> None:
         self.name = name
         errors = ErrorList()
-        for model in config.prices or {}:
+        for model, price in (config.prices or {}).items():
             if not model.strip():
                 errors.add("prices", "model names in prices must be non-empty")
+            for key in price.__struct_fields__:
+                value = getattr(price, key)
+                if value is not None and not math.isfinite(value):
+                    # 0 tokens x inf is NaN, and a NaN total exceeds no budget.
+                    errors.add(
+                        f"prices.{model}.{key}",
+                        f"{key} must be a finite number of dollars per million tokens (got {value})",
+                    )
         errors.raise_if_any()
         self._max = config.max_usd
         self._warn_usd = (
@@ -133,7 +142,9 @@ class CostBudget:
 
     def _on_usage(self, state: CostState, u: Usage) -> Decision | None:
         state.usages += 1
-        if u.cost_usd is not None:
+        if u.cost_usd is not None and not math.isnan(u.cost_usd):
+            # (A NaN cost is no cost reported, as the formats read it: a NaN
+            # total would never exceed the budget.)
             cost: float | None = max(0.0, u.cost_usd)
         else:
             cost = self._book.cost(u)

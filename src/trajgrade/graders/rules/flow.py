@@ -6,7 +6,9 @@ Semantics (docs/rules.md, "flow"):
   a ``result`` filter, at that call's matching result), or
   ``{secret: args|result|any}`` (fires at a call whose arguments, or a
   result whose text, contain a credential detect-secrets recognises). The
-  triggering event itself is never judged by the rule it triggers.
+  triggering event itself is not judged by the rule it triggers, except a
+  call carrying a secret in its arguments under ``forbid``: that call is the
+  leak itself.
 * ``forbid``: once ``after`` fired, every call matching ``forbid`` is a
   violation ("once a secret was read, no network egress").
 * ``require`` (+ ``within``): after ``after`` fires, a call matching
@@ -29,56 +31,44 @@ Semantics (docs/rules.md, "flow"):
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall, ToolResult
-from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders._spec import ErrorList
 from trajgrade.graders.matching._match import js_stringify
+from trajgrade.graders.rules._flow_parts import (
+    FlowConfig,
+    SecretTrigger,
+    kept_form,
+    read_after,
+    redacted,
+    short,
+    time_of,
+)
 from trajgrade.graders.rules._shared import (
-    MatcherSpec,
     aborts,
     arg_values,
     call_label,
     compile_matcher,
+    could_not_judge,
+    error_decision,
+    error_ruling,
     matches,
     parse_window,
 )
 from trajgrade.verdicts import Decision, Judgement, Outcome
 
 if TYPE_CHECKING:
-    from trajgrade.graders.matching._tool_match import Matcher
     from trajgrade.graders.rules._secrets import SecretScanner
 
 __all__ = ("GRADER_TYPES", "Flow", "FlowConfig", "FlowState", "SecretTrigger")
 
 #: Calls whose results a trigger still waits for (oldest dropped beyond).
 PENDING_MAX: Final = 64
-#: Characters of one bound value kept.
-VALUE_CHARS: Final = 1024
 _TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;|]+")
-
-
-class SecretTrigger(ConfigBase):
-    """``after: {secret: args|result|any}``."""
-
-    secret: Literal["args", "result", "any"]
-
-
-class FlowConfig(ConfigBase):
-    """``{after, forbid | require, within?, bind?, unless_bound?, if_bound?}``."""
-
-    after: Any
-    forbid: MatcherSpec | None = None
-    require: MatcherSpec | None = None
-    #: An integer (calls) or a duration string.
-    within: Any = None
-    bind: str | None = None
-    unless_bound: str | None = None
-    if_bound: str | None = None
-    max_values: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 256
-    min_length: Annotated[int, msgspec.Meta(ge=4, le=256)] = 12
 
 
 class FlowState(msgspec.Struct, array_like=True, gc=False):
@@ -101,6 +91,11 @@ class FlowState(msgspec.Struct, array_like=True, gc=False):
     violations: int = 0
     first: str = ""
     hit: tuple[str, str] | None = None
+    #: Why the latest call could not be judged ("": it could); how many
+    #: events could not be, and the first reason.
+    error: str = ""
+    errors: int = 0
+    first_error: str = ""
 
 
 class Flow:
@@ -113,7 +108,7 @@ class Flow:
     def __init__(self, config: FlowConfig, *, name: str, timeout: float) -> None:
         self.name = name
         errors = ErrorList()
-        self._after, self._secret = _read_after(config.after, timeout, errors)
+        self._after, self._secret = read_after(config.after, timeout, errors)
         if (config.forbid is None) == (config.require is None):
             errors.add("forbid", "give exactly one of forbid or require")
         self._forbid = (
@@ -169,6 +164,15 @@ class Flow:
 
     def _read_binding(self, config: FlowConfig, errors: ErrorList) -> None:
         bind = config.bind
+        for key in ("bind", "unless_bound", "if_bound"):
+            name = getattr(config, key)
+            if name is not None and not name.strip():
+                errors.add(
+                    key,
+                    f"{key} must name an argument (command, path, url, or the "
+                    "argument's own name)"
+                    + (", result or secret" if key == "bind" else ""),
+                )
         if bind is None:
             for key in ("unless_bound", "if_bound"):
                 if getattr(config, key) is not None:
@@ -207,8 +211,10 @@ class Flow:
         return None
 
     def judge(self, state: FlowState | None, call: ToolCall) -> Judgement | None:
-        if state is None or state.hit is None:
+        if state is None:
             return None
+        if state.hit is None:
+            return error_ruling(self.kind, state, self)
         if state.violations > 1 and aborts(self):
             return None  # the run was aborted at the first violation
         rule, reason = state.hit
@@ -241,6 +247,8 @@ class Flow:
                 evidence="; ".join(problems),
                 metadata=meta,
             )
+        if state.errors:
+            return error_decision(state)
         text = (
             f"after fired ({state.trigger}); no violation in {state.calls} call(s)"
             if state.fired
@@ -251,11 +259,23 @@ class Flow:
     # ------------------------------------------------------------ events
     def _on_call(self, state: FlowState, call: ToolCall) -> Decision | None:
         state.hit = None
+        state.error = ""
         state.calls += 1
-        t = _time(state, call.ts)
-        hit = self._check(state, call, t)
+        t = time_of(state, call.ts)
         after = self._after
-        if after is not None and matches(after, call):
+        if after is None and self._forbid is not None:
+            # A secret in a call's arguments was in the agent's hands before
+            # the call: the call that sends it is the leak, judged with it.
+            self._secret_in_args(state, call, t)
+            return self._record(state, self._judged(state, call, t))
+        hit = self._judged(state, call, t)
+        try:
+            fires = after is not None and matches(after, call)
+        except GradeError as exc:
+            could_not_judge(state, exc)
+            fires = False
+        if fires:
+            assert after is not None
             if after.result is None:
                 self._fire(state, f"{call_label(call)} matched after {after.label}", t)
                 if self._bind is not None and self._bind != "result":
@@ -266,21 +286,26 @@ class Flow:
                 pending.append(call.call_id or f"#{state.calls}")
                 if len(pending) > PENDING_MAX:
                     del pending[0]
-        elif self._secret in ("args", "any") and self._scanner is not None:
-            text = js_stringify(call.args) if call.args is not None else call.args_raw
-            found = self._scanner.find(text or "")
-            if found:
-                kinds = ", ".join(sorted({k for k, _ in found}))
-                self._fire(
-                    state,
-                    f"{call_label(call)} has a secret in its arguments ({kinds})",
-                    t,
-                )
-                self._keep_secrets(state, found)
+        elif after is None:
+            self._secret_in_args(state, call, t)
         return self._record(state, hit)
 
+    def _secret_in_args(self, state: FlowState, call: ToolCall, t: float) -> None:
+        """``after: {secret: args|any}`` fires at a call with a credential
+        in its arguments."""
+        if self._secret not in ("args", "any") or self._scanner is None:
+            return
+        text = js_stringify(call.args) if call.args is not None else call.args_raw
+        found = self._scanner.find(text or "")
+        if found:
+            kinds = ", ".join(sorted({k for k, _ in found}))
+            self._fire(
+                state, f"{call_label(call)} has a secret in its arguments ({kinds})", t
+            )
+            self._keep_secrets(state, found)
+
     def _on_result(self, state: FlowState, result: ToolResult) -> Decision | None:
-        t = _time(state, result.ts)
+        t = time_of(state, result.ts)
         cid = result.call_id
         pending = state.pending
         paired = False
@@ -294,7 +319,12 @@ class Flow:
         after = self._after
         if paired and after is not None:
             text = js_stringify(result.result)
-            if after.result is None or after.result.search(text):
+            try:
+                fires = after.result is None or after.result.search(text)
+            except GradeError as exc:
+                could_not_judge(state, exc)
+                fires = False
+            if fires:
                 if after.result is not None:
                     self._fire(
                         state,
@@ -312,6 +342,16 @@ class Flow:
                 )
                 self._keep_secrets(state, found)
         return None
+
+    def _judged(
+        self, state: FlowState, call: ToolCall, t: float
+    ) -> tuple[str, str] | None:
+        """``_check``; a matcher that ran out of time gives an error ruling."""
+        try:
+            return self._check(state, call, t)
+        except GradeError as exc:
+            could_not_judge(state, exc)
+            return None
 
     def _check(
         self, state: FlowState, call: ToolCall, t: float
@@ -340,10 +380,12 @@ class Flow:
             return None
         if self._unless is not None:
             values = arg_values(call, self._unless)
-            unbound = [v for v in values if v[:VALUE_CHARS] not in state.values]
+            unbound = [
+                v for v in values if kept_form(v, exact=True) not in state.values
+            ]
             if values and not unbound:
                 return None
-            shown = _short(unbound[0]) if unbound else "nothing"
+            shown = short(unbound[0]) if unbound else "nothing"
             return (
                 "unless_bound",
                 f"{call_label(call)} has {self._unless}={shown}, which no earlier call matching after bound ({self._bind})",
@@ -355,9 +397,7 @@ class Flow:
                         # A bound secret is never repeated in full: the
                         # reason reaches the model, logs and verdict files.
                         shown = (
-                            _redacted(bound)
-                            if self._bind == "secret"
-                            else _short(bound)
+                            redacted(bound) if self._bind == "secret" else short(bound)
                         )
                         return (
                             "if_bound",
@@ -384,7 +424,7 @@ class Flow:
 
     def _keep(self, state: FlowState, value: str) -> None:
         values = state.values
-        value = value[:VALUE_CHARS]
+        value = kept_form(value, exact=self._unless is not None)
         values.pop(value, None)
         values[value] = None
         if len(values) > self._max_values:
@@ -424,45 +464,6 @@ class Flow:
 
     def _require_label(self) -> str:
         return self._require.label if self._require is not None else "require"
-
-
-def _read_after(
-    raw: Any, timeout: float, errors: ErrorList
-) -> tuple[Matcher | None, str | None]:
-    """``after``: a tool matcher, or ``{secret: ...}``."""
-    try:
-        if isinstance(raw, dict) and "secret" in raw:
-            return None, msgspec.convert(raw, SecretTrigger).secret
-        spec: MatcherSpec = msgspec.convert(raw, MatcherSpec)
-    except msgspec.ValidationError as exc:
-        errors.add(
-            "after",
-            "after must be a tool matcher (a name regex or {name, args, command, path, result}) "
-            f"or {{secret: args|result|any}}: {exc}",
-        )
-        return None, None
-    return compile_matcher(spec, "after", timeout, errors, allow_result=True), None
-
-
-def _time(state: FlowState, ts: float | None) -> float:
-    """Event time: ``ts``, else the latest seen (0 in a trace without
-    timestamps); never backwards."""
-    last = state.last_ts
-    t = ts if ts is not None else (last if last is not None else 0.0)
-    if last is not None and t < last:
-        t = last
-    state.last_ts = t
-    return t
-
-
-def _redacted(secret: str) -> str:
-    """A secret named by its first characters only (enough to recognise it)."""
-    return f"{secret[:4]!r}… (a {len(secret)}-character secret, redacted)"
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class _FlowType:

@@ -12,7 +12,8 @@ Semantics (docs/rules.md, "loop"):
   ``n`` identical calls among the last ``w`` calls (itself included) is one.
 * ``ping_pong: n``: the call that makes the last ``n`` calls alternate
   between exactly two different calls (A B A B …) is a violation, and so is
-  every further call that continues the alternation.
+  every further call that continues the alternation, and the refused call
+  made again at once (it neither counts as a step nor breaks the run).
 * ``match`` restricts the rule to matching calls; other calls are invisible
   to it (they neither count nor break a run).
 * A refused call still counts: an agent that retries the refused call stays
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 
+from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.rules._shared import (
@@ -34,6 +36,9 @@ from trajgrade.graders.rules._shared import (
     aborts,
     call_label,
     compile_matcher,
+    could_not_judge,
+    error_decision,
+    error_ruling,
     fingerprint,
     matches,
 )
@@ -73,6 +78,13 @@ class LoopState(msgspec.Struct, array_like=True, gc=False):
     first: str = ""
     #: (rule, reason) of the latest call when it is a violation.
     hit: tuple[str, str] | None = None
+    #: Why the latest call could not be judged ("": it could); how many
+    #: events could not be, and the first reason.
+    error: str = ""
+    errors: int = 0
+    first_error: str = ""
+    #: The latest call completed an alternation (ping_pong).
+    pinged: bool = False
 
 
 class Loop(CallRule):
@@ -112,8 +124,10 @@ class Loop(CallRule):
         return LoopState()
 
     def judge(self, state: LoopState | None, call: ToolCall) -> Judgement | None:
-        if state is None or state.hit is None:
+        if state is None:
             return None
+        if state.hit is None:
+            return error_ruling(self.kind, state, self)
         if state.violations > 1 and aborts(self):
             return None  # the run was aborted at the first violation
         rule, reason = state.hit
@@ -133,6 +147,8 @@ class Loop(CallRule):
                 evidence=state.first + more,
                 metadata=meta,
             )
+        if state.errors:
+            return error_decision(state)
         return Decision(
             outcome=Outcome.PASS,
             score=1.0,
@@ -142,15 +158,25 @@ class Loop(CallRule):
 
     def _on_call(self, state: LoopState, call: ToolCall) -> Decision | None:
         state.hit = None
-        if self._match is not None and not matches(self._match, call):
+        state.error = ""
+        try:
+            if self._match is not None and not matches(self._match, call):
+                return None
+        except GradeError as exc:
+            could_not_judge(state, exc)  # (unseen: it neither counts nor breaks a run)
             return None
         fp = fingerprint(call)
         n = state.calls
         state.calls = n + 1
         # Runs of identical and of alternating calls ending here.
-        if n and fp == state.last:
+        if n and fp == state.last and state.pinged:
+            # The call just refused for alternating, made again: still that
+            # step of the alternation (refused again, and A B A B B A goes on).
+            state.run += 1
+        elif n and fp == state.last:
             state.run += 1
             state.alt = 1
+            state.prev, state.last = state.last, fp
         else:
             state.alt = (
                 state.alt + 1
@@ -158,7 +184,9 @@ class Loop(CallRule):
                 else (2 if n else 1)
             )
             state.run = 1
-        state.prev, state.last = state.last, fp
+            state.prev, state.last = state.last, fp
+        pinged = self._ping_pong is not None and state.alt >= self._ping_pong
+        state.pinged = pinged
         hit: tuple[str, str] | None = None
         repeats = self._repeats
         if repeats is not None:
@@ -180,7 +208,7 @@ class Loop(CallRule):
                         "repeats",
                         f"{call_label(call)} is the same call {same} times in the last {len(recent)} calls (repeats: {repeats} within {within})",
                     )
-        if hit is None and self._ping_pong is not None and state.alt >= self._ping_pong:
+        if hit is None and pinged:
             hit = (
                 "ping_pong",
                 f"{call_label(call)} makes the last {state.alt} calls alternate between two calls (ping_pong: {self._ping_pong})",

@@ -9,10 +9,11 @@ Semantics (docs/rules.md, "rate-limit"):
   ``max`` matching calls were counted in the trace.
 * A call judged a violation is not counted: the guard refused it, and a
   refused retry must not keep the window full for ever.
-* Time is the call's ``ts``. A call without ``ts`` takes the latest
-  timestamp of the trace's earlier matching calls (0 if none), and time never
-  runs backwards (an earlier ``ts`` counts as the latest one): a trace
-  without timestamps is therefore limited per trace, never more loosely.
+* Time is the call's ``ts``. A call without ``ts`` (or with one that is not
+  a finite number) takes the latest timestamp of the trace's earlier
+  matching calls (0 if none), and time never runs backwards (an earlier
+  ``ts`` counts as the latest one): a trace without timestamps is therefore
+  limited per trace, never more loosely.
 * The trace fails at its first violation (a sealed verdict, emitted at once)
   and stays open so every later call is judged; the final verdict comes at
   the end of the trace. State: at most ``max`` timestamps.
@@ -20,10 +21,12 @@ Semantics (docs/rules.md, "rate-limit"):
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 
+from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.rules._shared import (
@@ -32,6 +35,9 @@ from trajgrade.graders.rules._shared import (
     aborts,
     call_label,
     compile_matcher,
+    could_not_judge,
+    error_decision,
+    error_ruling,
     matches,
     parse_window,
 )
@@ -40,7 +46,18 @@ from trajgrade.verdicts import Decision, Judgement, Outcome
 if TYPE_CHECKING:
     from trajgrade.graders.matching._tool_match import Matcher
 
-__all__ = ("GRADER_TYPES", "RateLimit", "RateLimitConfig", "RateLimitState")
+__all__ = (
+    "GRADER_TYPES",
+    "WINDOW_MAX",
+    "RateLimit",
+    "RateLimitConfig",
+    "RateLimitState",
+)
+
+
+#: The largest ``max`` with a window (the state holds that many timestamps,
+#: saved with every checkpoint).
+WINDOW_MAX: Final = 10_000
 
 
 class RateLimitConfig(ConfigBase):
@@ -68,6 +85,11 @@ class RateLimitState(msgspec.Struct, array_like=True, gc=False):
     first: str = ""
     #: The reason the latest call is a violation; "" when it is not.
     hit: str = ""
+    #: Why the latest call could not be judged ("": it could); how many
+    #: events could not be, and the first reason.
+    error: str = ""
+    errors: int = 0
+    first_error: str = ""
 
 
 class RateLimit(CallRule):
@@ -84,6 +106,13 @@ class RateLimit(CallRule):
         window = None
         if config.window is not None:
             window = parse_window(config.window, "window", errors)
+            if config.max > WINDOW_MAX:
+                errors.add(
+                    "max",
+                    f"with a window, max can be at most {WINDOW_MAX} (one timestamp "
+                    f"is kept per counted call; got {config.max}); use a shorter "
+                    "window with a smaller max, or drop window (a limit per trace)",
+                )
         errors.raise_if_any()
         assert matcher is not None
         self._match: Matcher = matcher
@@ -96,8 +125,10 @@ class RateLimit(CallRule):
         return RateLimitState()
 
     def judge(self, state: RateLimitState | None, call: ToolCall) -> Judgement | None:
-        if state is None or not state.hit:
+        if state is None:
             return None
+        if not state.hit:
+            return error_ruling(self.kind, state, self)
         if state.violations > 1 and aborts(self):
             return None  # the run was aborted at the first violation
         return Judgement(rule="max", reason=state.hit)
@@ -122,6 +153,8 @@ class RateLimit(CallRule):
                 evidence=state.first + more,
                 metadata=meta,
             )
+        if state.errors:
+            return error_decision(state)
         per = f"per {self._shown_window}" if self._window is not None else "per trace"
         return Decision(
             outcome=Outcome.PASS,
@@ -131,8 +164,12 @@ class RateLimit(CallRule):
         )
 
     def _on_call(self, state: RateLimitState, call: ToolCall) -> Decision | None:
-        state.hit = ""
-        if not matches(self._match, call):
+        state.hit = state.error = ""
+        try:
+            if not matches(self._match, call):
+                return None
+        except GradeError as exc:
+            could_not_judge(state, exc)  # (not counted: it may be refused)
             return None
         state.matching += 1
         window = self._window
@@ -144,12 +181,13 @@ class RateLimit(CallRule):
         else:
             t = call.ts
             last = state.last_ts
-            if t is None or (last is not None and t < last):
+            if t is None or not math.isfinite(t) or (last is not None and t < last):
                 t = last if last is not None else 0.0
             state.last_ts = t
             times = state.times
-            start = t - window
-            while times and times[0] <= start:
+            # t - a >= window, not a <= t - window: from about 1e16 s on,
+            # t - window == t would empty the window at every call.
+            while times and t - times[0] >= window:
                 times.pop(0)
             if len(times) < self._max:
                 times.append(t)

@@ -231,7 +231,8 @@ class MetricThreshold:
 # ------------------------------------------------------------------ measures
 def _tokens(state: MetricState, event: Event) -> None:
     u: Usage = event  # type: ignore[assignment]
-    state.value += u.input_tokens + u.output_tokens
+    # A count below zero (a broken or hostile log) is none, not a refund.
+    state.value += max(0, u.input_tokens) + max(0, u.output_tokens)
 
 
 def _count(state: MetricState, event: Event) -> None:

@@ -1,0 +1,111 @@
+"""``trajgrade serve`` keeps its sessions in memory only while they are in
+use: a session idle past ``idle_sessions`` is saved and let go, and its
+next call is decided from the saved state, as a cold hook would decide it.
+So a daemon that sees many sessions (that never send SessionEnd) does not
+grow for ever, and a rule's state survives the round trip."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from trajgrade import compile_suite, decode_config
+from trajgrade.hooks.server import HookServer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+POLICY = """\
+graders:
+  - type: rate-limit
+    name: one-shell-call
+    config: {match: {kind: shell}, max: 1}
+"""
+
+
+def _pre(session: str, n: int) -> dict[str, Any]:
+    return {
+        "session_id": session,
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": f"toolu_{n}",
+        "tool_input": {"command": "ls"},
+    }
+
+
+def _post(port: int, payload: dict[str, Any]) -> bool:
+    """Whether the daemon denied the call."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", "/hook/claude-code", body=json.dumps(payload))
+    body = conn.getresponse().read()
+    conn.close()
+    if not body.strip():
+        return False
+    out = json.loads(body).get("hookSpecificOutput") or {}
+    return bool(out.get("permissionDecision") == "deny")
+
+
+def _until(test: Callable[[], bool]) -> bool:
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        if test():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_idle_sessions_leave_memory_and_their_rules_go_on_from_the_state(
+    tmp_path: Path,
+) -> None:
+    suite = compile_suite(decode_config(POLICY))
+    server = HookServer(
+        suite,
+        port=0,
+        state_dir=str(tmp_path / "serve"),
+        checkpoint_interval=0.05,
+        idle_sessions=0.3,
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        sessions = [f"s{i}" for i in range(50)]
+        assert [_post(port, _pre(s, 0)) for s in sessions] == [False] * 50
+        assert server.sessions_in_memory() == 50
+        assert _until(lambda: server.sessions_in_memory() == 0)
+        # Each second call is over the limit, decided from the saved state.
+        assert [_post(port, _pre(s, 1)) for s in sessions] == [True] * 50
+        assert server.sessions_in_memory() == 50
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_a_call_racing_an_eviction_is_neither_lost_nor_decided_twice(
+    tmp_path: Path,
+) -> None:
+    """Calls made while the daemon lets sessions go (idle 0: every
+    checkpoint evicts): each session still counts every call once."""
+    suite = compile_suite(decode_config(POLICY.replace("max: 1", "max: 5")))
+    server = HookServer(
+        suite,
+        port=0,
+        state_dir=str(tmp_path / "serve"),
+        checkpoint_interval=0.001,
+        idle_sessions=0.0,
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        denied = [_post(port, _pre("racy", n)) for n in range(12)]
+        assert denied == [False] * 5 + [True] * 7
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -10,13 +10,14 @@ import http.client
 import json
 import threading
 import time
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from trajgrade import compile_suite, decode_config
 from trajgrade.hooks.server import HookServer
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 POLICY = """\
@@ -58,20 +59,32 @@ def _until(test: Callable[[], bool]) -> bool:
     return False
 
 
-def test_idle_sessions_leave_memory_and_their_rules_go_on_from_the_state(
-    tmp_path: Path,
-) -> None:
-    suite = compile_suite(decode_config(POLICY))
+@contextmanager
+def _serving(
+    state: Path, policy: str, *, interval: float, idle: float
+) -> Iterator[HookServer]:
+    """A daemon on a free loopback port, on a thread, stopped at the end."""
     server = HookServer(
-        suite,
+        compile_suite(decode_config(policy)),
         port=0,
-        state_dir=str(tmp_path / "serve"),
-        checkpoint_interval=0.05,
-        idle_sessions=0.3,
+        state_dir=str(state),
+        checkpoint_interval=interval,
+        idle_sessions=idle,
     )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_idle_sessions_leave_memory_and_their_rules_go_on_from_the_state(
+    tmp_path: Path,
+) -> None:
+    with _serving(tmp_path / "serve", POLICY, interval=0.05, idle=0.3) as server:
         port = server.server_address[1]
         sessions = [f"s{i}" for i in range(50)]
         assert [_post(port, _pre(s, 0)) for s in sessions] == [False] * 50
@@ -80,10 +93,6 @@ def test_idle_sessions_leave_memory_and_their_rules_go_on_from_the_state(
         # Each second call is over the limit, decided from the saved state.
         assert [_post(port, _pre(s, 1)) for s in sessions] == [True] * 50
         assert server.sessions_in_memory() == 50
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def test_a_call_racing_an_eviction_is_neither_lost_nor_decided_twice(
@@ -91,21 +100,8 @@ def test_a_call_racing_an_eviction_is_neither_lost_nor_decided_twice(
 ) -> None:
     """Calls made while the daemon lets sessions go (idle 0: every
     checkpoint evicts): each session still counts every call once."""
-    suite = compile_suite(decode_config(POLICY.replace("max: 1", "max: 5")))
-    server = HookServer(
-        suite,
-        port=0,
-        state_dir=str(tmp_path / "serve"),
-        checkpoint_interval=0.001,
-        idle_sessions=0.0,
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    policy = POLICY.replace("max: 1", "max: 5")
+    with _serving(tmp_path / "serve", policy, interval=0.001, idle=0.0) as server:
         port = server.server_address[1]
         denied = [_post(port, _pre("racy", n)) for n in range(12)]
         assert denied == [False] * 5 + [True] * 7
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)

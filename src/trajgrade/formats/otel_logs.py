@@ -151,19 +151,17 @@ def _trace_of(record: dict[str, Any], resource: dict[str, str]) -> str | None:
     (None when the record names none: not an event trajgrade reads)."""
     attrs = _strings(record.get("attributes"))
     body = record.get("body")
-    text = body.get("stringValue") if isinstance(body, dict) else None
-    for name in (record.get("eventName"), attrs.get("event.name"), text):
-        if not isinstance(name, str):
-            continue
-        if name in _GENAI:
-            trace = record.get("traceId")
-        elif name.startswith(_PREFIXES):
-            key = AGENTS[next(p for p in _PREFIXES if name.startswith(p))][0]
-            trace = attrs.get(key, resource.get(key))
-        else:
-            continue
-        return trace if isinstance(trace, str) and trace else None
-    return None
+    name = _event_name(
+        record, attrs, body.get("stringValue") if isinstance(body, dict) else None
+    )
+    if name is None:
+        return None
+    if name in _GENAI:
+        trace = record.get("traceId")
+    else:
+        key = AGENTS[next(p for p in _PREFIXES if name.startswith(p))][0]
+        trace = attrs.get(key, resource.get(key))
+    return trace if isinstance(trace, str) and trace else None
 
 
 def read_logs(

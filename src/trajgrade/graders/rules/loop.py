@@ -169,14 +169,14 @@ class Loop(CallRule):
         n = state.calls
         state.calls = n + 1
         # Runs of identical and of alternating calls ending here.
-        if n and fp == state.last and state.pinged:
-            # The call just refused for alternating, made again: still that
-            # step of the alternation (refused again, and A B A B B A goes on).
+        if n and fp == state.last:
             state.run += 1
-        elif n and fp == state.last:
-            state.run += 1
-            state.alt = 1
-            state.prev, state.last = state.last, fp
+            if not state.pinged:
+                state.alt = 1
+                state.prev = fp
+            # (Else the call just refused for alternating, made again: still
+            # that step of the alternation, refused again, and A B A B B A
+            # goes on.)
         else:
             state.alt = (
                 state.alt + 1

@@ -262,7 +262,7 @@ class _Run:
         pos = self.resume_from.pop(key, None)
         if piece.offset and pos is not None:
             try:
-                fd = os.open(path, os.O_RDONLY)
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
                 try:
                     tracked.resume(fd, pos)
                 finally:

@@ -40,7 +40,7 @@ def live_start(run: Any) -> dict[str, tuple[Any, int]]:
     start: dict[str, tuple[Any, int]] = {}
     for key, pos in list(run.resume_from.items()):
         try:
-            fd = os.open(key, os.O_RDONLY)
+            fd = os.open(key, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block
         except OSError:
             fd = None
         if fd is not None:
@@ -72,7 +72,7 @@ def find_by_identity(pos: Position) -> str | None:
         if (st.st_dev, st.st_ino) != (pos.dev, pos.ino):
             continue
         try:
-            fd = os.open(entry.path, os.O_RDONLY)
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             continue
         try:

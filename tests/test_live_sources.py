@@ -262,19 +262,45 @@ async def test_rotation_drains_the_old_file_first(tmp_path: Path, backend: str) 
     assert "follow_rotated" in log.events()
 
 
+async def test_logrotate_create_reads_what_the_writer_adds_before_reopening(
+    tmp_path: Path, backend: str
+) -> None:
+    """logrotate ``create``: rename, an empty file at the path, the writer
+    (still holding the old file) finishes its half line and writes one more,
+    then reopens the path. Every byte once, the old file's first."""
+    path = tmp_path / "app.log"
+    p = str(path)
+    with path.open("ab", buffering=0) as writer:
+        writer.write(b"one\ntw")
+        async with following(live([p], backend=backend)) as f:
+            await f.until(has_bytes(p, b"one\ntw"))
+            path.rename(tmp_path / "app.log.1")
+            path.write_bytes(b"")
+            await anyio.sleep(0.05)  # the follower sees the empty new file
+            writer.write(b"o\nthree\n")
+            await f.until(has_bytes(p, b"one\ntwo\nthree\n"))
+            append(path, b"four\n")  # reopened
+            await f.until(has_bytes(p, b"one\ntwo\nthree\nfour\n"))
+    (_, _, old, reason), (_, start, new, _) = files_of(f.pieces, p)
+    assert (old, reason, new, start) == (b"one\ntwo\nthree\n", "rotated", b"four\n", 0)
+
+
 async def test_rotation_before_the_new_file_exists(
     tmp_path: Path, backend: str
 ) -> None:
-    """A file renamed away is closed as rotated; the path is read again when it returns."""
+    """A file renamed away is still read while its writer may write there
+    (it has not reopened the path yet); closed as rotated once quiet for
+    ``rotate_wait``; the path is read again when it returns."""
     path = tmp_path / "app.log"
     path.write_bytes(b"a\n")
     p = str(path)
-    async with following(live([p], backend=backend)) as f:
+    async with following(live([p], backend=backend, rotate_wait=0.3)) as f:
         await f.until(has_bytes(p, b"a\n"))
         path.rename(tmp_path / "old.log")
+        append(tmp_path / "old.log", b"late\n")  # the writer, before it reopens
         await f.until(lambda ps: count(Closed, p, "rotated")(ps) == 1)
         path.write_bytes(b"b\n")
-        await f.until(has_bytes(p, b"a\nb\n"))
+        await f.until(has_bytes(p, b"a\nlate\nb\n"))
 
 
 async def test_copytruncate_restarts_at_zero(tmp_path: Path, backend: str) -> None:

@@ -285,9 +285,17 @@ class _Run:
                 format=tracked.decoder.format,
                 reason="a JSON document rewritten in place is read again from its start into the same trace; follow append-only logs, and grade documents once complete",
             )
-        if piece.reason == "deleted":
-            # The file's own trace cannot get more events.
+        if piece.reason == "deleted" and not self._followed(key):
+            # A --watch file's own trace cannot get more events. A --follow
+            # path is a stream, as through a rotation: a file created there
+            # again continues its trace (ended here, its events would be late).
             self.emit(self.engine.end_trace(tracked.decoder.default_trace))
+
+    def _followed(self, key: str) -> bool:
+        """Whether ``key`` is a ``--follow`` path (not a file found by ``--watch``)."""
+        return self.options.follow and any(
+            _key(name) == key for name in self.options.inputs
+        )
 
     def flush_held(self, trace_ids: list[str]) -> None:
         """Before traces close on idle: what the readers still hold for them

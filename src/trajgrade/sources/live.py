@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.errors import Location, SourceError
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 # The piece types are re-exported here: the runner imports them with LiveFiles.
 __all__ = (
     "MAX_OPEN_WATCHED",
+    "ROTATE_WAIT",
     "Closed",
     "Data",
     "FileId",
@@ -66,6 +68,9 @@ __all__ = (
 #: beyond this are closed and reopened on their next change.
 MAX_OPEN_WATCHED: Final = 128
 _GONE: Final = (FileNotFoundError, NotADirectoryError)
+#: Seconds a file renamed away is still read after its last write while the
+#: path holds no data (see ``LiveFiles._writer_may_return``).
+ROTATE_WAIT: Final = 5.0
 #: Bytes before the read offset compared on every check (see ``_truncated``).
 _MARK_BYTES: Final = 64
 
@@ -114,6 +119,7 @@ class LiveFiles:
         *,
         start: Mapping[str, tuple[FileId, int]] | None = None,
         poll_interval: float = 1.0,
+        rotate_wait: float = ROTATE_WAIT,
         log: Any = None,
         backend: str | None = None,
     ) -> None:
@@ -129,6 +135,8 @@ class LiveFiles:
         self._warned_unwatched = False
         self._watched_open = 0  # descriptors open for --watch files
         self._aliases: dict[str, _Tail] = {}  # symlink targets -> their tail
+        self._rotate_wait = rotate_wait
+        self._rotating: dict[str, _Tail] = {}  # renamed away, writer may return
         for path in paths:
             real = _check_follow(path)
             self._tails.setdefault(real, _Tail(path, real, given=True))
@@ -152,6 +160,7 @@ class LiveFiles:
                 self._park_idle()
                 changed = await notifier.wait(self._poll_interval)
                 dirty = self._resolve(changed)
+                dirty += [t for t in self._rotating.values() if t not in dirty]
         finally:
             self.close()
 
@@ -303,6 +312,8 @@ class LiveFiles:
         reason = "rotated" if now is not None else "deleted"
         if tail.fd is not None:
             yield from _drain(tail)
+            if self._writer_may_return(tail, now):
+                return
             if now is None and os.fstat(tail.fd).st_nlink > 0:
                 reason = "rotated"  # renamed away; the new file is not there yet
         self._info(f"follow_{reason}", path=tail.path, offset=tail.offset)
@@ -311,6 +322,23 @@ class LiveFiles:
         yield Closed(tail.path, reason)
         if now is None and not tail.given:
             del self._tails[tail.real]
+
+    def _writer_may_return(self, tail: _Tail, now: os.stat_result | None) -> bool:
+        """Whether to keep reading a file renamed away a while longer.
+
+        Its writer still holds it until told to reopen (logrotate's ``create``,
+        then a signal): what it writes there meanwhile comes before the new
+        file's first byte. So the old file stays open while the path holds
+        no data yet and the old file was written within ``rotate_wait``.
+        """
+        assert tail.fd is not None
+        if now is None or now.st_size == 0:
+            st = os.fstat(tail.fd)
+            if st.st_nlink > 0 and time.time() - st.st_mtime < self._rotate_wait:
+                self._rotating[tail.real] = tail  # serviced on every wakeup
+                return True
+        self._rotating.pop(tail.real, None)
+        return False
 
     def _reopen(self, tail: _Tail) -> bool:
         """Reopen a parked file; False if the path now names something else."""

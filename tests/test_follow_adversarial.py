@@ -112,3 +112,38 @@ def test_a_followed_path_deleted_and_created_again_continues_its_trace(
     finally:
         f.stop()
     assert {v["trace_id"] for v in f.out} == {"agent.jsonl"}
+
+
+def test_a_resume_after_a_part_line_keeps_the_files_identity(tmp_path: Path) -> None:
+    """Stopped while the log ends in half a line (within its first 4 KiB),
+    resumed, stopped again: the second checkpoint still names the file, so
+    a third run continues it instead of reading it again from the start
+    (which counted every turn twice: a false fail)."""
+    log = tmp_path / "agent.jsonl"
+    follow = (
+        "--follow",
+        "agent.jsonl",
+        "--state",
+        "s",
+        "--checkpoint-interval",
+        "0.01",
+    )
+    log.write_bytes(TURN + TURN[:7])
+    for more in (b"", TURN[7:]):
+        f = Follower(tmp_path, *follow)
+        try:
+            time.sleep(0.2)  # (it has read and checkpointed what is there)
+            with log.open("ab") as out:
+                out.write(more)
+            time.sleep(0.2)
+        finally:
+            f.stop()
+        assert f.out == []  # two turns: within the budget
+    f = Follower(tmp_path, *follow)
+    try:
+        with log.open("ab") as out:
+            out.write(TURN)
+        f.until(lambda: f.fail_at() == [3])
+    finally:
+        f.stop()
+    assert not any("source_tail_lost" in e or "source_changed" in e for e in f.err)

@@ -29,8 +29,13 @@ tool processes (a shell running the offending command) are stopped with it,
 and a Ctrl-C reaches it once, forwarded by us, not twice.
 
 Signals: SIGINT, SIGTERM and SIGHUP sent to trajgrade are forwarded to the
-agent's process group; a second one kills the group. Reading goes on until
-the agent's output ends, so every verdict is still written.
+agent's process group; a second one, or ``--grace`` seconds without the agent
+exiting, kills the group. Reading goes on until the agent's output ends, so
+every verdict is still written.
+
+Processes the agent leaves behind in its process group (background jobs of
+its tools) are stopped when the run ends, SIGTERM then SIGKILL after the
+grace: nothing the agent started runs on unwatched.
 
 Exit status (see :data:`EXIT_CODES`): 0 passed, 1 a verdict failed, 2 usage or
 config error (or the agent could not be started), 3 trajgrade stopped the
@@ -41,6 +46,7 @@ signal N sent to trajgrade ended the run.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -49,6 +55,8 @@ from typing import IO, TYPE_CHECKING, Any, Final
 import anyio
 import msgspec
 
+from trajgrade._agent_group import kill_group, stop_leftovers
+from trajgrade._agent_output import AgentOutput, OutputAbandoned
 from trajgrade.actions import ActionOptions, Actions
 from trajgrade.config import OnFail
 from trajgrade.engine import Engine
@@ -109,7 +117,6 @@ STOP_ON: Final[dict[str, frozenset[OnFail]]] = {
     "abort": frozenset({OnFail.ABORT}),
     "never": frozenset(),
 }
-_CHUNK: Final = 1 << 16
 #: Signals forwarded to the agent.
 _FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -185,6 +192,10 @@ class _Wrap:
         self.summary = WrapSummary()
         self.proc: Any = None
         self.stopping: anyio.Event = anyio.Event()
+        #: The signal that asked the agent to stop (SIGTERM for a stop).
+        self.sent = "SIGTERM"
+        self.output: AgentOutput | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._failed = FailedTraces()
         self._signals = 0
         self.decisions: DecisionWriter | None = None
@@ -253,20 +264,27 @@ class _Wrap:
             signal="SIGTERM",
             grace=self.options.grace,
         )
-        _kill_group(self.proc.pid, signal.SIGTERM)
+        kill_group(self.proc.pid, signal.SIGTERM)
         self.stopping.set()
+        if self.output is not None:
+            self.output.ending()
 
     def report(self) -> None:
         errors, _ = report_problems(self.grading, self.log)
         self.summary.input_errors += errors
 
     # ------------------------------------------------------------ agent output
-    def pass_through(self, chunk: bytes) -> None:
-        if self.summary.output_lost:
+    async def pass_through(self, chunk: bytes) -> None:
+        if self.summary.output_lost or self.output is None:
             return
         try:
-            self.out.write(chunk)
-            self.out.flush()
+            await self.output.write(chunk)
+        except OutputAbandoned:
+            self.summary.output_lost = True
+            self.log.warning(
+                "agent_output_lost",
+                reason=f"the reader of the agent's output took no data for {self.options.drain:g}s after the agent exited; the rest is discarded",
+            )
         except OSError as exc:
             # The reader of the agent's output went away: keep grading (and
             # keep the agent's stdout pipe drained) but stop writing.
@@ -276,13 +294,9 @@ class _Wrap:
                 reason=f"cannot write the agent's output: {exc.strerror or exc}; it is discarded from here on",
             )
 
-    async def read(self, stream: Any, decoder: SourceDecoder) -> None:
+    async def read(self, output: AgentOutput, decoder: SourceDecoder) -> None:
         grading = self.grading
-        while True:
-            try:
-                chunk = await stream.receive(_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                return
+        while (chunk := await output.receive()) is not None:
             now = time.time() if self.clocked else None
             # Grade first: a stop is decided before a slow reader of the
             # agent's output can hold us up. Part by part: a stop comes
@@ -292,7 +306,7 @@ class _Wrap:
                 self.emit(part)
             if grading.errors or grading.anomalies:
                 self.report()
-            self.pass_through(chunk)
+            await self.pass_through(chunk)
 
     async def clock(self) -> None:
         while True:
@@ -300,7 +314,9 @@ class _Wrap:
             self.emit(self.engine.tick(time.time()))
 
     async def escalate(self) -> None:
-        """After a stop: SIGKILL the agent's group when the grace runs out."""
+        """After a stop or a forwarded signal: SIGKILL the agent's group
+        when the grace runs out (a supervisor that sends trajgrade one
+        SIGTERM, then SIGKILL, must not leave the agent running)."""
         await self.stopping.wait()
         with anyio.move_on_after(self.options.grace):
             await self.proc.wait()
@@ -308,9 +324,9 @@ class _Wrap:
         self.log.warning(
             "agent_killed",
             pid=self.proc.pid,
-            reason=f"the agent did not exit within {self.options.grace:g}s of SIGTERM",
+            reason=f"the agent did not exit within {self.options.grace:g}s of {self.sent}",
         )
-        _kill_group(self.proc.pid, signal.SIGKILL)
+        kill_group(self.proc.pid, signal.SIGKILL)
 
     # ------------------------------------------------------------ signals
     def on_signal(self, signum: int, frame: Any) -> None:
@@ -322,9 +338,18 @@ class _Wrap:
         if self.proc is None:
             return
         if self._signals == 1:
-            _kill_group(self.proc.pid, signum)
+            kill_group(self.proc.pid, signum)
+            self.sent = signal.Signals(signum).name
+            if self._loop is not None:
+                # The grace timer and the output's end run in the loop.
+                self._loop.call_soon_threadsafe(self._signalled)
         else:
-            _kill_group(self.proc.pid, signal.SIGKILL)
+            kill_group(self.proc.pid, signal.SIGKILL)
+
+    def _signalled(self) -> None:
+        self.stopping.set()
+        if self.output is not None:
+            self.output.ending()
 
     # ------------------------------------------------------------ the end
     def finish(self, returncode: int) -> WrapSummary:
@@ -352,13 +377,6 @@ class _Wrap:
         else:
             s.exit_code = EXIT_FAILED if failed else EXIT_OK
         return s
-
-
-def _kill_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except OSError:
-        pass  # the group is gone already
 
 
 async def wrap(
@@ -391,6 +409,7 @@ async def wrap(
         max_line_bytes=options.max_line_bytes,
         tool_results=reads_tool_results(suite.graders),
     )
+    state._loop = asyncio.get_running_loop()  # anyio's backend here is asyncio
     previous = {s: signal.signal(s, state.on_signal) for s in _FORWARDED}
     try:
         try:
@@ -408,17 +427,18 @@ async def wrap(
             raise SourceError(msg, location=Location(file=options.command[0])) from None
         state.proc = proc
         state.summary.pid = proc.pid
+        state.output = AgentOutput(proc.stdout, agent_out, drain=options.drain)
         if state.summary.interrupted is not None:
             # A signal arrived while the agent was starting: pass it on now.
-            _kill_group(proc.pid, signal.Signals[state.summary.interrupted])
+            kill_group(proc.pid, signal.Signals[state.summary.interrupted])
+            state._signalled()
         log.info("agent_started", pid=proc.pid, command=options.command)
-        reading = anyio.CancelScope()
         try:
-            summary = await _watch(state, proc, decoder, reading)
+            summary = await _watch(state, proc, decoder, state.output)
         finally:
             if proc.returncode is None:
                 # Only on an error of ours: never leave the agent running unwatched.
-                _kill_group(proc.pid, signal.SIGKILL)
+                kill_group(proc.pid, signal.SIGKILL)
             with anyio.CancelScope(shield=True):
                 await proc.aclose()
     finally:
@@ -428,33 +448,33 @@ async def wrap(
 
 
 async def _watch(
-    state: _Wrap, proc: Any, decoder: SourceDecoder, reading: anyio.CancelScope
+    state: _Wrap, proc: Any, decoder: SourceDecoder, output: AgentOutput
 ) -> WrapSummary:
     """Grade the agent's output until it ends; then finish and drain actions."""
-    options, acts, log = state.options, state.actions, state.log
+    acts, log = state.actions, state.log
     async with anyio.create_task_group() as tg:
 
-        async def stop_reading_after_exit() -> None:
+        async def note_exit() -> None:
             # A process the agent left behind may hold its stdout open:
-            # once the agent is gone, give its output a moment, then stop.
+            # once the agent is gone, its output gets a moment, then ends.
             await proc.wait()
-            await anyio.sleep(options.drain)
-            reading.cancel()
+            output.agent_exited()
 
         tg.start_soon(acts.serve)
         tg.start_soon(state.escalate)
-        tg.start_soon(stop_reading_after_exit)
+        tg.start_soon(note_exit)
         if state.clocked:
             tg.start_soon(state.clock)
-        with reading:
-            await state.read(proc.stdout, decoder)
+        await state.read(output, decoder)
         for part in state.grading.feed_batches(decoder, decoder.close()):
             state.emit(part)
         state.report()
         returncode = await proc.wait()
         if state.summary.stopped_by is not None:
             # Tool processes that ignored SIGTERM must not outlive the stop.
-            _kill_group(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid, signal.SIGKILL)
+        else:
+            await stop_leftovers(proc.pid, state.options.grace, log)
         log.info("agent_exited", pid=proc.pid, exit_code=returncode)
         summary = state.finish(returncode)
         await acts.drain(acts.options.on_fail_timeout)

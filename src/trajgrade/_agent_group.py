@@ -1,0 +1,56 @@
+"""The agent's process group in ``trajgrade run``: signals, and what is left.
+
+The agent runs in a session of its own, so its process id is also its
+process group's, and a signal to the group reaches the tool processes it
+started (the shell running the offending command) as well.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import anyio
+
+__all__ = ("group_alive", "kill_group", "stop_leftovers")
+
+
+def kill_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the process group ``pid``, if it is still there."""
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        pass  # the group is gone already
+
+
+def group_alive(pid: int) -> bool:
+    """Whether any process is left in the process group ``pid``."""
+    try:
+        os.killpg(pid, 0)
+    except PermissionError:
+        return True  # one is, but it changed its user
+    except OSError:
+        return False
+    return True
+
+
+async def stop_leftovers(pid: int, grace: float, log: Any) -> None:
+    """Stop what the agent left running in its group (background jobs of
+    its tools): SIGTERM, then SIGKILL after ``grace`` seconds. Nothing the
+    agent started may run on unwatched once trajgrade is gone."""
+    if not group_alive(pid):
+        return
+    log.warning(
+        "agent_processes_left",
+        pid=pid,
+        reason=f"processes the agent started were still running when it exited; they are stopped (SIGTERM, then SIGKILL after {grace:g}s)",
+    )
+    kill_group(pid, signal.SIGTERM)
+    with anyio.move_on_after(grace):
+        # Polled: no event tells when a process group empties (its members
+        # are not our children).
+        while group_alive(pid):  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+        return
+    kill_group(pid, signal.SIGKILL)

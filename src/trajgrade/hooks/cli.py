@@ -241,11 +241,28 @@ def serve(
             fail_closed=fail_closed,
             limits=edge_limits(max_body, read_timeout, token_env),
         )
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
+        click.echo(f"error: {_serve_problem(exc, host, port)}", err=True)
         sys.exit(2)
     bound = server.server_address[1]
     click.echo(f"trajgrade serve: listening on http://{host}:{bound}", err=True)
     click.echo(f"http://{host}:{bound}", nl=True)
     sys.stdout.flush()
     run(server)
+
+
+def _serve_problem(exc: OSError, host: str, port: int) -> str:
+    """What went wrong starting the daemon, and what to do about it."""
+    import errno
+
+    why = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return (
+            f"{exc.filename}: cannot use the state directory: {why}; check --state-dir"
+        )
+    if exc.errno == errno.EADDRINUSE:
+        return f"cannot listen on {host}:{port}: the port is in use (another trajgrade serve?); stop that process, or pick another --port (0: any free port)"
+    return f"cannot listen on {host}:{port}: {why}; check --host and --port"

@@ -82,9 +82,6 @@ class HookServer(EdgeServer):
         limits: Limits | None = None,
         idle_sessions: float = IDLE_SESSIONS,
     ) -> None:
-        super().__init__(
-            (host, port), _Handler, limits=limits or Limits(), what="trajgrade serve"
-        )
         self.suite = suite
         self.state_dir = state_dir
         self.verdicts_path = verdicts
@@ -100,6 +97,11 @@ class HookServer(EdgeServer):
         self._lock = threading.Lock()
         self._verdict_lock = threading.Lock()
         self._stopping = threading.Event()
+        # Bound after the fields above: a bind that fails (port in use)
+        # runs server_close, which checkpoints.
+        super().__init__(
+            (host, port), _Handler, limits=limits or Limits(), what="trajgrade serve"
+        )
         self._saver = threading.Thread(target=self._checkpoints, daemon=True)
         self._saver.start()
 
@@ -313,14 +315,18 @@ class _Handler(EdgeHandler):
 
 
 def serve(server: HookServer) -> None:
-    """Serve until SIGINT/SIGTERM, then checkpoint and close."""
+    """Serve until SIGINT/SIGTERM/SIGHUP, then checkpoint and close.
+
+    SIGHUP stops too (there is no reload: restart to load a changed policy).
+    Its default action would end the daemon without the last checkpoint.
+    """
     import signal
 
     def _stop(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _stop)
     try:
         server.serve_forever(poll_interval=0.2)
     finally:

@@ -1,0 +1,146 @@
+"""``trajgrade serve`` and its thin client around the edges of their life:
+a port already taken, an unusable state directory, SIGHUP, and a client
+that reaches something other than the daemon.
+
+Real daemons, real sockets, real hook processes; every process is stopped
+by its pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from tests.hooks._replay import POLICY, payloads, run_hook
+from tests.hooks._serve import serving
+from tests.hooks.test_server import _post
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.slow
+
+
+def _serve(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    policy = tmp / "policy.yaml"
+    policy.write_text(POLICY)
+    return subprocess.run(
+        [sys.executable, "-m", "trajgrade", "serve", "-c", str(policy), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_a_port_in_use_is_a_usage_error_that_says_so(tmp_path: Path) -> None:
+    """Another process holds the port: status 2, one line naming the port and
+    the fix, no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = _serve(tmp_path, "--port", str(port), "--state-dir", str(tmp_path / "s"))
+    assert out.returncode == 2, out.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in out.stderr
+    assert "--port" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_an_unusable_state_directory_is_named(tmp_path: Path) -> None:
+    """--state-dir under a regular file: status 2, the path and the option named."""
+    (tmp_path / "file").write_text("")
+    state = tmp_path / "file" / "state"
+    out = _serve(tmp_path, "--port", "0", "--state-dir", str(state))
+    assert out.returncode == 2, out.stderr
+    assert "cannot use the state directory" in out.stderr
+    assert "--state-dir" in out.stderr and str(tmp_path / "file") in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_sighup_stops_the_daemon_with_a_checkpoint(tmp_path: Path) -> None:
+    """SIGHUP (a closed terminal, a service manager) saves the sessions like
+    SIGTERM: with checkpoints far apart, only the shutdown one can have
+    written the state, and the cold hook goes on from it."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    state = tmp_path / "state"
+    with serving(policy, state, "--checkpoint-interval", "3600") as (url, proc):
+        for p in payloads("gemini")[:3]:
+            assert _post(url, "gemini", p)[0] == 200
+        os.kill(proc.pid, signal.SIGHUP)
+        assert proc.wait(timeout=10) == 0
+    assert len(list((state / "gemini").glob("*.state"))) == 1
+    rest = payloads("gemini")[3:]
+    outs = [run_hook("gemini", p, "-c", policy, "--state-dir", state) for p in rest]
+    assert [json.loads(o.stdout)["decision"] for o in outs if o.stdout] == ["deny"]
+
+
+@contextlib.contextmanager
+def _impostor(answer: bytes) -> Iterator[str]:
+    """A loopback service that answers every connection with ``answer``."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        stop.set()
+        sock.close()
+        thread.join(timeout=5)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"SSH-2.0-OpenSSH_9.2\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-Trajgrade-Exit: zz\r\nContent-Length: 2\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n{}",
+    ],
+    ids=["not-http", "bad-exit-header", "bad-length"],
+)
+def test_a_client_reaching_another_service_fails_as_configured(answer: bytes) -> None:
+    """Something else on the port: fail-open prints nothing, --fail-closed
+    denies the call; both exit 0 with the reason on stderr, no traceback
+    (a crash is a non-blocking error: the call would run, fail-closed or not)."""
+    pre = payloads("claude-code")[2]
+    with _impostor(answer) as url:
+        opened = run_hook("claude-code", pre, "--server", url)
+        closed = run_hook("claude-code", pre, "--server", url, "--fail-closed")
+    assert (opened.returncode, opened.stdout) == (0, "")
+    assert "check the port" in opened.stderr and "Traceback" not in opened.stderr
+    assert closed.returncode == 0, closed.stderr
+    decision = json.loads(closed.stdout)["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny"
+
+
+def test_a_server_url_that_is_not_http_host_port_is_named() -> None:
+    """An https:// or path URL is refused with the expected form, not a DNS error."""
+    pre = payloads("claude-code")[2]
+    for url in ("https://127.0.0.1:8787", "http://127.0.0.1:8787/hook"):
+        out = run_hook("claude-code", pre, "--server", url)
+        assert out.returncode == 0 and out.stdout == ""
+        assert "--server must be http://HOST:PORT" in out.stderr, out.stderr

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from trajgrade._click_types import FiniteFloat
 from trajgrade._gc import settle as settle_gc
 from trajgrade.action_options import action_options
 from trajgrade.cli_options import (
@@ -127,7 +128,7 @@ def main() -> None:
 )
 @click.option(
     "--threshold",
-    type=click.FloatRange(0, 1),
+    type=FiniteFloat(0, 1),
     default=None,
     help="Pass threshold for graders that have one (agentv tool_trajectory; default 0.8).",
 )
@@ -154,7 +155,7 @@ def main() -> None:
 )
 @click.option(
     "--idle-timeout",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     default=None,
     help="Seconds without an event after which a live trace is closed and gets its final verdicts (default 600 with --follow/--watch; 0: never).",
 )
@@ -167,7 +168,7 @@ def main() -> None:
 )
 @click.option(
     "--checkpoint-interval",
-    type=click.FloatRange(min=0.01),
+    type=FiniteFloat(min=0.01),
     default=5.0,
     show_default=True,
     help="Seconds between checkpoints (also written on shutdown).",

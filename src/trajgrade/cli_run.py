@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from trajgrade._click_types import FiniteFloat
 from trajgrade._gc import settle as settle_gc
 from trajgrade.action_options import action_options
 from trajgrade.cli_options import (
@@ -68,7 +69,7 @@ __all__ = ("run",)
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     default=5.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL when stopping the agent.",

@@ -14,6 +14,7 @@ import sys
 
 import click
 
+from trajgrade._click_types import FiniteFloat
 from trajgrade.cli_options import allow_code_option, config_option, load_policy
 from trajgrade.http_options import edge_limits, http_limit_options
 
@@ -189,7 +190,7 @@ def _agent_warnings(config_path: str, agent: str) -> None:
 )
 @click.option(
     "--checkpoint-interval",
-    type=click.FloatRange(min=0.05),
+    type=FiniteFloat(min=0.05),
     default=1.0,
     show_default=True,
     help="Seconds between checkpoints of changed sessions.",

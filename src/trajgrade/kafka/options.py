@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 import msgspec
 
+from trajgrade._click_types import FiniteFloat
 from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ _OPTIONS: Final[list[Callable[[Any], Any]]] = [
     ),
     click.option(
         "--kafka-session-timeout",
-        type=click.FloatRange(min=1),
+        type=FiniteFloat(min=1),
         default=10.0,
         show_default=True,
         help="Seconds before a silent consumer's partitions move to another.",

@@ -1,0 +1,40 @@
+"""Command-line misuse and config mistakes: a one-line error naming the
+option or the place in the file and the fix, status 2, never a traceback.
+
+Real files and ``python -m trajgrade`` processes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+POLICY = "graders:\n  - type: turn-count\n    config: {max: 5}\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["run", "--grace", "nan", "--", "true"], "--grace"),
+        (["run", "--grace", "inf", "--", "true"], "--grace"),
+        (["run", "--tick", "nan", "--", "true"], "--tick"),
+        (["grade", "--idle-timeout", "nan", "-"], "--idle-timeout"),
+        (["grade", "--threshold", "nan", "-"], "--threshold"),
+        (["serve", "--checkpoint-interval", "nan", "--port", "0"], "--checkpoint-interval"),
+    ],
+)
+def test_a_number_that_is_not_finite_is_refused(
+    tmp_path: Path, run_cli: Any, command: list[str], option: str
+) -> None:
+    """nan passes every range check (its comparisons are all false): it used
+    to crash the clock (`--tick nan`: a traceback, status 1) or disable a
+    limit. Now it is a usage error naming the option."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    out = run_cli(command[0], "-c", policy, *command[1:], input="")
+    assert out.returncode == 2, out.stderr
+    assert f"Invalid value for '{option}'" in out.stderr
+    assert "is not a finite number" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -22,7 +22,10 @@ POLICY = "graders:\n  - type: turn-count\n    config: {max: 5}\n"
         (["run", "--tick", "nan", "--", "true"], "--tick"),
         (["grade", "--idle-timeout", "nan", "-"], "--idle-timeout"),
         (["grade", "--threshold", "nan", "-"], "--threshold"),
-        (["serve", "--checkpoint-interval", "nan", "--port", "0"], "--checkpoint-interval"),
+        (
+            ["serve", "--checkpoint-interval", "nan", "--port", "0"],
+            "--checkpoint-interval",
+        ),
     ],
 )
 def test_a_number_that_is_not_finite_is_refused(
@@ -37,4 +40,45 @@ def test_a_number_that_is_not_finite_is_refused(
     assert out.returncode == 2, out.stderr
     assert f"Invalid value for '{option}'" in out.stderr
     assert "is not a finite number" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        (
+            "policy.yaml",
+            "graders: 5\n",
+            "policy.yaml:1: graders: `graders` must be a list of graders",
+        ),
+        (
+            "policy.yaml",
+            "graders:\n",
+            "`graders` must be a list of graders [{type, name?, config}] (or letta-evals' mapping), got nothing",
+        ),
+        (
+            "policy.yaml",
+            "graders:\n  - type: tool-calls\n    confg: {required: [bash]}\n",
+            "policy.yaml:3: graders[0].confg: unknown key `confg`; did you mean `config`?",
+        ),
+        (
+            "policy.json",
+            '{"graders": [\n  {"type": "turn-count",\n   "config": {"max": 3},}\n]}',
+            "policy.json:3: not valid JSON",
+        ),
+    ],
+    ids=["graders-not-a-list", "graders-empty", "config-misspelt", "json-line"],
+)
+def test_config_mistakes_are_located_and_explained(
+    tmp_path: Path, run_cli: Any, name: str, text: str, expected: str
+) -> None:
+    """The message names the file, the line and the key, and says what to
+    write; one error, not a second one caused by the first."""
+    path = tmp_path / name
+    path.write_text(text)
+    out = run_cli("check", "-c", path)
+    assert out.returncode == 2, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, out.stderr
+    assert expected in errors[0]
     assert "Traceback" not in out.stderr

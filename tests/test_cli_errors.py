@@ -82,3 +82,24 @@ def test_config_mistakes_are_located_and_explained(
     assert len(errors) == 1, out.stderr
     assert expected in errors[0]
     assert "Traceback" not in out.stderr
+
+
+def test_run_with_stdout_closed_asks_for_agent_output(tmp_path: Path) -> None:
+    """`trajgrade run … >&-`: a usage error naming --agent-output, not an
+    AttributeError traceback from the missing sys.stdout."""
+    import subprocess
+    import sys
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    argv = [sys.executable, "-m", "trajgrade", "run", "-c", str(policy), "--", "true"]
+    out = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", *argv],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "stdout is closed" in out.stderr and "--agent-output" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -144,3 +144,38 @@ def test_a_server_url_that_is_not_http_host_port_is_named() -> None:
         out = run_hook("claude-code", pre, "--server", url)
         assert out.returncode == 0 and out.stdout == ""
         assert "--server must be http://HOST:PORT" in out.stderr, out.stderr
+
+
+def test_a_call_in_flight_at_sigterm_is_answered_and_saved(tmp_path: Path) -> None:
+    """SIGTERM while a call's body is still arriving: the daemon finishes
+    that call (its agent gets the deny, not a dropped connection that fails
+    open) and only then takes its last checkpoint, which holds the call."""
+    import time
+
+    import msgspec
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    state = tmp_path / "state"
+    calls = payloads("gemini")
+    with serving(policy, state, "--checkpoint-interval", "3600") as (url, proc):
+        for p in calls[:4]:
+            assert _post(url, "gemini", p)[0] == 200
+        body = json.dumps(calls[4]).encode()  # BeforeTool cat /etc/hostname
+        head = f"POST /hook/gemini HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.sendall(head.encode() + body[:10])
+            time.sleep(0.3)  # the handler is reading the body
+            os.kill(proc.pid, signal.SIGTERM)
+            time.sleep(0.3)  # the daemon is shutting down
+            sent = time.time()
+            conn.sendall(body[10:])
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        assert proc.wait(timeout=10) == 0
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["decision"] == "deny"
+    [saved] = (state / "gemini").glob("*.state")
+    assert msgspec.msgpack.decode(saved.read_bytes())["updated"] >= sent

@@ -26,6 +26,7 @@ gzip bodies, no tracebacks. Only loopback addresses are accepted for ``host``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -42,6 +43,8 @@ from trajgrade.hooks.store import SessionStore
 from trajgrade.http_edge import LOOPBACK, EdgeHandler, EdgeServer, HttpError, Limits
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from trajgrade.config import Suite
 
 __all__ = ("LOOPBACK", "HookServer", "Limits", "serve")
@@ -49,6 +52,8 @@ __all__ = ("LOOPBACK", "HookServer", "Limits", "serve")
 
 #: Seconds a session stays in memory after its last call.
 IDLE_SESSIONS: Final = 600.0
+#: Seconds a shutdown waits for the calls being read or answered.
+SHUTDOWN_GRACE: Final = 5.0
 
 
 class _Live:
@@ -97,6 +102,8 @@ class HookServer(EdgeServer):
         self._lock = threading.Lock()
         self._verdict_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._calls = 0
+        self._calls_done = threading.Condition()
         # Bound after the fields above: a bind that fails (port in use)
         # runs server_close, which checkpoints.
         super().__init__(
@@ -218,6 +225,18 @@ class HookServer(EdgeServer):
             live = self._live[key] = _Live(state, engine)
             return live
 
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """Count one call being read or answered (shutdown waits for it)."""
+        with self._calls_done:
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._calls_done:
+                self._calls -= 1
+                self._calls_done.notify_all()
+
     # ------------------------------------------------------------ checkpoints
     def checkpoint(self) -> int:
         """Save every changed session now, and let go of those idle for
@@ -257,8 +276,12 @@ class HookServer(EdgeServer):
                 self.log.write("error", "checkpoint_failed", error=str(exc))
 
     def server_close(self) -> None:
-        """Stop the checkpoint thread and save every changed session."""
+        """Let the calls in progress finish (at most ``SHUTDOWN_GRACE``
+        seconds: their agents get an answer, and their changes are in the
+        last checkpoint), stop the checkpoint thread, save every session."""
         self._stopping.set()
+        with self._calls_done:
+            self._calls_done.wait_for(lambda: self._calls == 0, SHUTDOWN_GRACE)
         self.checkpoint()
         super().server_close()
 
@@ -273,6 +296,10 @@ class _Handler(EdgeHandler):
             self._send(404, b"not found; POST /hook/<agent>\n", 0)
 
     def do_POST(self) -> None:
+        with self.server.call():
+            self._post()
+
+    def _post(self) -> None:
         self.authorize()
         agent = self.path.split("?", 1)[0].removeprefix("/hook/")
         try:

@@ -161,3 +161,37 @@ def test_processes_the_agent_leaves_behind_are_stopped(
         assert proc.wait(timeout=20) == 0
         assert _wait_until(lambda: _dead(int(left.read_text())), 5)
     assert "agent_processes_left" in [o.get("event") for o in _stderr(run)]
+
+
+def test_a_reader_of_stderr_that_goes_away_does_not_stop_the_agent(
+    tmp_path: Path,
+) -> None:
+    """`trajgrade run … 2>&1 | head`: once nobody reads stderr, log lines and
+    verdicts are lost, but the agent is not killed by a crash of trajgrade;
+    it runs to its end and the status is still the verdicts' (0)."""
+    marker = tmp_path / "marker"
+    steps = [
+        ["line", _init()],
+        ["sleep", 0.5],  # the reader is gone by now
+        ["line", _tool_use("t1", "echo hi")],
+        ["touch", str(marker)],
+        ["line", _result()],
+    ]
+    run = Run(tmp_path, steps)
+    proc = subprocess.Popen(
+        run.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=run.tmp
+    )
+    try:
+        assert proc.stderr is not None and proc.stdout is not None
+        proc.stderr.close()
+        out = proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        run.kill_agent()
+    assert marker.exists()
+    assert out.endswith(json.dumps(_result()).encode() + b"\n")

@@ -31,17 +31,10 @@ and a Ctrl-C reaches it once, forwarded by us, not twice.
 Signals: SIGINT, SIGTERM and SIGHUP sent to trajgrade are forwarded to the
 agent's process group; a second one, or ``--grace`` seconds without the agent
 exiting, kills the group. Reading goes on until the agent's output ends, so
-every verdict is still written.
+every verdict is still written. What the agent leaves running in its group
+is stopped when the run ends (:func:`~trajgrade._agent_group.stop_leftovers`).
 
-Processes the agent leaves behind in its process group (background jobs of
-its tools) are stopped when the run ends, SIGTERM then SIGKILL after the
-grace: nothing the agent started runs on unwatched.
-
-Exit status (see :data:`EXIT_CODES`): 0 passed, 1 a verdict failed, 2 usage or
-config error (or the agent could not be started), 3 trajgrade stopped the
-agent, 4 the agent failed on its own (its status is logged), 5 the agent
-exited 0 but nothing was graded (no events in its output), 128+N when
-signal N sent to trajgrade ended the run.
+Exit status: :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -164,6 +157,8 @@ class WrapSummary(msgspec.Struct, kw_only=True):
     input_errors: int = 0
     #: Whether the agent's output could not be written (reader gone).
     output_lost: bool = False
+    #: Whether verdicts could not be written (reader gone).
+    verdicts_lost: bool = False
 
 
 class _Wrap:
@@ -222,8 +217,7 @@ class _Wrap:
         if not verdicts:
             return
         tally(verdicts, self.summary.verdicts, self._failed)
-        self.sink.send(verdicts)
-        self.sink.flush()
+        self._write(verdicts)
         self.actions.observe(verdicts)
         if self.summary.stopped_by is None:
             for v in verdicts:
@@ -233,6 +227,25 @@ class _Wrap:
                 ):
                     self.stop(v)
                     break
+
+    def _write(self, verdicts: Sequence[Verdict] | None) -> None:
+        """Write (None: close) the verdicts' sink. A reader that went away
+        loses the rest of them; the run goes on (the agent must not be
+        taken down by it) and its status still counts every verdict."""
+        if self.summary.verdicts_lost:
+            return
+        try:
+            if verdicts is None:
+                self.sink.close()
+            else:
+                self.sink.send(verdicts)
+                self.sink.flush()
+        except OSError as exc:
+            self.summary.verdicts_lost = True
+            self.log.warning(
+                "verdicts_lost",
+                reason=f"cannot write verdicts: {exc.strerror or exc}; the rest are counted, not written",
+            )
 
     def decide(self, decisions: Sequence[GuardDecision]) -> None:
         """Act on guard decisions: a fail whose action is in ``--stop-on``
@@ -356,7 +369,7 @@ class _Wrap:
         for verdicts in self.engine.finish_batches():
             self.emit(verdicts)
         self.engine.anomalies.clear()
-        self.sink.close()
+        self._write(None)
         if self.decisions is not None:
             self.decisions.close()
         stats = self.engine.statistics()

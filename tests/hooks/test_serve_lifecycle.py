@@ -179,3 +179,32 @@ def test_a_call_in_flight_at_sigterm_is_answered_and_saved(tmp_path: Path) -> No
     assert json.loads(answer.partition(b"\r\n\r\n")[2])["decision"] == "deny"
     [saved] = (state / "gemini").glob("*.state")
     assert msgspec.msgpack.decode(saved.read_bytes())["updated"] >= sent
+
+
+def test_a_session_that_cannot_be_saved_at_shutdown_is_reported(
+    tmp_path: Path,
+) -> None:
+    """One agent's state folder is gone (replaced by a file) when the daemon
+    stops: the other sessions are still saved, the lost one is named in one
+    error line, the status is 1; no traceback."""
+    import shutil
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    state = tmp_path / "state"
+    with serving(
+        policy, state, "--checkpoint-interval", "3600", stderr=subprocess.PIPE
+    ) as (url, proc):
+        for agent in ("gemini", "claude-code"):
+            for p in payloads(agent)[:3]:
+                assert _post(url, agent, p)[0] == 200
+        shutil.rmtree(state / "gemini")
+        (state / "gemini").write_text("")
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=10) == 1
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+    assert "checkpoint_failed" in err
+    assert f"error: {state}: 1 session(s) could not be saved at shutdown" in err
+    assert "Traceback" not in err
+    assert len(list((state / "claude-code").glob("*.state"))) == 1

@@ -252,7 +252,14 @@ def serve(
     click.echo(f"trajgrade serve: listening on http://{host}:{bound}", err=True)
     click.echo(f"http://{host}:{bound}", nl=True)
     sys.stdout.flush()
-    run(server)
+    unsaved = run(server)
+    if unsaved:
+        where = server.state_dir
+        click.echo(
+            f"error: {where}: {unsaved} session(s) could not be saved at shutdown (their changes are lost; see {where}/hooks.log); check the state directory",
+            err=True,
+        )
+        sys.exit(1)
 
 
 def _serve_problem(exc: OSError, host: str, port: int) -> str:

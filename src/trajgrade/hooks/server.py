@@ -103,6 +103,8 @@ class HookServer(EdgeServer):
         self._verdict_lock = threading.Lock()
         self._stopping = threading.Event()
         self._calls = 0
+        #: Sessions the last checkpoint could not save.
+        self.unsaved = 0
         self._calls_done = threading.Condition()
         # Bound after the fields above: a bind that fails (port in use)
         # runs server_close, which checkpoints.
@@ -240,18 +242,31 @@ class HookServer(EdgeServer):
     # ------------------------------------------------------------ checkpoints
     def checkpoint(self) -> int:
         """Save every changed session now, and let go of those idle for
-        ``idle_sessions``; how many were saved."""
+        ``idle_sessions``; how many were saved. A session that cannot be
+        saved is logged and kept in memory, changed (the next checkpoint
+        tries again); :attr:`unsaved` counts them."""
         with self._lock:
             lives = list(self._live.items())
         idle_since = time.monotonic() - self.idle_sessions
-        n = 0
+        n = unsaved = 0
         for key, live in lives:
             agent, session = key
             with live.lock:
                 if live.dirty:
                     store = self._stores[agent]
-                    with store.locked(session):
-                        store.save(live.state)
+                    try:
+                        with store.locked(session):
+                            store.save(live.state)
+                    except OSError as exc:
+                        unsaved += 1
+                        self.log.write(
+                            "error",
+                            "checkpoint_failed",
+                            agent=agent,
+                            session=session,
+                            error=str(exc),
+                        )
+                        continue
                     live.dirty = False
                     n += 1
                 if live.used <= idle_since and not live.gone:
@@ -261,6 +276,7 @@ class HookServer(EdgeServer):
                     with self._lock:
                         if self._live.get(key) is live:
                             del self._live[key]
+        self.unsaved = unsaved
         return n
 
     def sessions_in_memory(self) -> int:
@@ -341,8 +357,9 @@ class _Handler(EdgeHandler):
         )
 
 
-def serve(server: HookServer) -> None:
-    """Serve until SIGINT/SIGTERM/SIGHUP, then checkpoint and close.
+def serve(server: HookServer) -> int:
+    """Serve until SIGINT/SIGTERM/SIGHUP, then checkpoint and close; how
+    many sessions the last checkpoint could not save.
 
     SIGHUP stops too (there is no reload: restart to load a changed policy).
     Its default action would end the daemon without the last checkpoint.
@@ -358,3 +375,4 @@ def serve(server: HookServer) -> None:
         server.serve_forever(poll_interval=0.2)
     finally:
         server.server_close()
+    return server.unsaved

@@ -195,3 +195,48 @@ def test_a_reader_of_stderr_that_goes_away_does_not_stop_the_agent(
         run.kill_agent()
     assert marker.exists()
     assert out.endswith(json.dumps(_result()).encode() + b"\n")
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (T: stopped); "gone" once reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_ctrl_z_suspends_the_agent_with_trajgrade(tmp_path: Path) -> None:
+    """SIGTSTP to trajgrade (Ctrl-Z) stops the agent's group too, which the
+    terminal's signal never reaches (its own session): a suspended guard
+    must not leave the agent running unwatched. SIGCONT (fg) resumes both,
+    and the run ends as usual."""
+    steps = [["line", _init()], ["sleep", 1.5], ["line", _result()]]
+    run = Run(tmp_path, steps)
+    with open(run.tmp / "stderr.txt", "wb") as err:
+        # A process group of its own, child of ours: not orphaned, so the
+        # kernel really stops it on SIGTSTP.
+        proc = subprocess.Popen(
+            run.argv, stdout=subprocess.PIPE, stderr=err, cwd=run.tmp, process_group=0
+        )
+    try:
+        agent = run.wait_for_agent()
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        proc.send_signal(signal.SIGTSTP)
+        assert _wait_until(lambda: _state(proc.pid) == "T", 5)
+        assert _wait_until(lambda: _state(agent) == "T", 5)
+        time.sleep(2)  # longer than the agent's sleep: it must not finish
+        assert _state(agent) == "T"
+        proc.send_signal(signal.SIGCONT)
+        assert _wait_until(lambda: _state(agent) != "T", 5)
+        assert proc.stdout.read() == json.dumps(_result()).encode() + b"\n"
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        run.kill_agent()

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
-__all__ = ("group_alive", "kill_group", "stop_leftovers")
+__all__ = ("JOB_STOPS", "group_alive", "kill_group", "stop_leftovers", "suspend_with")
 
 
 def kill_group(pid: int, sig: int) -> None:
@@ -54,3 +54,25 @@ async def stop_leftovers(pid: int, grace: float, log: Any) -> None:
             await anyio.sleep(0.02)
         return
     kill_group(pid, signal.SIGKILL)
+
+
+#: Job-control stops (Ctrl-Z, a background job touching the terminal).
+JOB_STOPS: Final = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+
+
+def suspend_with(pid: int | None, signum: int) -> None:
+    """trajgrade is being suspended (Ctrl-Z): stop the agent's group too,
+    then stop; on SIGCONT (``fg``) continue the group. The agent has a
+    session of its own, so the terminal's signal never reaches it: it would
+    run on, its tool calls unwatched, while trajgrade is suspended."""
+    if pid is not None:
+        kill_group(pid, signal.SIGSTOP)
+    handler = signal.signal(signum, signal.SIG_DFL)
+    try:
+        # Stopped inside this call until SIGCONT. (The kernel discards it
+        # in an orphaned process group: then the agent continues at once.)
+        os.kill(os.getpid(), signum)
+    finally:
+        signal.signal(signum, handler)
+        if pid is not None:
+            kill_group(pid, signal.SIGCONT)

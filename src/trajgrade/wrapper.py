@@ -48,7 +48,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 import anyio
 import msgspec
 
-from trajgrade._agent_group import kill_group, stop_leftovers
+from trajgrade._agent_group import JOB_STOPS, kill_group, stop_leftovers, suspend_with
 from trajgrade._agent_output import AgentOutput, OutputAbandoned
 from trajgrade.actions import ActionOptions, Actions
 from trajgrade.config import OnFail
@@ -359,6 +359,9 @@ class _Wrap:
         else:
             kill_group(self.proc.pid, signal.SIGKILL)
 
+    def on_job_stop(self, signum: int, frame: Any) -> None:
+        suspend_with(None if self.proc is None else self.proc.pid, signum)
+
     def _signalled(self) -> None:
         self.stopping.set()
         if self.output is not None:
@@ -424,6 +427,7 @@ async def wrap(
     )
     state._loop = asyncio.get_running_loop()  # anyio's backend here is asyncio
     previous = {s: signal.signal(s, state.on_signal) for s in _FORWARDED}
+    previous |= {s: signal.signal(s, state.on_job_stop) for s in JOB_STOPS}
     try:
         try:
             proc = await anyio.open_process(

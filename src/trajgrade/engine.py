@@ -55,7 +55,14 @@ from trajgrade.engine_state import (
     unanswered,
 )
 from trajgrade.errors import GradeError
-from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
+from trajgrade.events import (
+    OPEN_CALLS_MAX,
+    Event,
+    ToolCall,
+    ToolResult,
+    TraceEnd,
+    TraceStart,
+)
 from trajgrade.guarding import Guard
 from trajgrade.packing import WARM_TRACES, Packer
 from trajgrade.projection import LeanResult
@@ -80,8 +87,6 @@ __all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
-#: How many open call ids per trace the integrity check keeps.
-OPEN_CALLS_MAX: Final = 10_000
 #: How many traces whose verdicts are all final are kept for guarding their
 #: later calls; beyond that the oldest is closed (its late calls: undecided).
 GUARD_MEMORY: Final = 65_536

@@ -316,8 +316,13 @@ class Engine(Checkpoints, Clock):
         tr = self._traces.get(trace_id)
         if tr is None:
             # Opened by its first good event (which brings the runner's clock
-            # and its dataset row), or at the end if none comes.
-            self._unopened.setdefault(trace_id, reason)
+            # and its dataset row), or at the end if none comes. Bounded: past
+            # CLOSED_MEMORY such traces the oldest is let go (its errors were
+            # reported where they were read; it gets no verdict of its own).
+            unopened = self._unopened
+            if trace_id not in unopened:
+                unopened[trace_id] = reason
+                self._bound_unopened()
         elif tr.tainted is None:
             tr.tainted = reason
 
@@ -472,6 +477,14 @@ class Engine(Checkpoints, Clock):
                 if old is not None and old is not tr:
                     self._close(old, ended=False)
         return True
+
+    def _bound_unopened(self) -> None:
+        unopened = self._unopened
+        while len(unopened) > CLOSED_MEMORY:
+            old = next(iter(unopened))
+            del unopened[old]
+            if self.forgotten is not None:  # (its taint marker goes too)
+                self.forgotten.append(old)
 
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
         self.anomalies.append(call_anomaly(tr.id, kind, cid, event))

@@ -103,3 +103,27 @@ def test_run_with_stdout_closed_asks_for_agent_output(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr
     assert "stdout is closed" in out.stderr and "--agent-output" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "needed"),
+    [
+        (["--glob", "*.jsonl"], "--watch"),
+        (["--dataset-key", "id"], "--dataset"),
+        (["--checkpoint-interval", "3"], "--state"),
+        (["--group", "graders"], "--kafka-bootstrap"),
+        (["--kafka-encoding", "otlp_proto"], "--kafka-bootstrap"),
+    ],
+)
+def test_an_option_without_the_one_it_works_with_is_refused(
+    tmp_path: Path, run_cli: Any, given: list[str], needed: str
+) -> None:
+    """These were ignored without a word (a --glob with no --watch graded the
+    files given, whatever the pattern): now a usage error naming both."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    log = tmp_path / "log.jsonl"
+    log.write_text("")
+    out = run_cli("grade", "-c", policy, *given, log)
+    assert out.returncode == 2, out.stderr
+    assert f"{given[0]} works with {needed} only" in out.stderr

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-__all__ = ("FiniteFloat",)
+__all__ = ("FiniteFloat", "require_companions")
 
 
 class FiniteFloat(click.FloatRange):
@@ -24,3 +24,19 @@ class FiniteFloat(click.FloatRange):
         if not math.isfinite(rv):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return rv
+
+
+def require_companions(pairs: dict[str, str]) -> None:
+    """A usage error for an option given on the command line without the
+    option it works with (``--glob`` without ``--watch``): it would be
+    ignored without a word. ``pairs``: parameter name -> companion's."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    flags = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
+    for name, companion in pairs.items():
+        given = ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+        if given and not ctx.params.get(companion):
+            flag, needed = flags.get(name, name), flags.get(companion, companion)
+            msg = f"{flag} works with {needed} only; add {needed}, or drop {flag}"
+            raise click.UsageError(msg)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from trajgrade._click_types import FiniteFloat
+from trajgrade._click_types import FiniteFloat, require_companions
 from trajgrade._gc import settle as settle_gc
 from trajgrade.action_options import action_options
 from trajgrade.cli_options import (
@@ -239,6 +239,13 @@ def grade(
         except InputError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
+    require_companions(
+        {
+            "glob_pattern": "watch_dirs",
+            "dataset_key": "dataset_path",
+            "checkpoint_interval": "state_dir",
+        }
+    )
     usage = None
     if follow and not inputs:
         usage = "--follow needs the files to follow"

@@ -240,3 +240,31 @@ def test_ctrl_z_suspends_the_agent_with_trajgrade(tmp_path: Path) -> None:
         if proc.stdout is not None:
             proc.stdout.close()
         run.kill_agent()
+
+
+def test_a_fail_read_after_the_agent_exited_on_its_own_is_not_a_stop(
+    tmp_path: Path,
+) -> None:
+    """The agent prints a forbidden call and exits; trajgrade reads it only
+    then (held with SIGSTOP until the agent is a zombie): that is a graded
+    fail (status 1), not "trajgrade stopped the agent" (3)."""
+    steps = [
+        ["line", _init()],
+        ["sleep", 0.5],
+        ["line", _tool_use("t1", "cat /etc/hostname")],
+    ]
+    run = Run(tmp_path, steps)
+    with _started(run) as proc:
+        agent = run.wait_for_agent()
+        assert proc.stdout is not None
+        proc.stdout.readline()  # trajgrade runs; the call is not written yet
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            assert _wait_until(lambda: _state(agent) == "Z", 10)
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        assert proc.wait(timeout=20) == 1
+    events = [o.get("event") for o in _stderr(run)]
+    assert "agent_stopped" not in events
+    finished = next(o for o in _stderr(run) if o.get("event") == "run_finished")
+    assert finished["agent_exit"] == 0

@@ -13,7 +13,14 @@ from typing import Any, Final
 
 import anyio
 
-__all__ = ("JOB_STOPS", "group_alive", "kill_group", "stop_leftovers", "suspend_with")
+__all__ = (
+    "JOB_STOPS",
+    "exited",
+    "group_alive",
+    "kill_group",
+    "stop_leftovers",
+    "suspend_with",
+)
 
 
 def kill_group(pid: int, sig: int) -> None:
@@ -22,6 +29,21 @@ def kill_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except OSError:
         pass  # the group is gone already
+
+
+def exited(proc: Any) -> bool:
+    """Whether the agent has exited, even if not reaped yet: a fail read
+    from output it wrote before exiting is a graded fail, not a stop.
+    (``WNOWAIT`` leaves the exit status to the event loop's reaper.)"""
+    if proc.returncode is not None:
+        return True
+    try:
+        return (
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            is not None
+        )
+    except ChildProcessError:
+        return True  # reaped already
 
 
 def group_alive(pid: int) -> bool:

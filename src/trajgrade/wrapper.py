@@ -48,7 +48,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 import anyio
 import msgspec
 
-from trajgrade._agent_group import JOB_STOPS, kill_group, stop_leftovers, suspend_with
+from trajgrade import _agent_group as group
 from trajgrade._agent_output import AgentOutput, OutputAbandoned
 from trajgrade.actions import ActionOptions, Actions
 from trajgrade.config import OnFail
@@ -264,7 +264,7 @@ class _Wrap:
 
     def stop(self, v: Verdict | GuardDecision) -> None:
         """Stop the agent because of ``v``: SIGTERM now, SIGKILL after the grace."""
-        if self.proc is None or self.proc.returncode is not None:
+        if self.proc is None or group.exited(self.proc):
             return  # it ended on its own: a fail now is a graded fail
         self.summary.stopped_by = v
         self.log.warning(
@@ -277,7 +277,7 @@ class _Wrap:
             signal="SIGTERM",
             grace=self.options.grace,
         )
-        kill_group(self.proc.pid, signal.SIGTERM)
+        group.kill_group(self.proc.pid, signal.SIGTERM)
         self.stopping.set()
         if self.output is not None:
             self.output.ending()
@@ -339,7 +339,7 @@ class _Wrap:
             pid=self.proc.pid,
             reason=f"the agent did not exit within {self.options.grace:g}s of {self.sent}",
         )
-        kill_group(self.proc.pid, signal.SIGKILL)
+        group.kill_group(self.proc.pid, signal.SIGKILL)
 
     # ------------------------------------------------------------ signals
     def on_signal(self, signum: int, frame: Any) -> None:
@@ -351,16 +351,16 @@ class _Wrap:
         if self.proc is None:
             return
         if self._signals == 1:
-            kill_group(self.proc.pid, signum)
+            group.kill_group(self.proc.pid, signum)
             self.sent = signal.Signals(signum).name
             if self._loop is not None:
                 # The grace timer and the output's end run in the loop.
                 self._loop.call_soon_threadsafe(self._signalled)
         else:
-            kill_group(self.proc.pid, signal.SIGKILL)
+            group.kill_group(self.proc.pid, signal.SIGKILL)
 
     def on_job_stop(self, signum: int, frame: Any) -> None:
-        suspend_with(None if self.proc is None else self.proc.pid, signum)
+        group.suspend_with(None if self.proc is None else self.proc.pid, signum)
 
     def _signalled(self) -> None:
         self.stopping.set()
@@ -427,7 +427,7 @@ async def wrap(
     )
     state._loop = asyncio.get_running_loop()  # anyio's backend here is asyncio
     previous = {s: signal.signal(s, state.on_signal) for s in _FORWARDED}
-    previous |= {s: signal.signal(s, state.on_job_stop) for s in JOB_STOPS}
+    previous |= {s: signal.signal(s, state.on_job_stop) for s in group.JOB_STOPS}
     try:
         try:
             proc = await anyio.open_process(
@@ -447,7 +447,7 @@ async def wrap(
         state.output = AgentOutput(proc.stdout, agent_out, drain=options.drain)
         if state.summary.interrupted is not None:
             # A signal arrived while the agent was starting: pass it on now.
-            kill_group(proc.pid, signal.Signals[state.summary.interrupted])
+            group.kill_group(proc.pid, signal.Signals[state.summary.interrupted])
             state._signalled()
         log.info("agent_started", pid=proc.pid, command=options.command)
         try:
@@ -455,7 +455,7 @@ async def wrap(
         finally:
             if proc.returncode is None:
                 # Only on an error of ours: never leave the agent running unwatched.
-                kill_group(proc.pid, signal.SIGKILL)
+                group.kill_group(proc.pid, signal.SIGKILL)
             with anyio.CancelScope(shield=True):
                 await proc.aclose()
     finally:
@@ -489,9 +489,9 @@ async def _watch(
         returncode = await proc.wait()
         if state.summary.stopped_by is not None:
             # Tool processes that ignored SIGTERM must not outlive the stop.
-            kill_group(proc.pid, signal.SIGKILL)
+            group.kill_group(proc.pid, signal.SIGKILL)
         else:
-            await stop_leftovers(proc.pid, state.options.grace, log)
+            await group.stop_leftovers(proc.pid, state.options.grace, log)
         log.info("agent_exited", pid=proc.pid, exit_code=returncode)
         summary = state.finish(returncode)
         await acts.drain(acts.options.on_fail_timeout)

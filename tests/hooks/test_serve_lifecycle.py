@@ -208,3 +208,31 @@ def test_a_session_that_cannot_be_saved_at_shutdown_is_reported(
     assert f"error: {state}: 1 session(s) could not be saved at shutdown" in err
     assert "Traceback" not in err
     assert len(list((state / "claude-code").glob("*.state"))) == 1
+
+
+def test_the_daemon_starts_with_stdout_closed(tmp_path: Path) -> None:
+    """A supervisor that closes stdout: the URL is on stderr, the daemon
+    serves (it used to crash flushing a missing sys.stdout)."""
+    import urllib.request
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    argv = [sys.executable, "-m", "trajgrade", "serve", "-c", str(policy)]
+    argv += ["--port", "0", "--state-dir", str(tmp_path / "state")]
+    proc = subprocess.Popen(
+        ["sh", "-c", 'exec "$@" >&-', "sh", *argv], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "listening on http://127.0.0.1:" in line, line
+        url = line.rsplit(" ", 1)[1].strip()
+        # A daemon that crashed after its first line refuses or drops this.
+        with urllib.request.urlopen(f"{url}/health", timeout=10) as resp:
+            assert resp.read() == b"ok\n"
+        assert proc.poll() is None
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert proc.stderr is not None
+        proc.stderr.close()

@@ -251,7 +251,8 @@ def serve(
     bound = server.server_address[1]
     click.echo(f"trajgrade serve: listening on http://{host}:{bound}", err=True)
     click.echo(f"http://{host}:{bound}", nl=True)
-    sys.stdout.flush()
+    if sys.stdout is not None:  # None: started with stdout closed
+        sys.stdout.flush()
     unsaved = run(server)
     if unsaved:
         where = server.state_dir

@@ -84,24 +84,35 @@ def test_config_mistakes_are_located_and_explained(
     assert "Traceback" not in out.stderr
 
 
-def test_run_with_stdout_closed_asks_for_agent_output(tmp_path: Path) -> None:
-    """`trajgrade run … >&-`: a usage error naming --agent-output, not an
-    AttributeError traceback from the missing sys.stdout."""
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["run", "--", "true"], "--agent-output"),
+        (["grade", "-"], "redirect it"),
+    ],
+)
+def test_stdout_closed_is_a_usage_error(
+    tmp_path: Path, command: list[str], expected: str
+) -> None:
+    """`trajgrade run … >&-` and `grade … >&-`: a usage error saying what to
+    do, not an AttributeError traceback from the missing sys.stdout."""
     import subprocess
     import sys
 
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
-    argv = [sys.executable, "-m", "trajgrade", "run", "-c", str(policy), "--", "true"]
+    argv = [sys.executable, "-m", "trajgrade", command[0], "-c", str(policy)]
+    argv += command[1:]
     out = subprocess.run(
         ["sh", "-c", 'exec "$@" >&-', "sh", *argv],
+        input="",
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
     assert out.returncode == 2, out.stderr
-    assert "stdout is closed" in out.stderr and "--agent-output" in out.stderr
+    assert "stdout is closed" in out.stderr and expected in out.stderr
     assert "Traceback" not in out.stderr
 
 

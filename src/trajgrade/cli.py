@@ -253,6 +253,8 @@ def grade(
         usage = "stdin cannot be followed (it is read live already); drop '-'"
     elif watch_dirs and inputs and not follow:
         usage = "with --watch, input files are followed too: add --follow"
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        usage = "stdout is closed, so the verdicts have nowhere to go; redirect it (to /dev/null to keep only the exit status)"
     if usage is not None:
         raise click.UsageError(usage)
     pretty = output == "pretty" or (output == "auto" and sys.stdout.isatty())

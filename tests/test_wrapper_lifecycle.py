@@ -268,3 +268,29 @@ def test_a_fail_read_after_the_agent_exited_on_its_own_is_not_a_stop(
     assert "agent_stopped" not in events
     finished = next(o for o in _stderr(run) if o.get("event") == "run_finished")
     assert finished["agent_exit"] == 0
+
+
+def test_a_stop_reaches_tools_the_agent_ran_in_sessions_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """Agents run tools detached (Gemini CLI's shell tool has a PGID of its
+    own): the stop still reaches such a tool, so its side effect (the
+    marker, after the grace) never happens."""
+    marker = tmp_path / "marker"
+    tool = tmp_path / "tool.pid"
+    job = f"echo $$ > {tool}; sleep 2; touch {marker}"
+    steps = [
+        ["line", _init()],
+        ["spawn", f"setsid sh -c '{job}'"],
+        ["sleep", 0.3],  # the tool is running in its own session
+        ["line", _tool_use("t1", "cat /etc/hostname")],
+        ["sleep", 30],
+    ]
+    run = Run(tmp_path, steps, "--grace", "0.5")
+    with _started(run, pids=[tool]) as proc:
+        assert proc.wait(timeout=20) == 3
+        pid = int(tool.read_text())
+        # Stopped with the agent, not 2 s later by finishing on its own.
+        assert _wait_until(lambda: _dead(pid), 1), "the detached tool outlived the stop"
+    time.sleep(2)  # past the moment the tool would have written the marker
+    assert not marker.exists()

@@ -2,11 +2,17 @@
 
 The agent runs in a session of its own, so its process id is also its
 process group's, and a signal to the group reaches the tool processes it
-started (the shell running the offending command) as well.
+started (the shell running the offending command) as well, unless it ran
+them in groups of their own: Gemini CLI's shell tool reports a PGID of its
+own, as does anything spawned "detached". :func:`kill_tree` reaches those
+too: it reads the agent's descendants from ``/proc`` (Linux) and
+remembers them with their start time, because once the agent is gone its
+orphans are no longer its children, and a reused pid must never be hit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from typing import Any, Final
@@ -16,8 +22,10 @@ import anyio
 __all__ = (
     "JOB_STOPS",
     "exited",
+    "forget",
     "group_alive",
     "kill_group",
+    "kill_tree",
     "stop_leftovers",
     "suspend_with",
 )
@@ -44,6 +52,65 @@ def exited(proc: Any) -> bool:
         )
     except ChildProcessError:
         return True  # reaped already
+
+
+#: Agent pid -> its descendants seen so far (pid -> start time).
+_SEEN: dict[int, dict[int, int]] = {}
+
+
+def kill_tree(pid: int, sig: int) -> None:
+    """Send ``sig`` to the agent's group and to every process the agent
+    started (now, or when last looked), with the groups they lead."""
+    seen = _SEEN.setdefault(pid, {})
+    seen.update(_descendants(pid))
+    kill_group(pid, sig)
+    for child, start in list(seen.items()):
+        if _start_time(child) != start:
+            del seen[child]  # gone; its pid may be someone else's now
+            continue
+        with contextlib.suppress(OSError):
+            if os.getpgid(child) == child:  # a group of its own: its tools
+                os.killpg(child, sig)
+            os.kill(child, sig)
+
+
+def forget(pid: int) -> None:
+    """The run of agent ``pid`` is over."""
+    _SEEN.pop(pid, None)
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat from the state on (field 3 is index 0), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].decode().split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_time(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """The processes below ``root`` now: pid -> start time ({} without /proc)."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return {}
+    for name in names:
+        if name.isdigit() and (fields := _stat(name)) is not None:
+            children.setdefault(int(fields[1]), []).append((int(name), int(fields[19])))
+    found: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        for pid, start in children.get(todo.pop(), ()):
+            if pid not in found:
+                found[pid] = start
+                todo.append(pid)
+    return found
 
 
 def group_alive(pid: int) -> bool:

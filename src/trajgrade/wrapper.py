@@ -277,7 +277,7 @@ class _Wrap:
             signal="SIGTERM",
             grace=self.options.grace,
         )
-        group.kill_group(self.proc.pid, signal.SIGTERM)
+        group.kill_tree(self.proc.pid, signal.SIGTERM)
         self.stopping.set()
         if self.output is not None:
             self.output.ending()
@@ -339,7 +339,7 @@ class _Wrap:
             pid=self.proc.pid,
             reason=f"the agent did not exit within {self.options.grace:g}s of {self.sent}",
         )
-        group.kill_group(self.proc.pid, signal.SIGKILL)
+        group.kill_tree(self.proc.pid, signal.SIGKILL)
 
     # ------------------------------------------------------------ signals
     def on_signal(self, signum: int, frame: Any) -> None:
@@ -357,7 +357,7 @@ class _Wrap:
                 # The grace timer and the output's end run in the loop.
                 self._loop.call_soon_threadsafe(self._signalled)
         else:
-            group.kill_group(self.proc.pid, signal.SIGKILL)
+            group.kill_tree(self.proc.pid, signal.SIGKILL)
 
     def on_job_stop(self, signum: int, frame: Any) -> None:
         group.suspend_with(None if self.proc is None else self.proc.pid, signum)
@@ -455,9 +455,10 @@ async def wrap(
         finally:
             if proc.returncode is None:
                 # Only on an error of ours: never leave the agent running unwatched.
-                group.kill_group(proc.pid, signal.SIGKILL)
+                group.kill_tree(proc.pid, signal.SIGKILL)
             with anyio.CancelScope(shield=True):
                 await proc.aclose()
+            group.forget(proc.pid)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -489,7 +490,7 @@ async def _watch(
         returncode = await proc.wait()
         if state.summary.stopped_by is not None:
             # Tool processes that ignored SIGTERM must not outlive the stop.
-            group.kill_group(proc.pid, signal.SIGKILL)
+            group.kill_tree(proc.pid, signal.SIGKILL)
         else:
             await group.stop_leftovers(proc.pid, state.options.grace, log)
         log.info("agent_exited", pid=proc.pid, exit_code=returncode)

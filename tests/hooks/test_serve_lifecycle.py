@@ -236,3 +236,65 @@ def test_the_daemon_starts_with_stdout_closed(tmp_path: Path) -> None:
         proc.wait(timeout=10)
         assert proc.stderr is not None
         proc.stderr.close()
+
+
+def test_an_unwritable_verdicts_path_is_refused_at_start(tmp_path: Path) -> None:
+    """--verdicts in a missing folder: status 2 naming the path and the
+    option, before serving, not a 500 at the first verdict."""
+    missing = tmp_path / "no-such-dir" / "v.jsonl"
+    out = _serve(
+        tmp_path,
+        "--port",
+        "0",
+        "--state-dir",
+        str(tmp_path / "s"),
+        "--verdicts",
+        str(missing),
+    )
+    assert out.returncode == 2, out.stderr
+    assert f"{missing}: cannot write" in out.stderr and "--verdicts" in out.stderr
+
+
+def test_a_verdict_that_cannot_be_written_does_not_undo_a_deny(
+    tmp_path: Path,
+) -> None:
+    """The verdicts file becomes unwritable while serving: the forbidden call
+    is still denied (the failure used to turn its answer into a 500, and a
+    500 lets the call run); the loss is logged."""
+    import shutil
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    verdicts = out_dir / "v.jsonl"
+    with serving(
+        policy, tmp_path / "state", "--verdicts", str(verdicts), stderr=subprocess.PIPE
+    ) as (url, proc):
+        shutil.rmtree(out_dir)
+        (tmp_path / "out").write_text("")  # the folder is now a file
+        answers = [_post(url, "gemini", p) for p in payloads("gemini")]
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+    assert all(status == 200 for status, _ in answers), answers
+    denied = [json.loads(body) for _, body in answers if body]
+    assert [d["decision"] for d in denied] == ["deny"]
+    assert "records_not_written" in err
+
+
+def test_the_cold_hook_still_denies_when_its_verdicts_cannot_be_written(
+    tmp_path: Path,
+) -> None:
+    """The same for `trajgrade hook` without a daemon: --verdicts in a
+    missing folder loses the records, not the deny."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    verdicts = tmp_path / "no-such-dir" / "v.jsonl"
+    args = ("-c", policy, "--state-dir", tmp_path / "state", "--verdicts", verdicts)
+    outs = [run_hook("gemini", p, *args) for p in payloads("gemini")]
+    assert all(o.returncode == 0 for o in outs)
+    denied = [json.loads(o.stdout) for o in outs if o.stdout]
+    assert [d["decision"] for d in denied] == ["deny"]
+    assert any("records_not_written" in o.stderr for o in outs)

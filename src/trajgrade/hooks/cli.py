@@ -230,6 +230,15 @@ def serve(
     from trajgrade.hooks.store import default_state_dir
 
     suite = load_policy(config_path, BuildContext(allow_code=allow_code))
+    for path, flag in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
+        try:  # found now, not at the first record of the first session
+            if path:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+        except OSError as exc:
+            click.echo(
+                f"error: {path}: cannot write: {exc.strerror}; check {flag}", err=True
+            )
+            sys.exit(2)
     try:
         server = HookServer(
             suite,

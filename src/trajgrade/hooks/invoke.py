@@ -226,10 +226,17 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
             echo=False,
         )
         return _fail(agent, event, opts.fail_closed, f"internal error: {exc}")
-    if opts.verdicts and result.verdicts:
-        _append_lines(opts.verdicts, result.verdicts)
-    if opts.decisions and result.decisions:
-        _append_lines(opts.decisions, result.decisions)
+    for path, records in (
+        (opts.verdicts, result.verdicts),
+        (opts.decisions, result.decisions),
+    ):
+        try:
+            if path and records:
+                _append_lines(path, records)
+        except OSError as exc:
+            # The call is decided (maybe denied): a lost record must not
+            # turn its answer into a failure, which lets the call run.
+            log.write("error", "records_not_written", path=path, error=str(exc))
     log_step(log, agent, session, result)
     sys.stdout.buffer.write(result.answer.stdout)
     sys.stdout.flush()

@@ -189,16 +189,26 @@ class HookServer(EdgeServer):
         ):
             if records and path:
                 data = b"".join(msgspec.json.encode(r) + b"\n" for r in records)
-                with self._verdict_lock:
-                    # 0600, as the cold hook writes them: verdicts and
-                    # decisions may quote what the agent handled.
-                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                    try:
-                        os.write(fd, data)
-                    finally:
-                        os.close(fd)
+                try:
+                    self._append(path, data)
+                except OSError as exc:
+                    # The call is decided (maybe denied): a lost record must
+                    # not turn its answer into a 500, which lets it run.
+                    self.log.write(
+                        "error", "records_not_written", path=path, error=str(exc)
+                    )
         log_step(self.log, agent, session, result)
         return result.answer.stdout, result.answer.exit_code
+
+    def _append(self, path: str, data: bytes) -> None:
+        with self._verdict_lock:
+            # 0600, as the cold hook writes them: verdicts and decisions may
+            # quote what the agent handled.
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
 
     def _session(self, agent: str, session: str) -> _Live:
         key = (agent, session)

@@ -298,3 +298,41 @@ def test_the_cold_hook_still_denies_when_its_verdicts_cannot_be_written(
     denied = [json.loads(o.stdout) for o in outs if o.stdout]
     assert [d["decision"] for d in denied] == ["deny"]
     assert any("records_not_written" in o.stderr for o in outs)
+
+
+def _small_files() -> None:
+    """In the hook process: files past 256 bytes fail with EFBIG (a full disk)."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not a kill
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256, 256))
+
+
+def test_the_cold_hook_still_denies_when_its_state_cannot_be_saved(
+    tmp_path: Path,
+) -> None:
+    """The session's state cannot be saved (files limited to 256 bytes, as on a
+    full disk): the forbidden call is still denied, and that is logged; it
+    used to be an internal error, answered fail-open: the call ran."""
+    from tests.hooks._replay import hook_cmd
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    args = ("-c", policy, "--state-dir", tmp_path / "state")
+    calls = payloads("gemini")
+    for p in calls[:4]:  # the state, saved while there is room
+        assert run_hook("gemini", p, *args).returncode == 0
+    big = (tmp_path / "state" / "gemini").glob("*.state")
+    assert max(f.stat().st_size for f in big) > 256  # else the limit bites nothing
+    out = subprocess.run(
+        hook_cmd("gemini", *args),
+        input=json.dumps(calls[4]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_small_files,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["decision"] == "deny", out.stderr
+    assert "state_not_saved" in out.stderr

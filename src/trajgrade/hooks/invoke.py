@@ -279,10 +279,15 @@ def _step_locked(
             state = new_state(agent, session, suite, now)
             store.sweep(now)
         result = step(suite, state, payload, now=now, fail_closed=fail_closed)
-        if state.ended:
-            store.drop(session)
-        else:
-            store.save(state)
+        try:
+            if state.ended:
+                store.drop(session)
+            else:
+                store.save(state)
+        except OSError as exc:
+            # The call is decided (maybe denied): answer it; the session's
+            # next call goes on from the last state saved.
+            log.write("error", "state_not_saved", session=session, error=str(exc))
     return result
 
 

@@ -336,3 +336,31 @@ def test_the_cold_hook_still_denies_when_its_state_cannot_be_saved(
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["decision"] == "deny", out.stderr
     assert "state_not_saved" in out.stderr
+
+
+def test_a_state_directory_from_the_environment_that_cannot_be_used_is_named(
+    tmp_path: Path,
+) -> None:
+    """$XDG_STATE_HOME names a file: the hook says which directory and where
+    it comes from (it said "internal error: Not a directory"), and denies
+    the call fail-closed."""
+    from tests.hooks._replay import hook_cmd
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    (tmp_path / "file").write_text("")
+    out = subprocess.run(
+        hook_cmd("claude-code", "-c", policy, "--fail-closed"),
+        input=json.dumps(payloads("claude-code")[2]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "file")},
+        check=False,
+    )
+    assert out.returncode == 0
+    where = tmp_path / "file" / "trajgrade" / "hooks"
+    assert f"cannot use the state directory {where}: Not a directory" in out.stderr
+    assert "$XDG_STATE_HOME" in out.stderr
+    decision = json.loads(out.stdout)["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny"

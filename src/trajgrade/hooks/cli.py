@@ -278,8 +278,10 @@ def _serve_problem(exc: OSError, host: str, port: int) -> str:
 
     why = exc.strerror or str(exc)
     if exc.filename is not None:
+        from trajgrade.hooks.invoke import STATE_DIR_HINT
+
         return (
-            f"{exc.filename}: cannot use the state directory: {why}; check --state-dir"
+            f"{exc.filename}: cannot use the state directory: {why}; {STATE_DIR_HINT}"
         )
     if exc.errno == errno.EADDRINUSE:
         return f"cannot listen on {host}:{port}: the port is in use (another trajgrade serve?); stop that process, or pick another --port (0: any free port)"

@@ -49,6 +49,13 @@ options:
 """
 
 
+#: Where the state directory comes from, for the messages about it.
+STATE_DIR_HINT: Final = (
+    "check --state-dir (default: $XDG_STATE_HOME/trajgrade/hooks, "
+    "else ~/.local/state/trajgrade/hooks)"
+)
+
+
 class UsageError(Exception):
     """Bad command-line arguments."""
 
@@ -214,6 +221,10 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         store = SessionStore(
             state_dir, agent, **({"max_age": opts.max_age} if opts.max_age else {})
         )
+    except OSError as exc:
+        problem = f"cannot use the state directory {state_dir}: {exc.strerror or exc}; {STATE_DIR_HINT}"
+        return _fail(agent, event, opts.fail_closed, problem)
+    try:
         result = _step_locked(
             store, suite, agent, session, payload, now, log, opts.fail_closed
         )

@@ -147,3 +147,35 @@ def test_a_resume_after_a_part_line_keeps_the_files_identity(tmp_path: Path) -> 
     finally:
         f.stop()
     assert not any("source_tail_lost" in e or "source_changed" in e for e in f.err)
+
+
+def test_a_first_run_killed_soon_after_start_finds_its_rotated_log(
+    tmp_path: Path,
+) -> None:
+    """A new ``--state`` run checkpoints the files it opened at once, not
+    after the first interval: killed, the log rotated, the restart finds the
+    old file and grades its turns with the new file's."""
+    log = tmp_path / "agent.jsonl"
+    log.write_bytes(TURN)
+    follow = (
+        "--follow",
+        "agent.jsonl",
+        "--state",
+        "s",
+        "--checkpoint-interval",
+        "3600",
+    )
+    f = Follower(tmp_path, *follow)
+    try:
+        f.until((tmp_path / "s" / "checkpoint.msgpack").exists)
+    finally:
+        f.proc.kill()
+        f.stop()
+    os.rename(log, tmp_path / "agent.jsonl.1")
+    log.write_bytes(TURN * 2)
+    f = Follower(tmp_path, *follow)
+    try:
+        f.until(lambda: f.fail_at() == [3])
+    finally:
+        f.stop()
+    assert any("source_tail_recovered" in e for e in f.err)

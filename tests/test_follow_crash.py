@@ -182,8 +182,8 @@ def test_follow_state_survives_kills_and_rotation(
         run.started()
         if not writer.is_alive() and not done.is_set():
             writer.start()  # (the log's first half must not rotate unseen)
-        # (Not before the first checkpoint: a log rotated before it is not
-        # found again, a limit docs/live.md states.)
+        # (After the first checkpoint, which a new state directory gets as
+        # soon as the log is open; the delay is drawn from there.)
         deadline = time.monotonic() + 60
         while not (d / "state" / "checkpoint.msgpack").exists():
             assert time.monotonic() < deadline

@@ -271,6 +271,10 @@ class _Run:
             except OSError as exc:
                 self.log.warning("source_resume_failed", source=path, reason=str(exc))
         self.inputs[key] = tracked
+        if self.store is not None and self.store.sequence == 0:
+            # No checkpoint names this file yet: one soon, so a crash and a
+            # rotation within the first interval cannot hide the file.
+            self._next_checkpoint, self._dirty = 0.0, True
 
     def closed(self, piece: Closed) -> None:
         key = _key(piece.path)

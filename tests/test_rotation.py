@@ -105,3 +105,28 @@ def test_rotation_while_down(tmp_path: Path, rotated_file_kept: bool) -> None:
         assert verdict["outcome"] == "error", verdict
         assert "is gone" in verdict["evidence"]
         assert b"source_tail_lost" in err
+
+
+def test_copytruncate_while_down_reads_the_tail_from_the_copy(tmp_path: Path) -> None:
+    """logrotate ``copytruncate`` while trajgrade was down: the log's unread
+    tail is in the copy (another inode, the same first bytes); it is graded,
+    then the truncated log from its start."""
+    (tmp_path / "p.yaml").write_text(POLICY)
+    log = tmp_path / "session.jsonl"
+    log.write_bytes(_events("view"))
+    p = _start(tmp_path)
+    _wait_for_checkpoint(tmp_path, log.stat().st_size)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)
+
+    with log.open("ab") as f:
+        f.write(_events("edit"))
+    (tmp_path / "session.jsonl.1").write_bytes(log.read_bytes())  # the copy
+    with log.open("r+b") as f:
+        f.truncate(0)  # ... and the truncation, in place
+    with log.open("ab") as f:
+        f.write(_events("bash", end=True))
+
+    verdict, err = _final(_start(tmp_path))
+    assert (verdict["outcome"], verdict["final"]) == ("pass", True), verdict
+    assert b"source_tail_recovered" in err

@@ -43,8 +43,8 @@ import stat
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from trajgrade.errors import Location, SourceError
-from trajgrade.sources._glob import Glob
+from trajgrade.errors import SourceError
+from trajgrade.sources._live_args import WatchRoot, check_follow, watch_root
 from trajgrade.sources._notify import Notifier, open_notifier
 from trajgrade.sources.pieces import Closed, Data, FileId, Opened, Piece
 from trajgrade.sources.stream import CHUNK_BYTES
@@ -91,17 +91,6 @@ class _Tail:
         self.complained: str | None = None  # the problem logged last, once each
 
 
-class _Root:
-    """A ``--watch`` directory and its pattern."""
-
-    __slots__ = ("glob", "path", "real")
-
-    def __init__(self, path: str, real: str, glob: Glob) -> None:
-        self.path = path
-        self.real = real
-        self.glob = glob
-
-
 class LiveFiles:
     """Follow files and watch directories; yield :data:`Piece` s until cancelled.
 
@@ -128,8 +117,10 @@ class LiveFiles:
         self._backend = backend
         self._start = dict(start or {})
         self._tails: dict[str, _Tail] = {}  # by real path; insertion = activity order
-        self._roots = [_root(path, pattern) for path, pattern in watch]
-        self._dirs: dict[str, tuple[_Root, int]] = {}  # watched dir -> (root, depth)
+        self._roots = [watch_root(path, pattern) for path, pattern in watch]
+        self._dirs: dict[
+            str, tuple[WatchRoot, int]
+        ] = {}  # watched dir -> (root, depth)
         self._notifier: Notifier | None = None
         self._closed = False
         self._warned_unwatched = False
@@ -138,7 +129,7 @@ class LiveFiles:
         self._rotate_wait = rotate_wait
         self._rotating: dict[str, _Tail] = {}  # renamed away, writer may return
         for path in paths:
-            real = _check_follow(path)
+            real = check_follow(path)
             self._tails.setdefault(real, _Tail(path, real, given=True))
 
     async def pieces(self) -> AsyncIterator[Piece]:
@@ -197,7 +188,7 @@ class LiveFiles:
                     fallback=f"re-checked every {self._poll_interval} s",
                 )
 
-    def _add_dir(self, root: _Root, real: str, depth: int) -> list[_Tail]:
+    def _add_dir(self, root: WatchRoot, real: str, depth: int) -> list[_Tail]:
         """Watch ``real`` (and the subdirectories the glob can reach); new matching files."""
         assert self._notifier is not None
         found: list[_Tail] = []
@@ -220,7 +211,7 @@ class LiveFiles:
                 found.append(tail)
         return found
 
-    def _discover(self, root: _Root, real: str) -> _Tail | None:
+    def _discover(self, root: WatchRoot, real: str) -> _Tail | None:
         """A new tail for ``real`` if it is under ``root``, matches, and is new."""
         if real in self._tails:
             return None
@@ -444,47 +435,3 @@ def _close(tail: _Tail) -> None:
     if tail.fd is not None:
         os.close(tail.fd)
         tail.fd = None
-
-
-def _check_follow(path: str) -> str:
-    """The absolute path to read ``path`` at; an error if it cannot be followed."""
-    real = os.path.abspath(os.path.expanduser(path))
-    where = Location(file=path)
-    try:
-        st = os.stat(real)
-    except _GONE:
-        return real  # waited for
-    except OSError as exc:
-        msg = (
-            f"cannot follow: {exc.strerror or exc}; check the path and its permissions"
-        )
-        raise SourceError(msg, location=where) from None
-    if stat.S_ISDIR(st.st_mode):
-        msg = (
-            "is a directory; follow files inside it, or use --watch DIR --glob PATTERN"
-        )
-        raise SourceError(msg, location=where)
-    if not stat.S_ISREG(st.st_mode):
-        msg = "is not a regular file; --follow reads growing log files (pipe a stream to stdin instead)"
-        raise SourceError(msg, location=where)
-    try:
-        os.close(os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK))
-    except OSError as exc:
-        msg = f"cannot read: {exc.strerror or exc}; check its permissions"
-        raise SourceError(msg, location=where) from None
-    return real
-
-
-def _root(path: str, pattern: str) -> _Root:
-    real = os.path.abspath(os.path.expanduser(path))
-    where = Location(file=path)
-    if not os.path.exists(real):
-        msg = "watched directory does not exist; create it or fix the --watch path"
-        raise SourceError(msg, location=where)
-    if not os.path.isdir(real):
-        msg = "is not a directory; --watch takes a directory (use --follow for a file)"
-        raise SourceError(msg, location=where)
-    if not os.access(real, os.R_OK | os.X_OK):
-        msg = "cannot list the watched directory; check its permissions"
-        raise SourceError(msg, location=where)
-    return _Root(path, real, Glob(pattern))

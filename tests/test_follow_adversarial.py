@@ -179,3 +179,32 @@ def test_a_first_run_killed_soon_after_start_finds_its_rotated_log(
     finally:
         f.stop()
     assert any("source_tail_recovered" in e for e in f.err)
+
+
+def test_a_file_renamed_under_watch_is_read_on_not_again(tmp_path: Path) -> None:
+    """A session file renamed to a name the glob also matches (a dated
+    rotation) is the same file: read on where it stopped, in its own trace,
+    also after a restart (it used to be read again from its start as a new
+    file, every turn counted twice)."""
+    sessions = tmp_path / "w"
+    sessions.mkdir()
+    (sessions / "a.jsonl").write_bytes(TURN * 2)
+    watch = ("--watch", "w", "--glob", "*.jsonl", "--state", "s")
+    f = Follower(tmp_path, *watch, "--checkpoint-interval", "0.01")
+    try:
+        time.sleep(0.1)
+        os.rename(sessions / "a.jsonl", sessions / "a-20260101.jsonl")
+        f.until(lambda: any("follow_renamed" in e for e in f.err))
+    finally:
+        f.stop()
+    assert f.out == []
+    f = Follower(tmp_path, *watch)
+    try:
+        with (sessions / "a-20260101.jsonl").open("ab") as out:
+            out.write(TURN)
+        f.until(lambda: f.fail_at() == [3])
+        time.sleep(0.2)
+    finally:
+        f.stop()
+    assert {v["trace_id"] for v in f.out} == {"w/a.jsonl"}
+    assert f.fail_at() == [3]

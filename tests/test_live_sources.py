@@ -22,6 +22,7 @@ import pytest
 from trajgrade.errors import SourceError
 from trajgrade.sources import Closed, Data, FileId, LiveFiles, Opened, Piece
 from trajgrade.sources._glob import Glob
+from trajgrade.sources.pieces import Renamed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -454,6 +455,31 @@ async def test_watched_file_deleted_is_closed_and_forgotten(tmp_path: Path) -> N
         await f.until(lambda ps: count(Closed, p, "deleted")(ps) == 1)
         file.write_bytes(b"y\n")
         await f.until(has_bytes(p, b"x\ny\n"))
+
+
+def data_of(pieces: list[Piece], path: str) -> bytes:
+    """The bytes of every Data piece for ``path`` (Renamed: no new Opened)."""
+    return b"".join(p.data for p in pieces if isinstance(p, Data) and p.path == path)
+
+
+async def test_watched_file_renamed_to_a_matching_name_reads_on(
+    tmp_path: Path, backend: str
+) -> None:
+    """A watched file renamed to a name the glob matches: Renamed, then its
+    next bytes under the new name, never its old bytes again."""
+    old, new = tmp_path / "s.jsonl", tmp_path / "s-1.jsonl"
+    old.write_bytes(b"x\n")
+    async with following(
+        live(watch=[(str(tmp_path), "*.jsonl")], backend=backend)
+    ) as f:
+        await f.until(has_bytes(str(old), b"x\n"))
+        old.rename(new)
+        append(new, b"y\n")
+        await f.until(lambda ps: data_of(ps, str(new)) == b"y\n")
+    assert data_of(f.pieces, str(old)) == b"x\n"
+    assert Renamed(str(old), str(new)) in f.pieces
+    assert count(Opened, str(new))(f.pieces) == 0
+    assert count(Closed, str(old))(f.pieces) == 0
 
 
 async def test_many_watched_files_beyond_the_open_cap(

@@ -242,7 +242,7 @@ class _Run:
         return live_start(self)
 
     async def read_live(self, live: LiveFiles) -> None:
-        from trajgrade.sources.live import Closed, Data, Opened
+        from trajgrade.sources.live import Closed, Data, Opened, Renamed
 
         inputs = self.inputs
         async for piece in live.pieces():
@@ -253,13 +253,23 @@ class _Run:
                 self.opened(piece)
             elif type(piece) is Closed:
                 self.closed(piece)
+            elif type(piece) is Renamed:
+                # Same file, same decoder and trace; checkpoints name it anew.
+                tracked = inputs.pop(_key(piece.path), None)
+                if tracked is not None:
+                    tracked.source = _key(piece.to)
+                    inputs[tracked.source] = tracked
 
     def opened(self, piece: Opened) -> None:
         path = piece.path
         key = _key(path)
-        tracked = self.tracked(path, key, trace_name(self.options.trace_template, path))
-        tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
         pos = self.resume_from.pop(key, None)
+        # A file renamed under --watch keeps the trace it was read into.
+        trace = pos.trace if pos is not None and pos.trace and piece.offset else None
+        tracked = self.tracked(
+            path, key, trace or trace_name(self.options.trace_template, path)
+        )
+        tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
         if piece.offset and pos is not None:
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)

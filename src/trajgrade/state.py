@@ -82,6 +82,9 @@ class Position(msgspec.Struct, kw_only=True):
     head_len: int
     #: The input was read to its end and its decoder closed: nothing to redo.
     done: bool = False
+    #: The trace of its records without an id of their own, when that is not
+    #: the one its name gives (a file renamed under ``--watch``).
+    trace: str | None = None
 
 
 class Checkpoint(msgspec.Struct, kw_only=True):

@@ -80,6 +80,7 @@ class TrackedInput:
             head=head_digest(bytes(self.head)),
             head_len=len(self.head),
             done=self.done,
+            trace=d.default_trace,
         )
 
     def resume(self, fd: int, pos: Position) -> None:

@@ -22,6 +22,9 @@ Design:
   (``"rotated"`` if the file still has a name elsewhere), and for ``--follow``
   paths wait for it to come back; the file shrank below our offset
   (copytruncate) → ``Closed("truncated")`` and read it again from 0.
+* **Renames under ``--watch``.** A new name for a file being read (same
+  device and inode, its old name gone) is a ``Renamed``: reading goes on
+  at the same offset, not again from the start.
 * **Bounded descriptors.** ``--follow`` files stay open (a renamed file can
   still be drained). Files found by ``--watch`` are closed again when more
   than :data:`MAX_OPEN_WATCHED` are open; the next change reopens them and
@@ -46,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Final
 from trajgrade.errors import SourceError
 from trajgrade.sources._live_args import WatchRoot, check_follow, watch_root
 from trajgrade.sources._notify import Notifier, open_notifier
-from trajgrade.sources.pieces import Closed, Data, FileId, Opened, Piece
+from trajgrade.sources.pieces import Closed, Data, FileId, Opened, Piece, Renamed
 from trajgrade.sources.stream import CHUNK_BYTES
 
 if TYPE_CHECKING:
@@ -62,6 +65,7 @@ __all__ = (
     "LiveFiles",
     "Opened",
     "Piece",
+    "Renamed",
 )
 
 #: Descriptors kept open for ``--watch`` files; the least recently active
@@ -128,6 +132,8 @@ class LiveFiles:
         self._aliases: dict[str, _Tail] = {}  # symlink targets -> their tail
         self._rotate_wait = rotate_wait
         self._rotating: dict[str, _Tail] = {}  # renamed away, writer may return
+        self._by_file: dict[FileId, _Tail] = {}  # --watch files being read
+        self._renamed: list[Renamed] = []  # renames found, to report first
         for path in paths:
             real = check_follow(path)
             self._tails.setdefault(real, _Tail(path, real, given=True))
@@ -145,6 +151,8 @@ class LiveFiles:
                 self._add_dir(root, root.real, 0)
             dirty = list(self._tails.values())
             while True:
+                while self._renamed:
+                    yield self._renamed.pop(0)
                 for tail in dirty:
                     for piece in self._service(tail):
                         yield piece
@@ -161,6 +169,7 @@ class LiveFiles:
         for tail in self._tails.values():
             _close(tail)
         self._watched_open = 0
+        self._by_file.clear()
         if self._notifier is not None:
             self._notifier.close()
             self._notifier = None
@@ -218,8 +227,36 @@ class LiveFiles:
         rel = os.path.relpath(real, root.real).replace(os.sep, "/")
         if rel.startswith("../") or not root.glob.match(rel):
             return None
-        tail = _Tail(os.path.join(root.path, rel), real, given=False)
+        path = os.path.join(root.path, rel)
+        moved = self._moved_here(real)
+        if moved is not None:
+            # The same file under a new name (a rename in the tree): read on
+            # where it stopped, not again from its start.
+            self._info("follow_renamed", path=moved.path, to=path)
+            self._renamed.append(Renamed(moved.path, path))
+            del self._tails[moved.real]
+            self._rotating.pop(moved.real, None)
+            moved.path, moved.real = path, real
+            self._tails[real] = moved
+            return moved
+        tail = _Tail(path, real, given=False)
         self._tails[real] = tail
+        return tail
+
+    def _moved_here(self, real: str) -> _Tail | None:
+        """The ``--watch`` tail whose file ``real`` is, if its own path no
+        longer names it (renamed, not a second link)."""
+        try:
+            tail = self._by_file.get(FileId.of(os.stat(real)))
+        except OSError:
+            return None
+        if tail is None or tail.real == real:
+            return None
+        try:
+            if FileId.of(os.stat(tail.real)) == tail.file:
+                return None  # a second link to it, not a rename
+        except OSError:
+            pass  # the old name is gone: renamed
         return tail
 
     def _resolve(self, changed: set[str] | None) -> list[_Tail]:
@@ -309,6 +346,8 @@ class LiveFiles:
                 reason = "rotated"  # renamed away; the new file is not there yet
         self._info(f"follow_{reason}", path=tail.path, offset=tail.offset)
         _close(tail)
+        if self._by_file.get(tail.file) is tail:
+            del self._by_file[tail.file]
         tail.file = None
         yield Closed(tail.path, reason)
         if now is None and not tail.given:
@@ -363,6 +402,8 @@ class LiveFiles:
             return
         tail.complained = None
         tail.fd, tail.file, tail.offset, tail.mark = fd, FileId.of(st), 0, b""
+        if not tail.given:
+            self._by_file[tail.file] = tail
         target = os.path.realpath(tail.real)
         if target != tail.real:
             # A symlink (current.log -> run-7.log): writes show up in the

@@ -264,6 +264,13 @@ class _Run:
         path = piece.path
         key = _key(path)
         pos = self.resume_from.pop(key, None)
+        if pos is not None and not piece.offset:
+            # Replaced since start-up looked (rotated in between): the old
+            # file's unread tail first, as a rotation while down.
+            from trajgrade.rotation import recover
+
+            recover(self, key, pos)
+            pos = None
         # A file renamed under --watch keeps the trace it was read into.
         trace = pos.trace if pos is not None and pos.trace and piece.offset else None
         tracked = self.tracked(

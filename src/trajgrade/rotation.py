@@ -33,7 +33,7 @@ from trajgrade.tracking import identity_matches
 if TYPE_CHECKING:
     from trajgrade.state import Position
 
-__all__ = ("find_by_identity", "live_start")
+__all__ = ("find_by_identity", "live_start", "recover")
 
 
 def live_start(run: Any) -> dict[str, tuple[Any, int]]:
@@ -58,6 +58,13 @@ def live_start(run: Any) -> dict[str, tuple[Any, int]]:
         if not pos.done:
             _recover(run, pos, given=_given_name(run, key))
     return start
+
+
+def recover(run: Any, key: str, pos: Position) -> None:
+    """The file ``pos`` covers was replaced after :func:`live_start` looked
+    (rotated in between): read its tail, or taint its trace, as there."""
+    if not pos.done and pos.offset:
+        _recover(run, pos, given=_given_name(run, key))
 
 
 def find_by_identity(pos: Position) -> str | None:

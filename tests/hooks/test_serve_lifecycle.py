@@ -9,6 +9,7 @@ by its pid.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -134,6 +136,75 @@ def test_a_client_reaching_another_service_fails_as_configured(answer: bytes) ->
     assert "check the port" in opened.stderr and "Traceback" not in opened.stderr
     assert closed.returncode == 0, closed.stderr
     decision = json.loads(closed.stdout)["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny"
+
+
+@contextlib.contextmanager
+def _trickler(first: bytes, each: bytes, pause: float) -> Iterator[str]:
+    """A loopback service that answers ``first``, then ``each`` every
+    ``pause`` seconds, until the client goes away."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    sock.settimeout(0.1)  # (accept wakes up to see the stop)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                conn.recv(65536)
+                try:
+                    conn.sendall(first)
+                    while not stop.wait(pause):
+                        conn.sendall(each)
+                except OSError:
+                    continue  # the client gave up
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        stop.set()
+        sock.close()
+        thread.join(timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("first", "each", "pause", "why"),
+    [
+        (b"HTTP/1.1 200 OK\r\n", b"X", 0.05, "no whole answer within 1s"),
+        (b"HTTP/1.1 200 OK\r\n\r\n", b"x" * 65536, 0.0, "an answer over"),
+    ],
+    ids=["trickled", "endless"],
+)
+def test_a_client_facing_a_trickling_or_endless_answer_fails_in_time(
+    monkeypatch: pytest.MonkeyPatch, first: bytes, each: bytes, pause: float, why: str
+) -> None:
+    """The thin client's timeout bounds the whole answer, not each read: a
+    peer that drips bytes (or never stops sending) gets the fail-closed deny
+    in time, before the agent's own hook timeout would run the call."""
+    from trajgrade.hooks import client
+
+    monkeypatch.setattr(client, "TIMEOUT", 1.0)
+    pre = json.dumps(payloads("claude-code")[2]).encode()
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    monkeypatch.setattr("sys.stderr", err)
+    with _trickler(first, each, pause) as url:
+        started = time.monotonic()
+        code = client.forward(url, "claude-code", pre, fail_closed=True)
+        took = time.monotonic() - started
+    assert code == 0 and took < 4, (took, err.getvalue())
+    assert why in err.getvalue()
+    decision = json.loads(out.getvalue())["hookSpecificOutput"]
     assert decision["permissionDecision"] == "deny"
 
 

@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import socket
 import sys
+import time
 from typing import Final
 
 __all__ = ("forward",)
 
-#: Seconds to connect and to get the answer; the agent's own hook timeout
-#: is longer (Claude Code 60 s, Codex the configured one, Gemini ms-based).
+#: Seconds to connect and to get the whole answer, however it trickles in;
+#: the agent's own hook timeout is longer (Claude Code 60 s, Codex the
+#: configured one, Gemini ms-based), and an agent that times a hook out runs
+#: the call whatever ``--fail-closed`` says.
 TIMEOUT: Final = 10.0
+#: Largest answer read (trajgrade's are a few hundred bytes).
+ANSWER_MAX: Final = 1 << 20
 
 
 def forward(url: str, agent: str, body: bytes, *, fail_closed: bool) -> int:
@@ -61,10 +66,27 @@ def _post(
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         "Connection: close\r\n\r\n"
     ).encode()
+    deadline = time.monotonic() + TIMEOUT
     with socket.create_connection((host, port), timeout=TIMEOUT) as sock:
         sock.sendall(head + body)
-        chunks = []
-        while chunk := sock.recv(65536):
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                sock.settimeout(left)  # (per read; the deadline bounds them all)
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                msg = f"no whole answer within {TIMEOUT:g}s"
+                raise TimeoutError(msg) from None
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > ANSWER_MAX:
+                msg = f"an answer over {ANSWER_MAX:,} bytes; check the port"
+                raise OSError(msg)
             chunks.append(chunk)
     raw = b"".join(chunks)
     top, sep, rest = raw.partition(b"\r\n\r\n")

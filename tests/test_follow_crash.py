@@ -91,6 +91,9 @@ class Run:
     """One trajgrade process; stdout drained as it comes (a reader that keeps
     up, so a kill cuts at most the batch being written)."""
 
+    #: Every process started, killed at the end of the test whatever happens.
+    started_all: list[subprocess.Popen[bytes]] = []
+
     def __init__(self, cwd: Path, args: list[str]) -> None:
         self.proc = subprocess.Popen(
             [*GRADE[:-3], "--output", "jsonl", *args],  # logs: follow_started
@@ -98,6 +101,7 @@ class Run:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        Run.started_all.append(self.proc)
         self.lines: list[bytes] = []
         self.err: list[bytes] = []
         self._readers = [
@@ -156,6 +160,21 @@ class Run:
     seed=st.integers(0, 1000),
 )
 def test_follow_state_survives_kills_and_rotation(
+    tmp_path_factory: pytest.TempPathFactory,
+    stops: list[tuple[float, int]],
+    seed: int,
+) -> None:
+    try:
+        _crash_and_compare(tmp_path_factory, stops, seed)
+    finally:
+        for proc in Run.started_all:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        Run.started_all.clear()
+
+
+def _crash_and_compare(
     tmp_path_factory: pytest.TempPathFactory,
     stops: list[tuple[float, int]],
     seed: int,

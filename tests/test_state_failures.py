@@ -156,3 +156,17 @@ def test_a_followed_file_replaced_by_a_fifo_while_down_does_not_hang(
     err = again.stderr.decode()
     assert again.returncode == 2, err
     assert "log.jsonl: is not a regular file" in err
+
+
+def test_a_checkpoint_a_killed_run_was_writing_is_cleared(tmp_path: Path) -> None:
+    """kill -9 during a checkpoint write leaves its temporary copy; the next
+    run (holding the lock) removes it instead of keeping it for ever."""
+    (tmp_path / "p.yaml").write_text(POLICY)
+    (tmp_path / "log.jsonl").write_bytes(_corpus(3, end=True))
+    (tmp_path / "s").mkdir()
+    stale = tmp_path / "s" / ".checkpoint.msgpack.4242.tmp"
+    stale.write_bytes(b"\x85partial")
+    p = _grade(tmp_path, "--state", "s", "log.jsonl")
+    assert p.returncode == 1, p.stderr.decode()
+    assert not stale.exists()
+    assert (tmp_path / "s" / "checkpoint.msgpack").is_file()

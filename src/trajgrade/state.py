@@ -137,6 +137,10 @@ class StateStore:
         except OSError as exc:
             msg = f"cannot lock the state directory: {exc.strerror or exc}; pass a writable --state DIR"
             raise StateError(msg, location=where) from None
+        # A checkpoint a killed process was writing (we hold the lock now):
+        # the old one is whole, the partial copy only takes space.
+        for stale in self.dir.glob(f".{_CHECKPOINT}.*.tmp"):
+            stale.unlink(missing_ok=True)
         self._journal_fd: int | None = None
         self.sequence = 0
         self._encoder = msgspec.msgpack.Encoder()

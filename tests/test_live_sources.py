@@ -22,6 +22,7 @@ import pytest
 from trajgrade.errors import SourceError
 from trajgrade.sources import Closed, Data, FileId, LiveFiles, Opened, Piece
 from trajgrade.sources._glob import Glob
+from trajgrade.sources.pieces import Renamed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -262,19 +263,45 @@ async def test_rotation_drains_the_old_file_first(tmp_path: Path, backend: str) 
     assert "follow_rotated" in log.events()
 
 
+async def test_logrotate_create_reads_what_the_writer_adds_before_reopening(
+    tmp_path: Path, backend: str
+) -> None:
+    """logrotate ``create``: rename, an empty file at the path, the writer
+    (still holding the old file) finishes its half line and writes one more,
+    then reopens the path. Every byte once, the old file's first."""
+    path = tmp_path / "app.log"
+    p = str(path)
+    with path.open("ab", buffering=0) as writer:
+        writer.write(b"one\ntw")
+        async with following(live([p], backend=backend)) as f:
+            await f.until(has_bytes(p, b"one\ntw"))
+            path.rename(tmp_path / "app.log.1")
+            path.write_bytes(b"")
+            await anyio.sleep(0.05)  # the follower sees the empty new file
+            writer.write(b"o\nthree\n")
+            await f.until(has_bytes(p, b"one\ntwo\nthree\n"))
+            append(path, b"four\n")  # reopened
+            await f.until(has_bytes(p, b"one\ntwo\nthree\nfour\n"))
+    (_, _, old, reason), (_, start, new, _) = files_of(f.pieces, p)
+    assert (old, reason, new, start) == (b"one\ntwo\nthree\n", "rotated", b"four\n", 0)
+
+
 async def test_rotation_before_the_new_file_exists(
     tmp_path: Path, backend: str
 ) -> None:
-    """A file renamed away is closed as rotated; the path is read again when it returns."""
+    """A file renamed away is still read while its writer may write there
+    (it has not reopened the path yet); closed as rotated once quiet for
+    ``rotate_wait``; the path is read again when it returns."""
     path = tmp_path / "app.log"
     path.write_bytes(b"a\n")
     p = str(path)
-    async with following(live([p], backend=backend)) as f:
+    async with following(live([p], backend=backend, rotate_wait=0.3)) as f:
         await f.until(has_bytes(p, b"a\n"))
         path.rename(tmp_path / "old.log")
+        append(tmp_path / "old.log", b"late\n")  # the writer, before it reopens
         await f.until(lambda ps: count(Closed, p, "rotated")(ps) == 1)
         path.write_bytes(b"b\n")
-        await f.until(has_bytes(p, b"a\nb\n"))
+        await f.until(has_bytes(p, b"a\nlate\nb\n"))
 
 
 async def test_copytruncate_restarts_at_zero(tmp_path: Path, backend: str) -> None:
@@ -428,6 +455,31 @@ async def test_watched_file_deleted_is_closed_and_forgotten(tmp_path: Path) -> N
         await f.until(lambda ps: count(Closed, p, "deleted")(ps) == 1)
         file.write_bytes(b"y\n")
         await f.until(has_bytes(p, b"x\ny\n"))
+
+
+def data_of(pieces: list[Piece], path: str) -> bytes:
+    """The bytes of every Data piece for ``path`` (Renamed: no new Opened)."""
+    return b"".join(p.data for p in pieces if isinstance(p, Data) and p.path == path)
+
+
+async def test_watched_file_renamed_to_a_matching_name_reads_on(
+    tmp_path: Path, backend: str
+) -> None:
+    """A watched file renamed to a name the glob matches: Renamed, then its
+    next bytes under the new name, never its old bytes again."""
+    old, new = tmp_path / "s.jsonl", tmp_path / "s-1.jsonl"
+    old.write_bytes(b"x\n")
+    async with following(
+        live(watch=[(str(tmp_path), "*.jsonl")], backend=backend)
+    ) as f:
+        await f.until(has_bytes(str(old), b"x\n"))
+        old.rename(new)
+        append(new, b"y\n")
+        await f.until(lambda ps: data_of(ps, str(new)) == b"y\n")
+    assert data_of(f.pieces, str(old)) == b"x\n"
+    assert Renamed(str(old), str(new)) in f.pieces
+    assert count(Opened, str(new))(f.pieces) == 0
+    assert count(Closed, str(old))(f.pieces) == 0
 
 
 async def test_many_watched_files_beyond_the_open_cap(

@@ -105,3 +105,78 @@ def test_rotation_while_down(tmp_path: Path, rotated_file_kept: bool) -> None:
         assert verdict["outcome"] == "error", verdict
         assert "is gone" in verdict["evidence"]
         assert b"source_tail_lost" in err
+
+
+def test_copytruncate_while_down_reads_the_tail_from_the_copy(tmp_path: Path) -> None:
+    """logrotate ``copytruncate`` while trajgrade was down: the log's unread
+    tail is in the copy (another inode, the same first bytes); it is graded,
+    then the truncated log from its start."""
+    (tmp_path / "p.yaml").write_text(POLICY)
+    log = tmp_path / "session.jsonl"
+    log.write_bytes(_events("view"))
+    p = _start(tmp_path)
+    _wait_for_checkpoint(tmp_path, log.stat().st_size)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)
+
+    with log.open("ab") as f:
+        f.write(_events("edit"))
+    (tmp_path / "session.jsonl.1").write_bytes(log.read_bytes())  # the copy
+    with log.open("r+b") as f:
+        f.truncate(0)  # ... and the truncation, in place
+    with log.open("ab") as f:
+        f.write(_events("bash", end=True))
+
+    verdict, err = _final(_start(tmp_path))
+    assert (verdict["outcome"], verdict["final"]) == ("pass", True), verdict
+    assert b"source_tail_recovered" in err
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_log_rotated_between_the_resume_check_and_its_open(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    """The start-up check saw the checkpointed file at the path, then the log
+    was rotated before the follower opened it: the old file's unread tail is
+    graded first (it used to be skipped: the new file was read from 0 on top
+    of the checkpoint's state, its last events lost)."""
+    import io
+
+    from tests._support import suite as compile_suite
+
+    from trajgrade._run_state import _Run
+    from trajgrade.log import get_logger
+    from trajgrade.runner import RunOptions
+    from trajgrade.sinks.jsonl import JsonlSink
+    from trajgrade.sources.live import FileId, Opened
+    from trajgrade.state import Position, head_digest
+
+    log = tmp_path / "session.jsonl"
+    log.write_bytes(_events("view") + _events("edit"))
+    first = len(_events("view"))
+    st = log.stat()
+    pos = Position(
+        source=str(log),
+        dev=st.st_dev,
+        ino=st.st_ino,
+        offset=first,
+        line=3,
+        format="trajgrade",
+        head=head_digest(log.read_bytes()[:first]),
+        head_len=first,
+    )
+    out = io.BytesIO()
+    options = RunOptions(inputs=[str(log)], follow=True, trace_template="{name}")
+    run = _Run(compile_suite(POLICY), options, JsonlSink(out), get_logger())
+    # The checkpoint's state: the first run graded the file up to ``first``.
+    run.take(run.tracked(str(log), str(log), "session.jsonl"), _events("view"))
+    run.resume_from = {str(log): pos}
+    os.rename(log, tmp_path / "session.jsonl.1")  # rotated after the check
+    log.write_bytes(_events("bash", end=True))
+    new = log.stat()
+    run.opened(Opened(str(log), FileId(new.st_dev, new.st_ino), 0))
+    run.take(run.inputs[str(log)], log.read_bytes())
+    run.sink.flush()
+    verdict = json.loads(out.getvalue().splitlines()[-1])
+    assert (verdict["grader"], verdict["outcome"]) == ("order", "pass"), verdict

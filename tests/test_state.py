@@ -356,7 +356,7 @@ def test_damaged_or_foreign_checkpoints_are_refused(tmp_path: Path) -> None:
     (tmp_path / "checkpoint.msgpack").write_bytes(b"\x93not a checkpoint")
     store = StateStore(tmp_path)
     try:
-        with pytest.raises(StateError, match="checkpoint format -1 is not"):
+        with pytest.raises(StateError, match="damaged or not a trajgrade checkpoint"):
             store.load(fingerprint)
         (tmp_path / "checkpoint.msgpack").write_bytes(
             msgspec.msgpack.encode({"version": 99})

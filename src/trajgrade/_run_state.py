@@ -242,7 +242,7 @@ class _Run:
         return live_start(self)
 
     async def read_live(self, live: LiveFiles) -> None:
-        from trajgrade.sources.live import Closed, Data, Opened
+        from trajgrade.sources.live import Closed, Data, Opened, Renamed
 
         inputs = self.inputs
         async for piece in live.pieces():
@@ -253,16 +253,33 @@ class _Run:
                 self.opened(piece)
             elif type(piece) is Closed:
                 self.closed(piece)
+            elif type(piece) is Renamed:
+                # Same file, same decoder and trace; checkpoints name it anew.
+                tracked = inputs.pop(_key(piece.path), None)
+                if tracked is not None:
+                    tracked.source = _key(piece.to)
+                    inputs[tracked.source] = tracked
 
     def opened(self, piece: Opened) -> None:
         path = piece.path
         key = _key(path)
-        tracked = self.tracked(path, key, trace_name(self.options.trace_template, path))
-        tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
         pos = self.resume_from.pop(key, None)
+        if pos is not None and not piece.offset:
+            # Replaced since start-up looked (rotated in between): the old
+            # file's unread tail first, as a rotation while down.
+            from trajgrade.rotation import recover
+
+            recover(self, key, pos)
+            pos = None
+        # A file renamed under --watch keeps the trace it was read into.
+        trace = pos.trace if pos is not None and pos.trace and piece.offset else None
+        tracked = self.tracked(
+            path, key, trace or trace_name(self.options.trace_template, path)
+        )
+        tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
         if piece.offset and pos is not None:
             try:
-                fd = os.open(path, os.O_RDONLY)
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
                 try:
                     tracked.resume(fd, pos)
                 finally:
@@ -271,6 +288,10 @@ class _Run:
             except OSError as exc:
                 self.log.warning("source_resume_failed", source=path, reason=str(exc))
         self.inputs[key] = tracked
+        if self.store is not None and self.store.sequence == 0:
+            # No checkpoint names this file yet: one soon, so a crash and a
+            # rotation within the first interval cannot hide the file.
+            self._next_checkpoint, self._dirty = 0.0, True
 
     def closed(self, piece: Closed) -> None:
         key = _key(piece.path)
@@ -285,9 +306,17 @@ class _Run:
                 format=tracked.decoder.format,
                 reason="a JSON document rewritten in place is read again from its start into the same trace; follow append-only logs, and grade documents once complete",
             )
-        if piece.reason == "deleted":
-            # The file's own trace cannot get more events.
+        if piece.reason == "deleted" and not self._followed(key):
+            # A --watch file's own trace cannot get more events. A --follow
+            # path is a stream, as through a rotation: a file created there
+            # again continues its trace (ended here, its events would be late).
             self.emit(self.engine.end_trace(tracked.decoder.default_trace))
+
+    def _followed(self, key: str) -> bool:
+        """Whether ``key`` is a ``--follow`` path (not a file found by ``--watch``)."""
+        return self.options.follow and any(
+            _key(name) == key for name in self.options.inputs
+        )
 
     def flush_held(self, trace_ids: list[str]) -> None:
         """Before traces close on idle: what the readers still hold for them

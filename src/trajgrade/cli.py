@@ -74,6 +74,16 @@ def _stdout_error(exc: BaseException) -> OSError | None:
     )
 
 
+def _found(exc: BaseException, kinds: tuple[type[Exception], ...]) -> Exception | None:
+    """The first exception of ``kinds`` in ``exc`` or the groups it nests."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _found(inner, kinds)) is not None:
+                return found
+        return None
+    return exc if isinstance(exc, kinds) else None
+
+
 def _quiet_stdout() -> None:
     # The reader is gone (or the disk is full): point stdout at /dev/null so
     # the interpreter's final flush does not fail a second time.
@@ -320,6 +330,12 @@ def grade(
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     except (OSError, BaseExceptionGroup) as exc:
+        # A state directory that fails mid-run (a full disk) surfaces from
+        # inside the task group: the same error and status as at start-up.
+        fatal = _found(exc, (SourceError, StateError))
+        if fatal is not None:
+            click.echo(f"error: {fatal}", err=True)
+            sys.exit(EXIT_USAGE)
         broken = _stdout_error(exc)
         if broken is None:
             raise

@@ -10,7 +10,9 @@ checked:
   where rotation leaves it (``session.jsonl`` -> ``session.jsonl.1``). Found,
   its unread tail is read to its end into the same trace, as if it had been
   followed through the rotation; the new file at the path is then read from
-  its start. Gone (deleted, or compressed to another inode), the tail is lost:
+  its start. A ``copytruncate`` copy (another inode, the same first bytes,
+  the only one in the directory) counts as that file. Gone (deleted, or
+  compressed), the tail is lost:
   the input's trace is tainted, so its open graders end in ``error`` naming
   the reason, never in a verdict computed without those events.
 
@@ -21,15 +23,17 @@ path); records that name other traces are not known without reading them.
 from __future__ import annotations
 
 import os
+import stat
 from typing import TYPE_CHECKING, Any
 
 from trajgrade.sources.stream import CHUNK_BYTES, trace_name
+from trajgrade.state import head_digest
 from trajgrade.tracking import identity_matches
 
 if TYPE_CHECKING:
     from trajgrade.state import Position
 
-__all__ = ("find_by_identity", "live_start")
+__all__ = ("find_by_identity", "live_start", "recover")
 
 
 def live_start(run: Any) -> dict[str, tuple[Any, int]]:
@@ -40,7 +44,7 @@ def live_start(run: Any) -> dict[str, tuple[Any, int]]:
     start: dict[str, tuple[Any, int]] = {}
     for key, pos in list(run.resume_from.items()):
         try:
-            fd = os.open(key, os.O_RDONLY)
+            fd = os.open(key, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block
         except OSError:
             fd = None
         if fd is not None:
@@ -56,31 +60,57 @@ def live_start(run: Any) -> dict[str, tuple[Any, int]]:
     return start
 
 
+def recover(run: Any, key: str, pos: Position) -> None:
+    """The file ``pos`` covers was replaced after :func:`live_start` looked
+    (rotated in between): read its tail, or taint its trace, as there."""
+    if not pos.done and pos.offset:
+        _recover(run, pos, given=_given_name(run, key))
+
+
 def find_by_identity(pos: Position) -> str | None:
     """A path in ``pos.source``'s directory naming the file ``pos`` was read
-    from (same device, inode and first bytes), or None."""
+    from (same device, inode and first bytes), or None.
+
+    Failing that, the one copy of it there (``copytruncate`` copies the log,
+    then truncates it in place): another regular file at least as long, with
+    the same first bytes. Two such copies are ambiguous: None.
+    """
     directory = os.path.dirname(pos.source) or "."
     try:
         entries = list(os.scandir(directory))
     except OSError:
         return None
+    copies = []
     for entry in entries:
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if (st.st_dev, st.st_ino) != (pos.dev, pos.ino):
+        same = (st.st_dev, st.st_ino) == (pos.dev, pos.ino)
+        if not same and not (
+            stat.S_ISREG(st.st_mode)
+            and pos.head_len > 0
+            and st.st_size >= pos.offset
+            and os.path.abspath(entry.path) != os.path.abspath(pos.source)
+        ):
             continue
         try:
-            fd = os.open(entry.path, os.O_RDONLY)
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             continue
         try:
-            if identity_matches(fd, pos):
+            if same and identity_matches(fd, pos):
                 return entry.path
+            if not same and _same_head(fd, pos):
+                copies.append(entry.path)
         finally:
             os.close(fd)
-    return None
+    return copies[0] if len(copies) == 1 else None
+
+
+def _same_head(fd: int, pos: Position) -> bool:
+    head = os.pread(fd, pos.head_len, 0)
+    return len(head) == pos.head_len and head_digest(head) == pos.head
 
 
 def _given_name(run: Any, key: str) -> str:

@@ -82,6 +82,9 @@ class Position(msgspec.Struct, kw_only=True):
     head_len: int
     #: The input was read to its end and its decoder closed: nothing to redo.
     done: bool = False
+    #: The trace of its records without an id of their own, when that is not
+    #: the one its name gives (a file renamed under ``--watch``).
+    trace: str | None = None
 
 
 class Checkpoint(msgspec.Struct, kw_only=True):
@@ -134,6 +137,10 @@ class StateStore:
         except OSError as exc:
             msg = f"cannot lock the state directory: {exc.strerror or exc}; pass a writable --state DIR"
             raise StateError(msg, location=where) from None
+        # A checkpoint a killed process was writing (we hold the lock now):
+        # the old one is whole, the partial copy only takes space.
+        for stale in self.dir.glob(f".{_CHECKPOINT}.*.tmp"):
+            stale.unlink(missing_ok=True)
         self._journal_fd: int | None = None
         self.sequence = 0
         self._encoder = msgspec.msgpack.Encoder()
@@ -158,7 +165,13 @@ class StateStore:
         try:
             version = msgspec.msgpack.decode(data, type=_Versioned).version
         except msgspec.DecodeError:
-            version = -1
+            # Cut short (a disk that filled up under another tool), or not ours.
+            msg = (
+                "the checkpoint is damaged or not a trajgrade checkpoint; delete "
+                f"{path} to start over (its inputs are graded again from their "
+                "start), or use another --state DIR"
+            )
+            raise StateError(msg, location=where) from None
         if version != STATE_VERSION:
             msg = (
                 f"checkpoint format {version} is not the format this trajgrade "
@@ -169,7 +182,7 @@ class StateStore:
         try:
             ckpt = msgspec.msgpack.decode(data, type=Checkpoint)
         except msgspec.DecodeError as exc:
-            msg = f"the checkpoint is damaged ({exc}); delete it to start over"
+            msg = f"the checkpoint is damaged ({exc}); delete {path} to start over"
             raise StateError(msg, location=where) from None
         if ckpt.fingerprint != fingerprint:
             msg = (
@@ -188,7 +201,12 @@ class StateStore:
         ids: set[str] = set()
         for seq, path in self._journals():
             if seq >= sequence:
-                ids.update(path.read_bytes().decode("ascii", "replace").split())
+                try:
+                    data = path.read_bytes()
+                except OSError as exc:
+                    msg = f"cannot read the emit journal: {exc.strerror or exc}; check its permissions"
+                    raise StateError(msg, location=Location(file=str(path))) from None
+                ids.update(data.decode("ascii", "replace").split())
         return ids
 
     # ------------------------------------------------------------ writing
@@ -219,8 +237,11 @@ class StateStore:
                 for _, old in self._journals():
                     old.unlink(missing_ok=True)
                 tmp = self.dir / f".{_OWNER}.tmp"
-                tmp.write_text(fingerprint + "\n", "ascii")
-                os.replace(tmp, owner)
+                try:
+                    tmp.write_text(fingerprint + "\n", "ascii")
+                    os.replace(tmp, owner)
+                except OSError as exc:
+                    raise _unwritable(owner, exc) from None
         self._open_journal(self.sequence)
         return emitted
 
@@ -230,7 +251,19 @@ class StateStore:
             return
         data = "".join(f"{i}\n" for i in ids).encode("ascii")
         if data:
-            os.write(self._journal_fd, data)
+            try:
+                view = memoryview(data)
+                while view:  # a write cut short by a full disk must not drop ids
+                    view = view[os.write(self._journal_fd, view) :]
+            except OSError as exc:
+                # Those verdicts are on the output but not journalled: a
+                # restart writes them again (same ids); say so.
+                path = self.dir / f"emitted.{self.sequence}"
+                raise _unwritable(
+                    path,
+                    exc,
+                    "the verdicts just written may be written again after a restart, with the same ids",
+                ) from None
 
     def encode(self, ckpt: Checkpoint) -> bytes:
         """Encode in the caller's thread (the state must not change meanwhile)."""
@@ -259,8 +292,10 @@ class StateStore:
             finally:
                 os.close(dfd)
         except OSError as exc:
-            msg = f"cannot write the checkpoint: {exc.strerror or exc}; check free space and permissions"
-            raise StateError(msg, location=Location(file=str(path))) from None
+            tmp.unlink(missing_ok=True)  # a partial copy would hold the space it lacked
+            raise _unwritable(
+                path, exc, "the checkpoint before it, if any, is kept"
+            ) from None
         for seq, old in self._journals():
             if seq < sequence:
                 old.unlink(missing_ok=True)
@@ -278,8 +313,14 @@ class StateStore:
     def _open_journal(self, sequence: int) -> None:
         if self._journal_fd is not None:
             os.close(self._journal_fd)
+            self._journal_fd = None
         path = self.dir / f"emitted.{sequence}"
-        self._journal_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            self._journal_fd = os.open(
+                path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+            )
+        except OSError as exc:
+            raise _unwritable(path, exc) from None
 
     def _journals(self) -> list[tuple[int, Path]]:
         out = []
@@ -288,6 +329,17 @@ class StateStore:
             if suffix.isdigit():
                 out.append((int(suffix), p))
         return sorted(out)
+
+
+def _unwritable(path: Path, exc: OSError, consequence: str = "") -> StateError:
+    """A state file that could not be written, with the fix."""
+    msg = (
+        f"cannot write durable state: {exc.strerror or exc}"
+        + (f" ({consequence})" if consequence else "")
+        + "; free space or fix permissions on the --state DIR, then run the same "
+        "command again to continue from the last checkpoint"
+    )
+    return StateError(msg, location=Location(file=str(path)))
 
 
 class _Versioned(msgspec.Struct):

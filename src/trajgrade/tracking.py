@@ -80,14 +80,17 @@ class TrackedInput:
             head=head_digest(bytes(self.head)),
             head_len=len(self.head),
             done=self.done,
+            trace=d.default_trace,
         )
 
     def resume(self, fd: int, pos: Position) -> None:
         """Bring this fresh input to ``pos`` by reading ``fd`` (the same file,
         see :func:`identity_matches`); ``fd`` is left at ``pos.offset``."""
         d = self.decoder
-        self.head += os.pread(fd, HEAD_BYTES, 0)
-        del self.head[pos.head_len :]
+        # The head grows from the bytes fed next, which start at the offset:
+        # it must hold the bytes before it, not the checkpoint's head (that
+        # may reach past the offset into a part line read again now).
+        self.head[:] = os.pread(fd, min(HEAD_BYTES, pos.offset), 0)
         if SourceDecoder.can_resume_at(pos.format) and pos.format is not None:
             d.resume_at(pos.offset, pos.line, pos.format)
         else:

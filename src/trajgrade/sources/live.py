@@ -22,6 +22,9 @@ Design:
   (``"rotated"`` if the file still has a name elsewhere), and for ``--follow``
   paths wait for it to come back; the file shrank below our offset
   (copytruncate) → ``Closed("truncated")`` and read it again from 0.
+* **Renames under ``--watch``.** A new name for a file being read (same
+  device and inode, its old name gone) is a ``Renamed``: reading goes on
+  at the same offset, not again from the start.
 * **Bounded descriptors.** ``--follow`` files stay open (a renamed file can
   still be drained). Files found by ``--watch`` are closed again when more
   than :data:`MAX_OPEN_WATCHED` are open; the next change reopens them and
@@ -40,12 +43,13 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from typing import TYPE_CHECKING, Any, Final
 
-from trajgrade.errors import Location, SourceError
-from trajgrade.sources._glob import Glob
+from trajgrade.errors import SourceError
+from trajgrade.sources._live_args import WatchRoot, check_follow, watch_root
 from trajgrade.sources._notify import Notifier, open_notifier
-from trajgrade.sources.pieces import Closed, Data, FileId, Opened, Piece
+from trajgrade.sources.pieces import Closed, Data, FileId, Opened, Piece, Renamed
 from trajgrade.sources.stream import CHUNK_BYTES
 
 if TYPE_CHECKING:
@@ -54,18 +58,23 @@ if TYPE_CHECKING:
 # The piece types are re-exported here: the runner imports them with LiveFiles.
 __all__ = (
     "MAX_OPEN_WATCHED",
+    "ROTATE_WAIT",
     "Closed",
     "Data",
     "FileId",
     "LiveFiles",
     "Opened",
     "Piece",
+    "Renamed",
 )
 
 #: Descriptors kept open for ``--watch`` files; the least recently active
 #: beyond this are closed and reopened on their next change.
 MAX_OPEN_WATCHED: Final = 128
 _GONE: Final = (FileNotFoundError, NotADirectoryError)
+#: Seconds a file renamed away is still read after its last write while the
+#: path holds no data (see ``LiveFiles._writer_may_return``).
+ROTATE_WAIT: Final = 5.0
 #: Bytes before the read offset compared on every check (see ``_truncated``).
 _MARK_BYTES: Final = 64
 
@@ -86,17 +95,6 @@ class _Tail:
         self.complained: str | None = None  # the problem logged last, once each
 
 
-class _Root:
-    """A ``--watch`` directory and its pattern."""
-
-    __slots__ = ("glob", "path", "real")
-
-    def __init__(self, path: str, real: str, glob: Glob) -> None:
-        self.path = path
-        self.real = real
-        self.glob = glob
-
-
 class LiveFiles:
     """Follow files and watch directories; yield :data:`Piece` s until cancelled.
 
@@ -114,6 +112,7 @@ class LiveFiles:
         *,
         start: Mapping[str, tuple[FileId, int]] | None = None,
         poll_interval: float = 1.0,
+        rotate_wait: float = ROTATE_WAIT,
         log: Any = None,
         backend: str | None = None,
     ) -> None:
@@ -122,15 +121,21 @@ class LiveFiles:
         self._backend = backend
         self._start = dict(start or {})
         self._tails: dict[str, _Tail] = {}  # by real path; insertion = activity order
-        self._roots = [_root(path, pattern) for path, pattern in watch]
-        self._dirs: dict[str, tuple[_Root, int]] = {}  # watched dir -> (root, depth)
+        self._roots = [watch_root(path, pattern) for path, pattern in watch]
+        self._dirs: dict[
+            str, tuple[WatchRoot, int]
+        ] = {}  # watched dir -> (root, depth)
         self._notifier: Notifier | None = None
         self._closed = False
         self._warned_unwatched = False
         self._watched_open = 0  # descriptors open for --watch files
         self._aliases: dict[str, _Tail] = {}  # symlink targets -> their tail
+        self._rotate_wait = rotate_wait
+        self._rotating: dict[str, _Tail] = {}  # renamed away, writer may return
+        self._by_file: dict[FileId, _Tail] = {}  # --watch files being read
+        self._renamed: list[Renamed] = []  # renames found, to report first
         for path in paths:
-            real = _check_follow(path)
+            real = check_follow(path)
             self._tails.setdefault(real, _Tail(path, real, given=True))
 
     async def pieces(self) -> AsyncIterator[Piece]:
@@ -146,12 +151,15 @@ class LiveFiles:
                 self._add_dir(root, root.real, 0)
             dirty = list(self._tails.values())
             while True:
+                while self._renamed:
+                    yield self._renamed.pop(0)
                 for tail in dirty:
                     for piece in self._service(tail):
                         yield piece
                 self._park_idle()
                 changed = await notifier.wait(self._poll_interval)
                 dirty = self._resolve(changed)
+                dirty += [t for t in self._rotating.values() if t not in dirty]
         finally:
             self.close()
 
@@ -161,6 +169,7 @@ class LiveFiles:
         for tail in self._tails.values():
             _close(tail)
         self._watched_open = 0
+        self._by_file.clear()
         if self._notifier is not None:
             self._notifier.close()
             self._notifier = None
@@ -188,7 +197,7 @@ class LiveFiles:
                     fallback=f"re-checked every {self._poll_interval} s",
                 )
 
-    def _add_dir(self, root: _Root, real: str, depth: int) -> list[_Tail]:
+    def _add_dir(self, root: WatchRoot, real: str, depth: int) -> list[_Tail]:
         """Watch ``real`` (and the subdirectories the glob can reach); new matching files."""
         assert self._notifier is not None
         found: list[_Tail] = []
@@ -211,15 +220,43 @@ class LiveFiles:
                 found.append(tail)
         return found
 
-    def _discover(self, root: _Root, real: str) -> _Tail | None:
+    def _discover(self, root: WatchRoot, real: str) -> _Tail | None:
         """A new tail for ``real`` if it is under ``root``, matches, and is new."""
         if real in self._tails:
             return None
         rel = os.path.relpath(real, root.real).replace(os.sep, "/")
         if rel.startswith("../") or not root.glob.match(rel):
             return None
-        tail = _Tail(os.path.join(root.path, rel), real, given=False)
+        path = os.path.join(root.path, rel)
+        moved = self._moved_here(real)
+        if moved is not None:
+            # The same file under a new name (a rename in the tree): read on
+            # where it stopped, not again from its start.
+            self._info("follow_renamed", path=moved.path, to=path)
+            self._renamed.append(Renamed(moved.path, path))
+            del self._tails[moved.real]
+            self._rotating.pop(moved.real, None)
+            moved.path, moved.real = path, real
+            self._tails[real] = moved
+            return moved
+        tail = _Tail(path, real, given=False)
         self._tails[real] = tail
+        return tail
+
+    def _moved_here(self, real: str) -> _Tail | None:
+        """The ``--watch`` tail whose file ``real`` is, if its own path no
+        longer names it (renamed, not a second link)."""
+        try:
+            tail = self._by_file.get(FileId.of(os.stat(real)))
+        except OSError:
+            return None
+        if tail is None or tail.real == real:
+            return None
+        try:
+            if FileId.of(os.stat(tail.real)) == tail.file:
+                return None  # a second link to it, not a rename
+        except OSError:
+            pass  # the old name is gone: renamed
         return tail
 
     def _resolve(self, changed: set[str] | None) -> list[_Tail]:
@@ -303,14 +340,35 @@ class LiveFiles:
         reason = "rotated" if now is not None else "deleted"
         if tail.fd is not None:
             yield from _drain(tail)
+            if self._writer_may_return(tail, now):
+                return
             if now is None and os.fstat(tail.fd).st_nlink > 0:
                 reason = "rotated"  # renamed away; the new file is not there yet
         self._info(f"follow_{reason}", path=tail.path, offset=tail.offset)
         _close(tail)
+        if self._by_file.get(tail.file) is tail:
+            del self._by_file[tail.file]
         tail.file = None
         yield Closed(tail.path, reason)
         if now is None and not tail.given:
             del self._tails[tail.real]
+
+    def _writer_may_return(self, tail: _Tail, now: os.stat_result | None) -> bool:
+        """Whether to keep reading a file renamed away a while longer.
+
+        Its writer still holds it until told to reopen (logrotate's ``create``,
+        then a signal): what it writes there meanwhile comes before the new
+        file's first byte. So the old file stays open while the path holds
+        no data yet and the old file was written within ``rotate_wait``.
+        """
+        assert tail.fd is not None
+        if now is None or now.st_size == 0:
+            st = os.fstat(tail.fd)
+            if st.st_nlink > 0 and time.time() - st.st_mtime < self._rotate_wait:
+                self._rotating[tail.real] = tail  # serviced on every wakeup
+                return True
+        self._rotating.pop(tail.real, None)
+        return False
 
     def _reopen(self, tail: _Tail) -> bool:
         """Reopen a parked file; False if the path now names something else."""
@@ -344,6 +402,8 @@ class LiveFiles:
             return
         tail.complained = None
         tail.fd, tail.file, tail.offset, tail.mark = fd, FileId.of(st), 0, b""
+        if not tail.given:
+            self._by_file[tail.file] = tail
         target = os.path.realpath(tail.real)
         if target != tail.real:
             # A symlink (current.log -> run-7.log): writes show up in the
@@ -416,47 +476,3 @@ def _close(tail: _Tail) -> None:
     if tail.fd is not None:
         os.close(tail.fd)
         tail.fd = None
-
-
-def _check_follow(path: str) -> str:
-    """The absolute path to read ``path`` at; an error if it cannot be followed."""
-    real = os.path.abspath(os.path.expanduser(path))
-    where = Location(file=path)
-    try:
-        st = os.stat(real)
-    except _GONE:
-        return real  # waited for
-    except OSError as exc:
-        msg = (
-            f"cannot follow: {exc.strerror or exc}; check the path and its permissions"
-        )
-        raise SourceError(msg, location=where) from None
-    if stat.S_ISDIR(st.st_mode):
-        msg = (
-            "is a directory; follow files inside it, or use --watch DIR --glob PATTERN"
-        )
-        raise SourceError(msg, location=where)
-    if not stat.S_ISREG(st.st_mode):
-        msg = "is not a regular file; --follow reads growing log files (pipe a stream to stdin instead)"
-        raise SourceError(msg, location=where)
-    try:
-        os.close(os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK))
-    except OSError as exc:
-        msg = f"cannot read: {exc.strerror or exc}; check its permissions"
-        raise SourceError(msg, location=where) from None
-    return real
-
-
-def _root(path: str, pattern: str) -> _Root:
-    real = os.path.abspath(os.path.expanduser(path))
-    where = Location(file=path)
-    if not os.path.exists(real):
-        msg = "watched directory does not exist; create it or fix the --watch path"
-        raise SourceError(msg, location=where)
-    if not os.path.isdir(real):
-        msg = "is not a directory; --watch takes a directory (use --follow for a file)"
-        raise SourceError(msg, location=where)
-    if not os.access(real, os.R_OK | os.X_OK):
-        msg = "cannot list the watched directory; check its permissions"
-        raise SourceError(msg, location=where)
-    return _Root(path, real, Glob(pattern))

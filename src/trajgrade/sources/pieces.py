@@ -10,7 +10,10 @@ a checkpoint records). These small frozen Structs carry exactly that, per path:
 * :class:`Data`: the next raw bytes of that file (they may end mid-line: the
   decoder holds partial lines) and the offset just after them;
 * :class:`Closed`: that file is done (rotated, truncated, deleted, or the end
-  of input in finite mode).
+  of input in finite mode);
+* :class:`Renamed`: the file read at ``path`` was renamed to ``to`` (within
+  a ``--watch`` directory); reading it goes on there, the next pieces name
+  ``to``.
 
 Per path, an ``Opened`` comes before its ``Data``, ``Data`` pieces are
 contiguous (each ``end`` is the previous ``end`` plus ``len(data)``), and a
@@ -26,7 +29,7 @@ import msgspec
 if TYPE_CHECKING:
     import os
 
-__all__ = ("CloseReason", "Closed", "Data", "FileId", "Opened", "Piece")
+__all__ = ("CloseReason", "Closed", "Data", "FileId", "Opened", "Piece", "Renamed")
 
 #: Why reading a file stopped.
 CloseReason: TypeAlias = Literal["rotated", "truncated", "deleted", "end"]
@@ -67,5 +70,12 @@ class Closed(msgspec.Struct, frozen=True):
     reason: str
 
 
+class Renamed(msgspec.Struct, frozen=True):
+    """The file open at ``path`` now has the name ``to``; reading goes on."""
+
+    path: str
+    to: str
+
+
 #: One item of a live source's stream.
-Piece: TypeAlias = Opened | Data | Closed
+Piece: TypeAlias = Opened | Data | Closed | Renamed

@@ -70,10 +70,16 @@ async def _produce(
     bootstrap: str,
     topic: str,
     items: Sequence[tuple[bytes | None, bytes | None, int | None]],
+    compression: str | None = None,
 ) -> None:
     from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=5,
+        compression_type=compression,
+    )
     await producer.start()
     try:
         futs = [
@@ -88,9 +94,11 @@ def produce(
     bootstrap: str,
     topic: str,
     items: Sequence[tuple[bytes | None, bytes | None, int | None]],
+    compression: str | None = None,
 ) -> None:
-    """Send (key, value, partition) records and wait for every ack."""
-    asyncio.run(_produce(bootstrap, topic, items))
+    """Send (key, value, partition) records and wait for every ack;
+    ``compression``: the producer's codec (batches compressed with it)."""
+    asyncio.run(_produce(bootstrap, topic, items, compression))
 
 
 def keyed(

@@ -4,8 +4,8 @@ misnamed or missing, a changelog deleted under a running consumer."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,9 @@ import _kafka as k
 pytestmark = pytest.mark.slow
 
 
-def test_batches_of_every_codec_are_graded(kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_batches_of_every_codec_are_graded(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
     """Producers (the Collector's Kafka exporter, Java clients) and topics with
     ``compression.type`` compress batches with snappy, lz4 or zstd. Before
     the fix every poll of such a batch raised UnsupportedCodecError: a
@@ -49,3 +51,114 @@ def test_batches_of_every_codec_are_graded(kafka_bootstrap: str, tmp_path: Path)
     assert k.finals(g) == expected
     rejected = [e for e in g.logs() if e.get("event") == "input_rejected"]
     assert [e["trace"] for e in rejected] == ["tomb"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--verdicts-topic", "agent verdicts!"), ("--group", "g" * 240)],
+)
+def test_a_topic_name_no_broker_accepts_is_a_usage_error(
+    kafka_bootstrap: str, option: str, value: str
+) -> None:
+    """Before the fix, an illegal verdicts topic held the first batch (and
+    SIGTERM) for 40 s, then ended the run with a traceback and status 1."""
+    topic = k.unique("names")
+    k.create_topic(kafka_bootstrap, topic, 1)
+    k.produce(kafka_bootstrap, topic, k.keyed(k.corpus(1)))
+    args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, option, value]
+    done = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "grade", "-c", str(k.POLICY), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert option in done.stderr
+    assert "not a legal Kafka topic name" in done.stderr
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    async def go() -> None:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_topics([topic])
+        finally:
+            await admin.close()
+
+    k.asyncio.run(go())
+
+
+@pytest.mark.parametrize("recreated_with", [None, 3])
+def test_a_changelog_deleted_under_a_running_consumer(
+    kafka_bootstrap: str, tmp_path: Path, recreated_with: int | None
+) -> None:
+    """The changelog is deleted while a consumer runs (``recreated_with``:
+    and created again by someone with 3 partitions, as a broker's
+    ``num.partitions`` would). Before the fix the consumer wrote on into
+    whatever topic a write created (tansu: 4 partitions; neither compacted)
+    and said nothing, so the state of the traces it did not touch again was
+    gone, and its restart refused the topic; on Apache Kafka with one
+    default partition the write to partition 1 raised a bare AssertionError.
+    Now the changelog is created again as it should be and every open
+    trace's state is written to it again, or the run ends (status 2)."""
+    topic, group = k.unique("gone"), k.unique("g")
+    changelog = f"{group}-{topic}-changelog"
+    k.create_topic(kafka_bootstrap, topic, 2)
+    events = k.corpus(2)
+    half = len(events) // 2
+    # c0-* traces get no event between the deletion and the restart.
+    first = events[:half]
+    middle = [ev for ev in events[half:] if ev["trace_id"].startswith("c1-")]
+    last = [ev for ev in events[half:] if ev["trace_id"].startswith("c0-")]
+    k.produce(kafka_bootstrap, topic, k.keyed(first))
+    args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, "--group", group]
+    g = k.Grader(tmp_path, "gone", args)
+    try:
+        k.wait_for(
+            lambda: k.committed(kafka_bootstrap, group, topic, 2) == len(first),
+            30,
+            "the first half to be committed",
+        )
+        _delete_topic(kafka_bootstrap, changelog)
+        if recreated_with is not None:
+            k.create_topic(kafka_bootstrap, changelog, recreated_with)
+        k.produce(kafka_bootstrap, topic, k.keyed(middle))
+        if recreated_with is not None:
+            k.wait_for(lambda: g.proc.poll() is not None, 60, "the run to end")
+        else:
+            k.wait_for(
+                lambda: (
+                    k.committed(kafka_bootstrap, group, topic, 2)
+                    == len(first) + len(middle)
+                ),
+                30,
+                "the middle to be committed",
+            )
+    finally:
+        rc = g.stop()
+    err = g.err_path.read_text()
+    assert "Traceback" not in err
+    if recreated_with is not None:
+        assert rc == 2, err[-2000:]
+        assert f"changelog '{changelog}' partition" in err
+        assert f"has {recreated_with} partitions but the input has 2" in err
+        # Nothing past the lost state was committed: it is graded again.
+        assert k.committed(kafka_bootstrap, group, topic, 2) == len(first)
+        return
+    assert [e["topic"] for e in g.logs() if e.get("event") == "changelog_lost"] == [
+        changelog
+    ]
+    # The successor restores the c0-* traces from the changelog written again.
+    k.produce(kafka_bootstrap, topic, k.keyed(last))
+    again = k.Grader(tmp_path, "again", args)
+    expected = k.reference(events)
+    try:
+        k.wait_for(lambda: len(k.finals(g, again)) >= len(expected), 60, "all verdicts")
+    finally:
+        again.stop()
+    assert "Traceback" not in again.err_path.read_text()
+    assert k.finals(g, again) == expected

@@ -36,6 +36,7 @@ __all__ = (
     "ASSIGN_TIMEOUT",
     "AssignGuard",
     "ensure_internal_topics",
+    "ensure_topic",
     "partitions_of",
 )
 

@@ -53,6 +53,7 @@ __all__ = (
     "decode_entry",
     "encode_entry",
     "restore_partitions",
+    "write_sentinel",
 )
 
 ENTRY_VERSION: Final = 1
@@ -125,7 +126,7 @@ async def restore_partitions(
     stamp = _ENC.encode({"at": time.time()})
     ends: dict[int, int] = {}
     for p in partitions:
-        ends[p] = await _sentinel(producer, topic, p, stamp)
+        ends[p] = await write_sentinel(producer, topic, p, stamp)
     tps = [TopicPartition(topic, p) for p in partitions]
     consumer.assign(tps)
     await consumer.seek_to_beginning(*tps)
@@ -161,9 +162,13 @@ async def restore_partitions(
     }
 
 
-async def _sentinel(producer: Any, topic: str, p: int, stamp: bytes) -> int:
-    """Write the end-of-restore marker; retried a few times, since a topic
-    created just now may refuse its first writes for a moment."""
+async def write_sentinel(
+    producer: Any, topic: str, p: int, stamp: bytes | None = None
+) -> int:
+    """Write the end-of-restore marker; its offset. Retried a few times,
+    since a topic created just now may refuse its first writes for a moment."""
+    if stamp is None:
+        stamp = _ENC.encode({"at": time.time()})
     import anyio
     from aiokafka.errors import KafkaError
 

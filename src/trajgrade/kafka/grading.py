@@ -141,6 +141,7 @@ class _Grader(_RunState):
         lost = [p for p, st in restored.items() if st.end <= high.get(p, -1)]
         for p, st in restored.items():
             high[p] = st.end
+            self.changelog_floor[p] = st.end
         if lost:
             self.log.warning(
                 "changelog_lost",
@@ -197,12 +198,14 @@ class _Grader(_RunState):
             while len(self._settling) >= SETTLING_MAX:
                 await self._settling[0].wait()
                 self._settling.popleft()
-            if sends or commits:
+            if sends or commits or self.rewritten:
                 assert self.tg is not None, "run_kafka sets the task group"
                 before = self._settling[-1] if self._settling else None
                 done = anyio.Event()
                 self._settling.append(done)
-                self.tg.start_soon(self._settle, sends, commits, before, done)
+                self.tg.start_soon(
+                    self._settle, sends, commits, before, done, self.rewritten
+                )
             self._account(records_in)
 
     def _check_split(

@@ -56,7 +56,12 @@ from trajgrade.kafka.assignment import (
 )
 from trajgrade.kafka.grading import _Grader
 from trajgrade.kafka.options import client_settings
-from trajgrade.kafka.sink import CLOSE_TIMEOUT, LocalSink, TopicSink
+from trajgrade.kafka.sink import (
+    CLOSE_TIMEOUT,
+    LocalSink,
+    TopicSink,
+    check_verdicts_topic,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
@@ -92,6 +97,18 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
         else:
             leaves.append(exc)
     return leaves[0] if len(leaves) == 1 else group
+
+
+def _explained(exc: BaseException) -> BaseException:
+    """A broker error that ends the run, as a :class:`SourceError` (exit
+    status 2, one clear line) instead of a traceback with exit status 1,
+    which reads as "a trace failed" (and is a success to a systemd unit)."""
+    from aiokafka.errors import KafkaError
+
+    if not isinstance(exc, KafkaError):
+        return exc
+    msg = f"the Kafka run cannot continue: {exc!r} while writing verdicts, guard decisions or state (check that the broker is healthy and that this client may write --verdicts-topic and the changelog); nothing after the last committed offsets is lost: it is graded again on restart, with identical verdict ids"
+    return SourceError(msg)
 
 
 def runner_for(
@@ -204,6 +221,8 @@ async def run_kafka(
             await restorer.start()
             started.append(restorer)
             grader.restorer = restorer
+            if kafka.verdicts_topic is not None:
+                await check_verdicts_topic(producer, kafka.verdicts_topic)
             n = await ensure_internal_topics(admin, kafka, log, initial=True)
             stage = None
             if kafka.repartition:
@@ -262,13 +281,18 @@ async def run_kafka(
                         )
                         await grader.step(batches)
                     await grader.settled()
+                    if grader.holding:
+                        # The changelog was created again just now: write
+                        # it again before the last offsets are committed.
+                        await grader.step({})
+                        await grader.settled()
                 if grader.actions is not None:
                     await grader.actions.drain(
                         grader.actions.options.on_fail_timeout + 1.0
                     )
                 tg.cancel_scope.cancel()  # stops actions.serve
         except BaseExceptionGroup as group:
-            raise _sole(group) from None
+            raise _explained(_sole(group)) from None
     finally:
         handlers.close()
         if metrics is not None:
@@ -286,5 +310,5 @@ async def run_kafka(
         if grader.decision_file is not None:
             grader.decision_file.close()
     if grader.fatal is not None:
-        raise grader.fatal
+        raise _explained(grader.fatal)
     return grader.finish()

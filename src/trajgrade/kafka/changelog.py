@@ -43,6 +43,8 @@ from trajgrade.engine_state import CLOSED_MEMORY
 from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from trajgrade.engine import Engine
 
 __all__ = (
@@ -117,8 +119,11 @@ async def restore_partitions(
     partitions: list[int],
     *,
     fingerprint: str,
+    progress: Callable[[], None] | None = None,
 ) -> dict[int, PartitionState]:
-    """Read changelog partitions to their end (found with a sentinel record)."""
+    """Read changelog partitions to their end (found with a sentinel record).
+    ``progress`` is called after every fetch that brought records: a long
+    restore is alive (liveness, the assignment's time limit)."""
     from aiokafka.structs import TopicPartition
 
     if not partitions:
@@ -136,6 +141,8 @@ async def restore_partitions(
     pending = set(partitions)
     while pending:
         batches = await consumer.getmany(timeout_ms=200, max_records=10_000)
+        if batches and progress is not None:
+            progress()
         for tp, records in batches.items():
             p = tp.partition
             if p not in pending:

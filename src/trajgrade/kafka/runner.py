@@ -58,6 +58,7 @@ from trajgrade.kafka.grading import _Grader
 from trajgrade.kafka.options import client_settings
 from trajgrade.kafka.sink import (
     CLOSE_TIMEOUT,
+    REQUEST_TIMEOUT,
     LocalSink,
     TopicSink,
     check_verdicts_topic,
@@ -167,6 +168,7 @@ async def run_kafka(
         linger_ms=0,
         max_batch_size=1024 * 1024,
         max_request_size=16 * 1024 * 1024,
+        request_timeout_ms=int(REQUEST_TIMEOUT * 1000),
         **settings,
     )
     out: VerdictSink = LocalSink(sink)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CLOSE_TIMEOUT",
+    "REQUEST_TIMEOUT",
     "ChangelogWentBack",
     "LocalSink",
     "TopicSink",
@@ -47,6 +48,10 @@ __all__ = (
 #: Seconds a Kafka client may take to stop (leave its group, flush what is
 #: queued): a dead broker must not hold the process's exit forever.
 CLOSE_TIMEOUT: Final = 30.0
+#: Seconds the producer waits for a broker's answer (aiokafka's default, made
+#: explicit: the shutdown's worst case, and so the deploy files' grace
+#: periods, are counted from it).
+REQUEST_TIMEOUT: Final = 40.0
 
 
 async def acked(

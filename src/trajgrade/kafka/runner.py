@@ -42,6 +42,7 @@ output side (verdicts, changelog, commits, metrics) :mod:`trajgrade.kafka.run_st
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 from typing import TYPE_CHECKING, Any, Final
@@ -54,6 +55,7 @@ from trajgrade.errors import SourceError
 from trajgrade.kafka.assignment import (
     ensure_internal_topics,
 )
+from trajgrade.kafka.client_logs import ClientLogs
 from trajgrade.kafka.grading import _Grader
 from trajgrade.kafka.options import client_settings
 from trajgrade.kafka.sink import (
@@ -208,6 +210,7 @@ async def run_kafka(
     # First signal: finish the batch, flush, commit, leave; second: exit now.
     handlers = contextlib.ExitStack()
     handlers.enter_context(graceful_signals(interrupt))
+    client_logs = ClientLogs(log)  # closed after the clients stopped
     started: list[Any] = []
     try:
         try:
@@ -305,8 +308,11 @@ async def run_kafka(
             for client in reversed(started):
                 try:
                     await (client.close() if client is admin else client.stop())
-                except Exception as exc:
+                except (Exception, asyncio.CancelledError) as exc:
+                    # (aiokafka's stop re-raises the cancellation of a fetch
+                    # it was retrying against a broker that is down)
                     log.warning("client_stop_failed", reason=repr(exc))
+        client_logs.close()
         if server is not None:
             server.close()
         if grader.decision_file is not None:

@@ -79,6 +79,7 @@ async def _produce(
         acks="all",
         linger_ms=5,
         compression_type=compression,
+        max_request_size=64 * 1024 * 1024,  # (oversize records)
     )
     await producer.start()
     try:

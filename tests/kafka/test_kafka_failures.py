@@ -162,3 +162,44 @@ def test_a_changelog_deleted_under_a_running_consumer(
         again.stop()
     assert "Traceback" not in again.err_path.read_text()
     assert k.finals(g, again) == expected
+
+
+def test_a_record_too_large_to_repartition_taints_its_trace(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Before the fix, a record the repartition topic could not take (over
+    the producer's 16 MiB, or the topic's ``max.message.bytes``) ended the
+    run, and every restart met it again: the topic stalled for good."""
+    topic, group = k.unique("big"), k.unique("g")
+    k.create_topic(kafka_bootstrap, topic, 1)
+    events = k.corpus(2)
+    victim = events[0]["trace_id"]
+    big = {"type": "tool_call", "trace_id": victim, "name": "Bash"}
+    big["args"] = {"command": "x" * (17 << 20)}
+    items = k.keyed(events)
+    items.insert(4, (None, k.line(big), None))  # not keyed: --repartition's job
+    k.produce(kafka_bootstrap, topic, items)
+    expected = k.reference(events)
+    args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, "--group", group]
+    g = k.Grader(tmp_path, "big", [*args, "--repartition"])
+    try:
+        k.wait_for(
+            lambda: len(k.finals(g)) >= len(expected) or g.proc.poll() is not None,
+            60,
+            "all verdicts",
+        )
+    finally:
+        g.stop()
+    assert "Traceback" not in g.err_path.read_text()
+    got = k.finals(g)
+    assert got.keys() == expected.keys()
+    for vid, v in got.items():
+        if v["trace_id"] != victim:
+            assert v == expected[vid]
+    assert {v["outcome"] for v in got.values() if v["trace_id"] == victim} == {"error"}
+    [rejected] = [
+        e
+        for e in g.logs()
+        if e.get("event") == "input_rejected" and e.get("topic") == topic
+    ]
+    assert (rejected["offset"], rejected["trace"]) == (4, victim)

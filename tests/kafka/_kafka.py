@@ -124,6 +124,22 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     asyncio.run(_create(bootstrap, topic, partitions))
 
 
+def list_topics(bootstrap: str) -> list[str]:
+    """The topics the broker has (a request that creates none)."""
+
+    async def go() -> list[str]:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            return list(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    return asyncio.run(go())
+
+
 async def _read_topic(bootstrap: str, topic: str, count: int, wait: float) -> list[Any]:
     from aiokafka import AIOKafkaConsumer
 

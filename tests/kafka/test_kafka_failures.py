@@ -203,3 +203,22 @@ def test_a_record_too_large_to_repartition_taints_its_trace(
         if e.get("event") == "input_rejected" and e.get("topic") == topic
     ]
     assert (rejected["offset"], rejected["trace"]) == (4, victim)
+
+
+def test_a_missing_input_topic_is_reported_not_created(kafka_bootstrap: str) -> None:
+    """Before the fix the partition count was asked with a metadata request
+    that creates a missing topic on brokers with auto.create.topics.enable
+    (Apache Kafka's default): a misspelt --topic was created with the
+    broker's defaults and the consumer waited on it forever."""
+    topic = k.unique("misspelt")
+    args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, *k.FAST]
+    done = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "grade", "-c", str(k.POLICY), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"topic {topic!r} was not found" in done.stderr
+    assert topic not in k.list_topics(kafka_bootstrap)

@@ -50,10 +50,18 @@ ADMIN_TIMEOUT: Final = 30.0
 
 
 async def partitions_of(admin: Any, topic: str, bootstrap: str) -> int:
-    """How many partitions ``topic`` has (waits briefly for a new one)."""
+    """How many partitions ``topic`` has (waits briefly for a new one).
+
+    Looked up in the list of topics first: the metadata request of
+    ``describe_topics`` creates a missing topic, with the broker's default
+    partition count, on brokers with ``auto.create.topics.enable`` (Apache
+    Kafka's default; tansu too), so a misspelt ``--topic`` was created and
+    waited on forever instead of reported."""
     for _ in range(50):
         with anyio.fail_after(ADMIN_TIMEOUT):
-            found = await admin.describe_topics([topic])
+            found = []
+            if topic in await admin.list_topics():
+                found = await admin.describe_topics([topic])
         for t in found:
             if t.get("topic") == topic and t.get("error_code") == 0 and t["partitions"]:
                 return len(t["partitions"])

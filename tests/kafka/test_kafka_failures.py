@@ -54,15 +54,21 @@ def test_batches_of_every_codec_are_graded(
 
 
 @pytest.mark.parametrize(
-    ("option", "value"),
-    [("--verdicts-topic", "agent verdicts!"), ("--group", "g" * 240)],
+    ("option", "value", "reason"),
+    [
+        ("--verdicts-topic", "agent verdicts!", "not a legal Kafka topic name"),
+        ("--group", "g" * 240, "not a legal Kafka topic name"),
+        ("--verdicts-topic", "", "is a topic this run reads"),  # (the input)
+    ],
 )
-def test_a_topic_name_no_broker_accepts_is_a_usage_error(
-    kafka_bootstrap: str, option: str, value: str
+def test_topic_names_a_run_cannot_use_are_usage_errors(
+    kafka_bootstrap: str, option: str, value: str, reason: str
 ) -> None:
     """Before the fix, an illegal verdicts topic held the first batch (and
-    SIGTERM) for 40 s, then ended the run with a traceback and status 1."""
+    SIGTERM) for 40 s, then ended the run with a traceback and status 1;
+    verdicts written to the input topic came back as rejected records."""
     topic = k.unique("names")
+    value = value or topic
     k.create_topic(kafka_bootstrap, topic, 1)
     k.produce(kafka_bootstrap, topic, k.keyed(k.corpus(1)))
     args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, option, value]
@@ -75,7 +81,7 @@ def test_a_topic_name_no_broker_accepts_is_a_usage_error(
     )
     assert done.returncode == 2, done.stderr
     assert option in done.stderr
-    assert "not a legal Kafka topic name" in done.stderr
+    assert reason in done.stderr
 
 
 def _delete_topic(bootstrap: str, topic: str) -> None:

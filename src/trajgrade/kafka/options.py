@@ -305,6 +305,12 @@ def _check_topic_names(opts: KafkaOptions) -> None:
         )
         msg = f"{what} is not a legal Kafka topic name: use at most 249 of a-z, A-Z, 0-9, '.', '_' and '-'"
         raise click.UsageError(msg)
+    inputs = (opts.topic, opts.changelog_topic, opts.repartition_topic)
+    if opts.verdicts_topic in inputs:
+        # Verdicts written where events (or state) are read: each would come
+        # back as a rejected record, or corrupt the state.
+        msg = f"--verdicts-topic {opts.verdicts_topic!r} is a topic this run reads; write verdicts to a topic of their own"
+        raise click.UsageError(msg)
 
 
 def current_metrics_options() -> tuple[int | None, str]:

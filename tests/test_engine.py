@@ -6,6 +6,7 @@ import msgspec
 from tests._support import call, end, one, result, suite
 
 from trajgrade import Engine, TraceSnapshot
+from trajgrade.engine_state import CLOSED_MEMORY
 from trajgrade.verdicts import Outcome, keyed_id, verdict_id
 
 POLICY = """
@@ -147,6 +148,20 @@ def test_a_trace_whose_only_records_were_lost_still_gets_error_verdicts() -> Non
     engine.reject("ghost", "in.jsonl:3: bad")
     out = engine.finish()
     assert {(v.trace_id, v.outcome) for v in out} == {("ghost", Outcome.ERROR)}
+
+
+def test_traces_known_only_from_lost_records_are_bounded() -> None:
+    """Records with a new trace id each, every one unreadable, never grow the
+    engine past CLOSED_MEMORY such traces: the oldest are let go (their
+    errors were reported where they were read), the newest still end in error."""
+    engine = Engine(suite(POLICY))
+    n = CLOSED_MEMORY + 10
+    for k in range(n):
+        engine.reject(f"ghost{k}", "bad")
+    assert len(engine.checkpoint().unopened) == CLOSED_MEMORY
+    out = {v.trace_id for v in engine.finish()}
+    assert len(out) == CLOSED_MEMORY
+    assert "ghost9" not in out and "ghost10" in out and f"ghost{n - 1}" in out
 
 
 def _five_open() -> Engine:

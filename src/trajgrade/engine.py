@@ -55,7 +55,14 @@ from trajgrade.engine_state import (
     unanswered,
 )
 from trajgrade.errors import GradeError
-from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TraceStart
+from trajgrade.events import (
+    OPEN_CALLS_MAX,
+    Event,
+    ToolCall,
+    ToolResult,
+    TraceEnd,
+    TraceStart,
+)
 from trajgrade.guarding import Guard
 from trajgrade.packing import WARM_TRACES, Packer
 from trajgrade.projection import LeanResult
@@ -80,8 +87,6 @@ __all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 
 _NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
-#: How many open call ids per trace the integrity check keeps.
-OPEN_CALLS_MAX: Final = 10_000
 #: How many traces whose verdicts are all final are kept for guarding their
 #: later calls; beyond that the oldest is closed (its late calls: undecided).
 GUARD_MEMORY: Final = 65_536
@@ -311,8 +316,13 @@ class Engine(Checkpoints, Clock):
         tr = self._traces.get(trace_id)
         if tr is None:
             # Opened by its first good event (which brings the runner's clock
-            # and its dataset row), or at the end if none comes.
-            self._unopened.setdefault(trace_id, reason)
+            # and its dataset row), or at the end if none comes. Bounded: past
+            # CLOSED_MEMORY such traces the oldest is let go (its errors were
+            # reported where they were read; it gets no verdict of its own).
+            unopened = self._unopened
+            if trace_id not in unopened:
+                unopened[trace_id] = reason
+                self._bound_unopened()
         elif tr.tainted is None:
             tr.tainted = reason
 
@@ -467,6 +477,14 @@ class Engine(Checkpoints, Clock):
                 if old is not None and old is not tr:
                     self._close(old, ended=False)
         return True
+
+    def _bound_unopened(self) -> None:
+        unopened = self._unopened
+        while len(unopened) > CLOSED_MEMORY:
+            old = next(iter(unopened))
+            del unopened[old]
+            if self.forgotten is not None:  # (its taint marker goes too)
+                self.forgotten.append(old)
 
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
         self.anomalies.append(call_anomaly(tr.id, kind, cid, event))

@@ -38,6 +38,7 @@ class Checkpoints:
         def _schedule(self, tr: _Trace, now: float | None = None) -> None: ...
         def _catch_up(self, tr: _Trace) -> list[Any]: ...
         def _caught_up(self, tr: _Trace, states: list[Any]) -> list[Any]: ...
+        def _bound_unopened(self) -> None: ...
 
     def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
         """One open trace's state as plain data."""
@@ -78,6 +79,7 @@ class Checkpoints:
         while len(self._closed) > CLOSED_MEMORY:
             self._closed.popitem(last=False)
         self._unopened.update(state.unopened)
+        self._bound_unopened()
         self.restore(state.traces)
 
     def _snapshot(self, tr: _Trace) -> TraceSnapshot:

@@ -25,6 +25,7 @@ from msgspec.structs import force_setattr
 
 __all__ = (
     "EVENT_TYPES",
+    "OPEN_CALLS_MAX",
     "AgentError",
     "Event",
     "Message",
@@ -35,6 +36,15 @@ __all__ = (
     "TurnStart",
     "Usage",
 )
+
+
+#: How many calls still without their result one trace keeps, for pairing
+#: results with calls (the engine's integrity check, graders that read
+#: results or durations). Past it the oldest open call is dropped, as if its
+#: result had been lost: a result for it that still comes pairs with nothing.
+#: Per-trace state stays bounded whatever a stream holds (a call made every
+#: second for three hours leaves 10,800, a long session's tools rarely 100).
+OPEN_CALLS_MAX: Final = 10_000
 
 
 class _Base(

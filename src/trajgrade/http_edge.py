@@ -88,6 +88,9 @@ class EdgeServer(ThreadingHTTPServer):
     """A threading server whose handlers never print tracebacks."""
 
     daemon_threads = True
+    #: Connections the kernel queues before they are accepted (socketserver's
+    #: 5 makes a burst of clients wait seconds for SYN retries).
+    request_queue_size = 128
     #: Failed requests are reported here: ``(event, fields)``.
     report: Callable[[str, dict[str, Any]], None]
 

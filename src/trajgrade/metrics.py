@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -32,6 +31,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from trajgrade.http_edge import EdgeHandler, EdgeServer, Limits
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
@@ -183,12 +183,25 @@ class Metrics:
 
 
 class MetricsServer:
-    """A small HTTP server on its own daemon thread; :meth:`close` stops it."""
+    """A small HTTP server on its own daemon thread; :meth:`close` stops it.
 
-    def __init__(self, metrics: Metrics, *, host: str, port: int) -> None:
-        handler = _handler_for(metrics)
-        self._httpd = ThreadingHTTPServer((host, port), handler)
-        self._httpd.daemon_threads = True
+    It is trajgrade's hardened edge (:mod:`trajgrade.http_edge`): the probes
+    are served here, so a peer that opens connections and sends nothing, or
+    drips a request, holds a thread for ``timeout`` seconds at most, not for
+    ever (which could starve the probes and get the process restarted).
+    """
+
+    def __init__(
+        self, metrics: Metrics, *, host: str, port: int, timeout: float = 30.0
+    ) -> None:
+        self._httpd = EdgeServer(
+            (host, port),
+            _handler_for(metrics),
+            limits=Limits(max_body=0, timeout=timeout, body_timeout=timeout),
+            # The address is the operator's explicit --metrics-host.
+            allow_remote=True,
+            what="the metrics server",
+        )
         #: The bound port (useful when ``port`` was 0).
         self.port: int = self._httpd.server_address[1]
         self._thread = threading.Thread(
@@ -203,32 +216,20 @@ class MetricsServer:
         self._thread.join(timeout=5)
 
 
-def _handler_for(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _handler_for(metrics: Metrics) -> type[EdgeHandler]:
+    class Handler(EdgeHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._reply(200, metrics.exposition(), CONTENT_TYPE_LATEST)
+                self.reply(200, metrics.exposition(), content_type=CONTENT_TYPE_LATEST)
             elif path == "/healthz":
                 ok = metrics.healthy
-                self._reply(200 if ok else 503, b"ok\n" if ok else b"stalled\n")
+                self.reply(200 if ok else 503, b"ok\n" if ok else b"stalled\n")
             elif path == "/readyz":
                 ok = metrics.ready
-                self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+                self.reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
             else:
-                self._reply(404, b"not found: try /metrics, /healthz or /readyz\n")
-
-        def _reply(
-            self, status: int, body: bytes, ctype: str = "text/plain; charset=utf-8"
-        ) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            # Scrapes every few seconds are not worth a log line each.
-            return
+                msg = b"not found: try /metrics, /healthz or /readyz\n"
+                self.reply(404, msg)
 
     return Handler

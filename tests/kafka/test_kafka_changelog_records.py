@@ -101,3 +101,30 @@ def test_a_forgotten_id_open_again_keeps_its_state(
     # same step: its open state is written, not a tombstone after it.
     again = b'{"trace_id":"a","type":"tool_call","name":"bash","args":{}}'
     assert _step(worker, [*_ended("b"), again]) == {"b": "closed", "a": "open"}
+
+
+def test_taints_the_engine_lets_go_are_tombstoned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records naming traces none of whose records could be read taint those
+    traces (a ``taint`` entry each); past the engine's bound the oldest is
+    let go, and its entry goes, so hostile records cannot grow a partition's
+    memory or its changelog without end."""
+    monkeypatch.setattr("trajgrade.engine.CLOSED_MEMORY", 2)
+    worker = _worker(tmp_path)
+
+    def bad(tid: str) -> bytes:
+        return b'{"trace_id":"%s","type":"tool_call","name":7}' % tid.encode()
+
+    records = [_Record(bad(t), i) for i, t in enumerate("abc")]
+    decoded, _ = worker.decode(records)
+    for _ in worker.feed_parts(decoded, 100.0):
+        pass
+    written = {
+        key.decode(): None if value is None else decode_entry(value).kind
+        for key, value in worker.changelog(set("abc"))
+    }
+    assert written == {"a": None, "b": "taint", "c": "taint"}
+    assert sorted(worker.engine.checkpoint().unopened) == ["b", "c"]
+    # The partition's own copy of the taints is let go with them.
+    assert len(worker._taints) == 2

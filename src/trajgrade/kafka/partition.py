@@ -329,6 +329,7 @@ class PartitionWorker:
                 yield tid.encode(), marker
         closes.clear()
         for tid in forgotten:
+            self._taints.pop(tid, None)  # (a taint the engine let go, too)
             if not engine.is_closed(tid) and engine.snapshot_trace(tid) is None:
                 yield tid.encode(), None
         forgotten.clear()

@@ -24,6 +24,7 @@ __all__ = (
     "OPEN",
     "SKIP",
     "SLOW",
+    "SUBSET_LISTED_MAX",
     "WAIT",
     "WRONG",
     "Plan",
@@ -36,6 +37,10 @@ __all__ = (
 OPEN, HIT, ARGS, WRONG = 0, 1, 2, 3
 # Per expected item: its latency check (SKIP: the call had no duration).
 NONE, WAIT, FAST, SLOW, SKIP = 0, 1, 2, 3, 4
+#: subset: how many calls are listed one by one (agentv lists every call);
+#: the rest are counted, so state and verdicts stay bounded however many
+#: calls a trace makes. The score counts every call.
+SUBSET_LISTED_MAX: Final = 1000
 
 
 class TrajectoryState(msgspec.Struct, array_like=True, gc=False):
@@ -64,7 +69,8 @@ class TrajectoryState(msgspec.Struct, array_like=True, gc=False):
     duration: list[float] = msgspec.field(default_factory=list)
     #: Calls without a result yet -> the item whose duration they give (-1: none).
     open: dict[str, int] = msgspec.field(default_factory=dict)
-    #: subset: each call's name and whether some item allows it.
+    #: subset: each call's name and whether some item allows it (the first
+    #: SUBSET_LISTED_MAX calls; ``done`` counts every allowed call).
     seen: list[tuple[str, bool]] = msgspec.field(default_factory=list)
 
 
@@ -148,7 +154,17 @@ def _subset(state: TrajectoryState) -> Score:
             hits.append(f"Position {pos}: {name} is in allowed set")
         else:
             misses.append(f"Position {pos}: {name} is not in allowed set")
-    return Score(hits, misses, state.calls, len(hits) / state.calls, [])
+    listed = len(state.seen)
+    if listed >= SUBSET_LISTED_MAX and state.calls > listed:
+        # Past the listed calls only counts are kept (trajgrade's bound).
+        where = f"Positions {listed}-{state.calls - 1}"
+        allowed = state.done - len(hits)
+        others = state.calls - listed - allowed
+        if allowed:
+            hits.append(f"{where}: {allowed} more calls in allowed set")
+        if others:
+            misses.append(f"{where}: {others} more calls not in allowed set")
+    return Score(hits, misses, state.calls, state.done / state.calls, [])
 
 
 def _sequence(plan: Plan, state: TrajectoryState) -> Score:

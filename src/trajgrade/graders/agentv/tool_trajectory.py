@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from trajgrade.events import Event, Message, ToolCall, ToolResult
+from trajgrade.events import OPEN_CALLS_MAX, Event, Message, ToolCall, ToolResult
 from trajgrade.graders.agentv._args import actual_args, compile_args
 from trajgrade.graders.agentv._config import Spec, parse
 from trajgrade.graders.agentv._score import (
@@ -46,6 +46,7 @@ from trajgrade.graders.agentv._score import (
     OPEN,
     SKIP,
     SLOW,
+    SUBSET_LISTED_MAX,
     WAIT,
     WRONG,
     Plan,
@@ -186,7 +187,20 @@ class ToolTrajectory:
             key = call.call_id or f"#{seq}"
             state.open.pop(key, None)
             state.open[key] = item
+            if len(state.open) > OPEN_CALLS_MAX:
+                self._lose_oldest(state)
         return self._after(state)
+
+    @staticmethod
+    def _lose_oldest(state: TrajectoryState) -> None:
+        """Bounded state: the oldest open call is dropped, as if its result
+        had come without a duration (what it scores as if it never comes)."""
+        oldest = next(iter(state.open))
+        i = state.open.pop(oldest)
+        if i >= 0:
+            state.waiting -= 1
+            state.latency[i] = SKIP
+            state.skipped += 1
 
     def _matches(self, i: int, call: ToolCall) -> bool:
         matcher = self._matchers[i]
@@ -246,7 +260,8 @@ class ToolTrajectory:
     def _call_subset(self, state: TrajectoryState, call: ToolCall, seq: int) -> int:
         if self._tools:
             ok = any(self._matches(i, call) for i in self._by_name.get(call.name, ()))
-            state.seen.append((call.name, ok))
+            if len(state.seen) < SUBSET_LISTED_MAX:
+                state.seen.append((call.name, ok))
             state.done += ok
         return -1
 

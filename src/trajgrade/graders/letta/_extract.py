@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from trajgrade.events import Message, ToolCall, ToolResult
 
 __all__ = (
+    "EXTRACT_MAX",
     "AfterMarker",
     "Custom",
     "Extractor",
@@ -75,6 +76,31 @@ class Slot(msgspec.Struct, array_like=True, gc=False):
     error: str | None = None
     #: Custom extractors only: the trajectory as Letta message dicts.
     turns: list[list[dict[str, Any]]] | None = None
+    #: Characters ``parts``/``turns`` hold (bounded by EXTRACT_MAX).
+    size: int = 0
+
+
+#: How many characters an extractor that keeps a whole trace (``all_assistant``
+#: and the like, custom extractors) collects at most; past it the value is an
+#: ``error`` instead of the whole text, and per-trace state stays bounded.
+EXTRACT_MAX: Final = 8 * 2**20
+#: What one custom record costs beside its texts (its keys), in characters.
+_RECORD_COST: Final = 64
+
+
+def _grow(slot: Slot, chars: int) -> bool:
+    """Count ``chars`` more into ``slot``; False (and the slot's collection
+    dropped, with an error) once it passes EXTRACT_MAX."""
+    slot.size += chars
+    if slot.size <= EXTRACT_MAX:
+        return True
+    slot.parts = slot.turns = None
+    slot.error = (
+        f"the extractor collected more than {EXTRACT_MAX:,} characters of this "
+        "trace, which trajgrade does not keep per trace; an extractor that keeps "
+        "less (last_assistant, a pattern, tool_arguments) avoids it"
+    )
+    return False
 
 
 class Extractor:
@@ -129,6 +155,8 @@ class Joined(Extractor):
         self.last_turn_only = last_turn_only
 
     def assistant(self, slot: Slot, text: str) -> None:
+        if slot.error is not None or not _grow(slot, len(text)):
+            return
         if slot.parts is None:
             slot.parts = [text]
         else:
@@ -136,9 +164,11 @@ class Joined(Extractor):
 
     def turn(self, slot: Slot) -> None:
         if self.last_turn_only:
-            slot.parts = None
+            slot.parts, slot.size, slot.error = None, 0, None
 
     def value(self, slot: Slot, agent_state: Any) -> str:
+        if slot.error is not None:
+            raise GradeError(slot.error)
         return self.separator.join(slot.parts or ())
 
 
@@ -267,45 +297,48 @@ class Custom(Extractor):
         self.func, self.label, self.config = func, label, config
         self.with_state = getattr(func, "_extractor_param_count", 2) == 3
 
-    def _append(self, slot: Slot, record: dict[str, Any]) -> None:
+    def _append(self, slot: Slot, record: dict[str, Any], chars: int) -> None:
+        if slot.error is not None or not _grow(slot, chars + _RECORD_COST):
+            return
         if not slot.turns:
             slot.turns = [[]]
         slot.turns[-1].append(record)
 
     def message(self, slot: Slot, msg: Message) -> None:
         key = "reasoning" if msg.role == "reasoning" else "content"
-        self._append(slot, {"message_type": f"{msg.role}_message", key: msg.text})
+        record = {"message_type": f"{msg.role}_message", key: msg.text}
+        self._append(slot, record, len(msg.text))
 
     def call(self, slot: Slot, call: ToolCall) -> None:
-        one = {
-            "name": call.name,
-            "arguments": raw_arguments(call),
-            "tool_call_id": call.call_id,
+        arguments = raw_arguments(call)
+        one = {"name": call.name, "arguments": arguments, "tool_call_id": call.call_id}
+        record = {
+            "message_type": "tool_call_message",
+            "tool_call": one,
+            "tool_calls": [one],
         }
-        self._append(
-            slot,
-            {
-                "message_type": "tool_call_message",
-                "tool_call": one,
-                "tool_calls": [one],
-            },
-        )
+        self._append(slot, record, len(call.name) + len(arguments))
 
     def result(self, slot: Slot, result: ToolResult) -> None:
+        text = result_text(result.result)
         record = {
             "message_type": "tool_return_message",
             "tool_call_id": result.call_id,
-            "tool_return": result_text(result.result),
+            "tool_return": text,
             "status": "error" if result.is_error else "success",
         }
-        self._append(slot, record)
+        self._append(slot, record, len(text))
 
     def turn(self, slot: Slot) -> None:
+        if slot.error is not None or not _grow(slot, _RECORD_COST):
+            return
         if not slot.turns:
             slot.turns = [[]]
         slot.turns.append([])
 
     def value(self, slot: Slot, agent_state: Any) -> str:
+        if slot.error is not None:
+            raise GradeError(slot.error)
         trajectory = [[_view(m) for m in turn] for turn in slot.turns or ()]
         config = dict(self.config or {})
         try:

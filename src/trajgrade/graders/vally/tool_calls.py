@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import msgspec
 
-from trajgrade.events import Event, ToolCall, ToolResult, TurnStart
+from trajgrade.events import OPEN_CALLS_MAX, Event, ToolCall, ToolResult, TurnStart
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.matching._jsliteral import JSRegexError
 from trajgrade.graders.matching._match import js_stringify
@@ -355,6 +355,8 @@ class ToolCalls:
             # oldest-first order is its own, not the earlier one's.
             del pending[key]
         pending[key] = Pending(seq, req, dis) if req or dis else None
+        if len(pending) > OPEN_CALLS_MAX:  # bounded: the oldest result is lost
+            del pending[next(iter(pending))]
 
     def _on_result(self, state: ToolCallsState, result: ToolResult) -> Decision | None:
         pending = state.pending

@@ -228,3 +228,81 @@ def test_a_missing_input_topic_is_reported_not_created(kafka_bootstrap: str) -> 
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"topic {topic!r} was not found" in done.stderr
     assert topic not in k.list_topics(kafka_bootstrap)
+
+
+#: Writes one record whose header key is not UTF-8 (Kafka does not check;
+#: aiokafka's pure-Python builder encodes keys with ``str.encode``).
+_BAD_HEADER = """
+import asyncio, sys
+from aiokafka import AIOKafkaProducer
+
+class Raw(str):
+    def encode(self, *args, **kwargs):
+        return b"\\xff\\xfe"
+
+async def main(bootstrap, topic, partition, value):
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            topic, value=value.encode(), partition=int(partition), headers=[(Raw("k"), b"v")]
+        )
+    finally:
+        await producer.stop()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def test_a_record_the_client_cannot_decode_is_skipped(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Before the fix a header key that is not UTF-8 raised from getmany: a
+    traceback, and every restart met the record again (the partition stalled
+    for good); records of the other partition taken by the same poll were
+    dropped with the error, their positions already past them."""
+    topic, group = k.unique("undecodable"), k.unique("g")
+    k.create_topic(kafka_bootstrap, topic, 2)
+    events = k.corpus(4)
+    half = len(events) // 2
+    for p in (0, 1):
+        mine = [(key, value, p) for key, value, _ in k.keyed(events[:half])]
+        k.produce(kafka_bootstrap, topic, mine[p::2])
+    stray = k.line({"type": "message", "trace_id": "stray", "role": "user"})
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _BAD_HEADER,
+            kafka_bootstrap,
+            topic,
+            "0",
+            stray.decode(),
+        ],
+        env={**k.os.environ, "AIOKAFKA_NO_EXTENSIONS": "1"},
+        check=True,
+        timeout=60,
+    )
+    for p in (0, 1):
+        mine = [(key, value, p) for key, value, _ in k.keyed(events[half:])]
+        k.produce(kafka_bootstrap, topic, mine[p::2])
+    expected = k.reference(events[0::2] + events[1::2])
+    args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, "--group", group]
+    g = k.Grader(tmp_path, "undecodable", args)
+    try:
+        k.wait_for(
+            lambda: len(k.finals(g)) >= len(expected) or g.proc.poll() is not None,
+            60,
+            "all verdicts",
+        )
+        k.wait_for(
+            lambda: k.committed(kafka_bootstrap, group, topic, 2) == len(events) + 1,
+            30,
+            "everything committed, the undecodable record too",
+        )
+    finally:
+        g.stop()
+    assert "Traceback" not in g.err_path.read_text()
+    assert k.finals(g) == expected
+    [rejected] = [e for e in g.logs() if e.get("event") == "input_rejected"]
+    assert (rejected["partition"], rejected["offset"]) == (0, (half + 1) // 2)

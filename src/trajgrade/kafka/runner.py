@@ -58,6 +58,7 @@ from trajgrade.kafka.assignment import (
 from trajgrade.kafka.client_logs import ClientLogs
 from trajgrade.kafka.grading import _Grader
 from trajgrade.kafka.options import client_settings
+from trajgrade.kafka.poison import decode_errors, skip_undecodable
 from trajgrade.kafka.sink import (
     CLOSE_TIMEOUT,
     REQUEST_TIMEOUT,
@@ -280,10 +281,14 @@ async def run_kafka(
                 async with anyio.create_task_group() as stages:
                     if stage is not None:
                         stages.start_soon(stage.run, stop)
+                    undecodable = decode_errors()
                     while not stop.is_set():
-                        batches = await consumer.getmany(
-                            timeout_ms=POLL_MS, max_records=MAX_RECORDS
-                        )
+                        try:
+                            batches = await consumer.getmany(
+                                timeout_ms=POLL_MS, max_records=MAX_RECORDS
+                            )
+                        except undecodable as exc:
+                            batches = await skip_undecodable(grader, exc, MAX_RECORDS)
                         await grader.step(batches)
                     await grader.settled()
                     if grader.holding:

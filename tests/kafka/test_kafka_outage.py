@@ -54,6 +54,13 @@ def test_a_frozen_then_dead_broker(tmp_path: Path) -> None:
             expected = k.reference(events)
             k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
             assert k.finals(g) == expected
+            # (A state write still in flight when the broker dies ends the
+            # run with status 2: nothing is lost, the successor goes on.)
+            k.wait_for(
+                lambda: k.committed(broker.bootstrap, group, topic, 2) == len(events),
+                30,
+                "everything to be committed",
+            )
             broker.stop()  # SIGKILL: gone for good
             cpu = _cpu_seconds(g.proc.pid)
             lines = len(g.err_path.read_text().splitlines())
@@ -75,5 +82,32 @@ def test_a_frozen_then_dead_broker(tmp_path: Path) -> None:
         assert rc == 1  # the corpus has failing traces, and nothing else went wrong
         assert took < 45, f"SIGTERM took {took:.1f}s"
     finally:
+        broker.stop()
+        broker.log.close()
+
+
+def test_sigterm_during_start_up_is_prompt(tmp_path: Path) -> None:
+    """A broker that accepts connections and does not answer holds each
+    start-up request for 40 s (a group join waits for the others' rebalance
+    the same way). Before the fix SIGTERM waited for all of it: minutes."""
+    broker = _Broker(tmp_path)
+    broker.start()
+    assert broker.proc is not None
+    try:
+        topic = k.unique("startup")
+        k.create_topic(broker.bootstrap, topic, 1)
+        os.kill(broker.proc.pid, signal.SIGSTOP)
+        args = ["--kafka-bootstrap", broker.bootstrap, "--topic", topic]
+        g = k.Grader(tmp_path, "startup", [*args, "--group", k.unique("g")])
+        time.sleep(3)
+        started = time.monotonic()
+        rc = g.stop(timeout=60)
+        took = time.monotonic() - started
+        err = g.err_path.read_text()
+        assert "Traceback" not in err, err[-2000:]
+        assert took < 10, f"SIGTERM during start-up took {took:.1f}s"
+        assert rc == 0  # asked to stop before anything was graded
+    finally:
+        os.kill(broker.proc.pid, signal.SIGCONT)
         broker.stop()
         broker.log.close()

@@ -140,6 +140,67 @@ def runner_for(
     return run
 
 
+async def _start(
+    started: list[Any], grader: _Grader, kafka: KafkaOptions, log: Any, listener: Any
+) -> tuple[int, Any, Any]:
+    """Start the clients (each in ``started`` before it starts, so a start-up
+    cut short by a signal still stops it), check the topics, join the group:
+    the input's partition count, the repartition stage, the group consumer."""
+    from aiokafka import AIOKafkaConsumer
+
+    settings = client_settings(kafka)
+    admin, producer = grader.admin, grader.producer
+    try:
+        started += (admin, producer)  # (an unclosed producer warns at exit)
+        for client in (admin, producer):
+            await client.start()
+        restorer = AIOKafkaConsumer(
+            enable_auto_commit=False,
+            group_id=None,
+            max_partition_fetch_bytes=8 * 1024 * 1024,
+            **settings,
+        )
+        started.append(restorer)
+        await restorer.start()
+        grader.restorer = restorer
+        if kafka.verdicts_topic is not None:
+            await check_verdicts_topic(producer, kafka.verdicts_topic)
+        n = await ensure_internal_topics(admin, kafka, log, initial=True)
+        stage = None
+        if kafka.repartition:
+            from trajgrade.kafka.repartition import Repartitioner
+
+            stage = Repartitioner(kafka, producer, log)
+        session_ms = int(kafka.session_timeout * 1000)
+        consumer = AIOKafkaConsumer(
+            group_id=kafka.group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=session_ms,
+            heartbeat_interval_ms=max(session_ms // 3, 100),
+            max_partition_fetch_bytes=8 * 1024 * 1024,
+            fetch_max_bytes=64 * 1024 * 1024,
+            # A broker holds an under-filled fetch this long: it bounds
+            # the produce -> verdict latency of a slow trickle.
+            fetch_max_wait_ms=FETCH_WAIT_MS,
+            **settings,
+        )
+        grader.consumer = consumer
+        consumer.subscribe([grader.topic], listener=listener)
+        started.append(consumer)
+        await consumer.start()
+    except Exception as exc:
+        if isinstance(exc, SourceError):
+            raise
+        from aiokafka.errors import KafkaError
+
+        if isinstance(exc, KafkaError):
+            msg = f"cannot use Kafka at {kafka.bootstrap} ({exc}); check --kafka-bootstrap and the security options"
+            raise SourceError(msg) from None
+        raise
+    return n, stage, consumer
+
+
 async def run_kafka(
     suite: Suite,
     options: RunOptions,
@@ -151,7 +212,7 @@ async def run_kafka(
 ) -> RunSummary:
     """Grade a Kafka topic until SIGINT/SIGTERM (or ``--fail-fast``); the
     summary of this process."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer
     from aiokafka.abc import ConsumerRebalanceListener
     from aiokafka.admin import AIOKafkaAdminClient
 
@@ -202,10 +263,16 @@ async def run_kafka(
 
         grader.actions = Actions(actions, log, marks=suite.on_fail)
 
+    # Start-up waits on the broker (joining a group waits for the others'
+    # rebalance; a broker that accepts connections and does not answer
+    # holds each request for 40 s): a signal must not wait for it.
+    startup = anyio.CancelScope()
+
     def interrupt(signum: int) -> None:
         grader.summary.interrupted = True
         log.info("shutdown_requested", signal=signal.Signals(signum).name)
         stop.set()
+        startup.cancel()
         grader.guard.cancel()  # a hanging assignment must not hold the exit
 
     # First signal: finish the batch, flush, commit, leave; second: exit now.
@@ -214,54 +281,11 @@ async def run_kafka(
     client_logs = ClientLogs(log)  # closed after the clients stopped
     started: list[Any] = []
     try:
-        try:
-            for client in (admin, producer):
-                await client.start()
-                started.append(client)
-            restorer = AIOKafkaConsumer(
-                enable_auto_commit=False,
-                group_id=None,
-                max_partition_fetch_bytes=8 * 1024 * 1024,
-                **settings,
-            )
-            await restorer.start()
-            started.append(restorer)
-            grader.restorer = restorer
-            if kafka.verdicts_topic is not None:
-                await check_verdicts_topic(producer, kafka.verdicts_topic)
-            n = await ensure_internal_topics(admin, kafka, log, initial=True)
-            stage = None
-            if kafka.repartition:
-                from trajgrade.kafka.repartition import Repartitioner
-
-                stage = Repartitioner(kafka, producer, log)
-            session_ms = int(kafka.session_timeout * 1000)
-            consumer = AIOKafkaConsumer(
-                group_id=kafka.group,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                session_timeout_ms=session_ms,
-                heartbeat_interval_ms=max(session_ms // 3, 100),
-                max_partition_fetch_bytes=8 * 1024 * 1024,
-                fetch_max_bytes=64 * 1024 * 1024,
-                # A broker holds an under-filled fetch this long: it bounds
-                # the produce -> verdict latency of a slow trickle.
-                fetch_max_wait_ms=FETCH_WAIT_MS,
-                **settings,
-            )
-            grader.consumer = consumer
-            consumer.subscribe([grader.topic], listener=Listener())
-            await consumer.start()
-            started.append(consumer)
-        except Exception as exc:
-            if isinstance(exc, SourceError):
-                raise
-            from aiokafka.errors import KafkaError
-
-            if isinstance(exc, KafkaError):
-                msg = f"cannot use Kafka at {kafka.bootstrap} ({exc}); check --kafka-bootstrap and the security options"
-                raise SourceError(msg) from None
-            raise
+        with startup:
+            session = await _start(started, grader, kafka, log, Listener())
+        if startup.cancel_called:
+            return grader.finish()  # (the clients are stopped below)
+        n, stage, consumer = session
         log.info(
             "kafka_started",
             bootstrap=kafka.bootstrap,

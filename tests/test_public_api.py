@@ -51,6 +51,9 @@ CORE_PARTS = frozenset(
 EDGE_PARTS = frozenset(
     {
         "api",
+        "_agent_group",
+        "_agent_output",
+        "_click_types",
         "runner",
         "_run_state",
         "sources",

@@ -60,6 +60,7 @@ AGENT = textwrap.dedent(
                 sys.exit(0)
             signal.signal(signal.SIGTERM, on)
             signal.signal(signal.SIGINT, on)
+            signal.signal(signal.SIGHUP, on)
         elif op == "exit":
             sys.exit(arg)
     """
@@ -405,7 +406,7 @@ def test_an_agent_that_cannot_start_is_a_usage_error(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ signals
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signals_to_trajgrade_are_forwarded_to_the_agent(
     tmp_path: Path, sig: signal.Signals
 ) -> None:

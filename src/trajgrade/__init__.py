@@ -37,11 +37,12 @@ Edges:
   ``rotation``, ``state``  grade files, pipes and followed logs; checkpoints
 * ``kafka/``        grade a Kafka topic: consumer loop, grading steps, output
 * ``hooks/``, ``http_edge``, ``http_options``  answer agents' hook calls
-* ``wrapper``, ``actions``, ``action_options``  ``trajgrade run``; on-fail actions
+* ``wrapper``, ``_agent_output``, ``_agent_group``, ``actions``,
+  ``action_options``  ``trajgrade run``; on-fail actions
 * ``telemetry/``, ``metrics``, ``log``, ``status``, ``reporting``  OTLP,
   Prometheus, structured logs, the status line
-* ``cli``, ``cli_inspect``, ``cli_run``, ``cli_options``, ``_entry``,
-  ``__main__``  the command line
+* ``cli``, ``cli_inspect``, ``cli_run``, ``cli_options``, ``_click_types``,
+  ``_entry``, ``__main__``  the command line
 * ``convert``, ``dataset``, ``exit_status``, ``agents_reference``, ``_gc``,
   ``_signals``, ``_version``, ``examples/``  the rest of the tooling
 

@@ -118,6 +118,16 @@ def _no_graders(doc: Mapping[Any, Any], shell: SuiteConfig) -> ConfigError:
     """No layout's top-level key: name the nearest one (`grader:` for `graders:`)."""
     import difflib
 
+    wanted = {
+        "graders": "a list of graders [{type, name?, config}] (or letta-evals' mapping)",
+        "execution": "a mapping with `evaluators:` (agentv)",
+        "scorers": "a list of scorers (AI GO!)",
+    }
+    for key, what in wanted.items():
+        if key in doc:  # the right key with the wrong kind of value
+            got = "nothing" if doc[key] is None else type(doc[key]).__name__
+            msg = f"`{key}` must be {what}, got {got}; see docs/graders.md"
+            return ConfigError(msg, location=shell.locate((key,)))
     for key in doc:
         close = difflib.get_close_matches(
             str(key), ("graders", "execution", "scorers"), 1
@@ -197,6 +207,14 @@ def _trajgrade_entry(entry: dict[str, Any], path: _Path) -> GraderSpec:
     if config is not None and not isinstance(config, Mapping):
         msg = f"`config` must be a mapping of grader options (got {type(config).__name__})"
         raise ConfigError(msg, location=Location(field="config"))
+    if extra and config is None:
+        import difflib
+
+        for key in extra:
+            if difflib.get_close_matches(str(key), ("config",), 1, 0.7):
+                # Else read as an inline entry: every option "unknown".
+                msg = f"unknown key `{key}`; did you mean `config`?"
+                raise ConfigError(msg, location=Location(field=key))
     if extra:
         # An upstream entry pasted as is ({type: tool_trajectory, mode: ...}).
         return GraderSpec(

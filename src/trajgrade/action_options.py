@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import click
 
+from trajgrade._click_types import FiniteFloat
 from trajgrade.actions import ActionOptions
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def action_options(f: F | None = None, /, *, fail_fast: bool = True) -> Any:
             ),
             click.option(
                 "--on-fail-timeout",
-                type=click.FloatRange(min=0.001),
+                type=FiniteFloat(min=0.001),
                 default=30.0,
                 show_default=True,
                 help="Seconds an --on-fail command may run before it is killed.",

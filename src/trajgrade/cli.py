@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from trajgrade._click_types import FiniteFloat, require_companions
 from trajgrade._gc import settle as settle_gc
 from trajgrade.action_options import action_options
 from trajgrade.cli_options import (
@@ -127,7 +128,7 @@ def main() -> None:
 )
 @click.option(
     "--threshold",
-    type=click.FloatRange(0, 1),
+    type=FiniteFloat(0, 1),
     default=None,
     help="Pass threshold for graders that have one (agentv tool_trajectory; default 0.8).",
 )
@@ -154,7 +155,7 @@ def main() -> None:
 )
 @click.option(
     "--idle-timeout",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     default=None,
     help="Seconds without an event after which a live trace is closed and gets its final verdicts (default 600 with --follow/--watch; 0: never).",
 )
@@ -167,7 +168,7 @@ def main() -> None:
 )
 @click.option(
     "--checkpoint-interval",
-    type=click.FloatRange(min=0.01),
+    type=FiniteFloat(min=0.01),
     default=5.0,
     show_default=True,
     help="Seconds between checkpoints (also written on shutdown).",
@@ -238,6 +239,13 @@ def grade(
         except InputError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
+    require_companions(
+        {
+            "glob_pattern": "watch_dirs",
+            "dataset_key": "dataset_path",
+            "checkpoint_interval": "state_dir",
+        }
+    )
     usage = None
     if follow and not inputs:
         usage = "--follow needs the files to follow"
@@ -245,6 +253,8 @@ def grade(
         usage = "stdin cannot be followed (it is read live already); drop '-'"
     elif watch_dirs and inputs and not follow:
         usage = "with --watch, input files are followed too: add --follow"
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        usage = "stdout is closed, so the verdicts have nowhere to go; redirect it (to /dev/null to keep only the exit status)"
     if usage is not None:
         raise click.UsageError(usage)
     pretty = output == "pretty" or (output == "auto" and sys.stdout.isatty())

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 
 # The commands' exit statuses have one home (re-exported for the CLI modules).
+from trajgrade._click_types import FiniteFloat
 from trajgrade.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ output_option: Final = click.option(
 tick_option: Final = click.option(
     "--tick",
     "tick_interval",
-    type=click.FloatRange(min=0.001),
+    type=FiniteFloat(min=0.001),
     default=0.1,
     show_default=True,
     help="Seconds between clock checks (wall-time budgets, idle timeouts).",
@@ -76,7 +77,7 @@ tick_option: Final = click.option(
 
 regex_timeout_option: Final = click.option(
     "--regex-timeout",
-    type=click.FloatRange(min=0.001),
+    type=FiniteFloat(min=0.001),
     default=0.25,
     show_default=True,
     help="Seconds one user regex may run on one value.",

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from trajgrade._click_types import FiniteFloat
 from trajgrade._gc import settle as settle_gc
 from trajgrade.action_options import action_options
 from trajgrade.cli_options import (
@@ -68,7 +69,7 @@ __all__ = ("run",)
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     default=5.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL when stopping the agent.",
@@ -134,6 +135,10 @@ def run(
             what = hint.removeprefix("--")
             msg = f"stdout carries the agent's output; send it to a file with --agent-output FILE to get {what} on stdout"
             raise click.BadParameter(msg, param_hint=hint)
+    if sys.stdout is None and agent_output == "-":
+        # Started with stdout closed (`>&-`): the output needs a file.
+        msg = "stdout is closed, so the agent's output has nowhere to go; give --agent-output FILE (/dev/null to drop it)"
+        raise click.BadParameter(msg, param_hint="--agent-output")
     suite = load_policy(
         config_path, BuildContext(regex_timeout=regex_timeout, allow_code=allow_code)
     )

@@ -239,6 +239,11 @@ def decode_config(
             doc = _yaml.construct(node, schema)
     except (msgspec.DecodeError, UnicodeDecodeError, yaml.YAMLError) as exc:
         line = yaml_line(exc)
+        if line is None and isinstance(exc, msgspec.DecodeError):
+            # msgspec names the byte: turn it into the line an editor shows.
+            at = re.search(r"\(byte (\d+)\)", str(exc))
+            if at:
+                line = text.encode()[: int(at.group(1))].count(b"\n") + 1
         msg = f"not valid {'JSON' if json else 'YAML'}: {one_line(exc)}; fix the syntax"
         if isinstance(exc, _yaml.AliasLimitError):
             msg = str(exc.problem)

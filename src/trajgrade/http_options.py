@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from trajgrade._click_types import FiniteFloat
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -34,7 +36,7 @@ def http_limit_options(prefix: str = "") -> Callable[[F], F]:
         f = click.option(
             f"--{prefix}read-timeout",
             f"{prefix.replace('-', '_')}read_timeout",
-            type=click.FloatRange(min=0.01),
+            type=FiniteFloat(min=0.01),
             default=30.0,
             show_default=True,
             help="Seconds a socket read (and a whole body) may take; slower peers get 408.",

@@ -76,7 +76,7 @@ def _setup(
     ]
     if json:
         processors.append(structlog.processors.JSONRenderer(serializer=_dumps))
-        factory: Any = structlog.BytesLoggerFactory(cast("BinaryIO", out))
+        factory: Any = structlog.BytesLoggerFactory(cast("BinaryIO", _Lossy(out)))
     else:
         processors.append(structlog.dev.ConsoleRenderer(colors=True))
         # Resolved at each write: a live status display swaps sys.stderr
@@ -92,14 +92,45 @@ def _setup(
     )
 
 
-class _Stderr:
-    """Whatever ``sys.stderr`` is now."""
+class _Lossy:
+    """A log stream whose reader may go away (``2>&1 | head``): from then on
+    log lines are dropped. A log line that cannot be written must not end
+    the run (``trajgrade run`` would take its agent down with it)."""
 
-    def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+    def __init__(self, out: IO[bytes]) -> None:
+        self._out = out
+        self._gone = False
+
+    def write(self, data: bytes) -> int:
+        if not self._gone:
+            try:
+                return self._out.write(data)
+            except (OSError, ValueError):  # a broken pipe; a closed file
+                self._gone = True
+        return len(data)
 
     def flush(self) -> None:
-        sys.stderr.flush()
+        if not self._gone:
+            try:
+                self._out.flush()
+            except (OSError, ValueError):
+                self._gone = True
+
+
+class _Stderr:
+    """Whatever ``sys.stderr`` is now; lines are dropped once it is gone."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stderr.write(text)
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
 
 
 class _LazyLogger:

@@ -29,18 +29,17 @@ tool processes (a shell running the offending command) are stopped with it,
 and a Ctrl-C reaches it once, forwarded by us, not twice.
 
 Signals: SIGINT, SIGTERM and SIGHUP sent to trajgrade are forwarded to the
-agent's process group; a second one kills the group. Reading goes on until
-the agent's output ends, so every verdict is still written.
+agent's process group; a second one, or ``--grace`` seconds without the agent
+exiting, kills the group. Reading goes on until the agent's output ends, so
+every verdict is still written. What the agent leaves running in its group
+is stopped when the run ends (:func:`~trajgrade._agent_group.stop_leftovers`).
 
-Exit status (see :data:`EXIT_CODES`): 0 passed, 1 a verdict failed, 2 usage or
-config error (or the agent could not be started), 3 trajgrade stopped the
-agent, 4 the agent failed on its own (its status is logged), 5 the agent
-exited 0 but nothing was graded (no events in its output), 128+N when
-signal N sent to trajgrade ended the run.
+Exit status: :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -49,6 +48,8 @@ from typing import IO, TYPE_CHECKING, Any, Final
 import anyio
 import msgspec
 
+from trajgrade import _agent_group as group
+from trajgrade._agent_output import AgentOutput, OutputAbandoned
 from trajgrade.actions import ActionOptions, Actions
 from trajgrade.config import OnFail
 from trajgrade.engine import Engine
@@ -109,7 +110,6 @@ STOP_ON: Final[dict[str, frozenset[OnFail]]] = {
     "abort": frozenset({OnFail.ABORT}),
     "never": frozenset(),
 }
-_CHUNK: Final = 1 << 16
 #: Signals forwarded to the agent.
 _FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -157,6 +157,8 @@ class WrapSummary(msgspec.Struct, kw_only=True):
     input_errors: int = 0
     #: Whether the agent's output could not be written (reader gone).
     output_lost: bool = False
+    #: Whether verdicts could not be written (reader gone).
+    verdicts_lost: bool = False
 
 
 class _Wrap:
@@ -185,6 +187,10 @@ class _Wrap:
         self.summary = WrapSummary()
         self.proc: Any = None
         self.stopping: anyio.Event = anyio.Event()
+        #: The signal that asked the agent to stop (SIGTERM for a stop).
+        self.sent = "SIGTERM"
+        self.output: AgentOutput | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._failed = FailedTraces()
         self._signals = 0
         self.decisions: DecisionWriter | None = None
@@ -211,8 +217,7 @@ class _Wrap:
         if not verdicts:
             return
         tally(verdicts, self.summary.verdicts, self._failed)
-        self.sink.send(verdicts)
-        self.sink.flush()
+        self._write(verdicts)
         self.actions.observe(verdicts)
         if self.summary.stopped_by is None:
             for v in verdicts:
@@ -222,6 +227,25 @@ class _Wrap:
                 ):
                     self.stop(v)
                     break
+
+    def _write(self, verdicts: Sequence[Verdict] | None) -> None:
+        """Write (None: close) the verdicts' sink. A reader that went away
+        loses the rest of them; the run goes on (the agent must not be
+        taken down by it) and its status still counts every verdict."""
+        if self.summary.verdicts_lost:
+            return
+        try:
+            if verdicts is None:
+                self.sink.close()
+            else:
+                self.sink.send(verdicts)
+                self.sink.flush()
+        except OSError as exc:
+            self.summary.verdicts_lost = True
+            self.log.warning(
+                "verdicts_lost",
+                reason=f"cannot write verdicts: {exc.strerror or exc}; the rest are counted, not written",
+            )
 
     def decide(self, decisions: Sequence[GuardDecision]) -> None:
         """Act on guard decisions: a fail whose action is in ``--stop-on``
@@ -240,7 +264,7 @@ class _Wrap:
 
     def stop(self, v: Verdict | GuardDecision) -> None:
         """Stop the agent because of ``v``: SIGTERM now, SIGKILL after the grace."""
-        if self.proc is None or self.proc.returncode is not None:
+        if self.proc is None or group.exited(self.proc):
             return  # it ended on its own: a fail now is a graded fail
         self.summary.stopped_by = v
         self.log.warning(
@@ -253,20 +277,27 @@ class _Wrap:
             signal="SIGTERM",
             grace=self.options.grace,
         )
-        _kill_group(self.proc.pid, signal.SIGTERM)
+        group.kill_tree(self.proc.pid, signal.SIGTERM)
         self.stopping.set()
+        if self.output is not None:
+            self.output.ending()
 
     def report(self) -> None:
         errors, _ = report_problems(self.grading, self.log)
         self.summary.input_errors += errors
 
     # ------------------------------------------------------------ agent output
-    def pass_through(self, chunk: bytes) -> None:
-        if self.summary.output_lost:
+    async def pass_through(self, chunk: bytes) -> None:
+        if self.summary.output_lost or self.output is None:
             return
         try:
-            self.out.write(chunk)
-            self.out.flush()
+            await self.output.write(chunk)
+        except OutputAbandoned:
+            self.summary.output_lost = True
+            self.log.warning(
+                "agent_output_lost",
+                reason=f"the reader of the agent's output took no data for {self.options.drain:g}s after the agent exited; the rest is discarded",
+            )
         except OSError as exc:
             # The reader of the agent's output went away: keep grading (and
             # keep the agent's stdout pipe drained) but stop writing.
@@ -276,13 +307,9 @@ class _Wrap:
                 reason=f"cannot write the agent's output: {exc.strerror or exc}; it is discarded from here on",
             )
 
-    async def read(self, stream: Any, decoder: SourceDecoder) -> None:
+    async def read(self, output: AgentOutput, decoder: SourceDecoder) -> None:
         grading = self.grading
-        while True:
-            try:
-                chunk = await stream.receive(_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                return
+        while (chunk := await output.receive()) is not None:
             now = time.time() if self.clocked else None
             # Grade first: a stop is decided before a slow reader of the
             # agent's output can hold us up. Part by part: a stop comes
@@ -292,7 +319,7 @@ class _Wrap:
                 self.emit(part)
             if grading.errors or grading.anomalies:
                 self.report()
-            self.pass_through(chunk)
+            await self.pass_through(chunk)
 
     async def clock(self) -> None:
         while True:
@@ -300,7 +327,9 @@ class _Wrap:
             self.emit(self.engine.tick(time.time()))
 
     async def escalate(self) -> None:
-        """After a stop: SIGKILL the agent's group when the grace runs out."""
+        """After a stop or a forwarded signal: SIGKILL the agent's group
+        when the grace runs out (a supervisor that sends trajgrade one
+        SIGTERM, then SIGKILL, must not leave the agent running)."""
         await self.stopping.wait()
         with anyio.move_on_after(self.options.grace):
             await self.proc.wait()
@@ -308,9 +337,9 @@ class _Wrap:
         self.log.warning(
             "agent_killed",
             pid=self.proc.pid,
-            reason=f"the agent did not exit within {self.options.grace:g}s of SIGTERM",
+            reason=f"the agent did not exit within {self.options.grace:g}s of {self.sent}",
         )
-        _kill_group(self.proc.pid, signal.SIGKILL)
+        group.kill_tree(self.proc.pid, signal.SIGKILL)
 
     # ------------------------------------------------------------ signals
     def on_signal(self, signum: int, frame: Any) -> None:
@@ -322,16 +351,28 @@ class _Wrap:
         if self.proc is None:
             return
         if self._signals == 1:
-            _kill_group(self.proc.pid, signum)
+            group.kill_group(self.proc.pid, signum)
+            self.sent = signal.Signals(signum).name
+            if self._loop is not None:
+                # The grace timer and the output's end run in the loop.
+                self._loop.call_soon_threadsafe(self._signalled)
         else:
-            _kill_group(self.proc.pid, signal.SIGKILL)
+            group.kill_tree(self.proc.pid, signal.SIGKILL)
+
+    def on_job_stop(self, signum: int, frame: Any) -> None:
+        group.suspend_with(None if self.proc is None else self.proc.pid, signum)
+
+    def _signalled(self) -> None:
+        self.stopping.set()
+        if self.output is not None:
+            self.output.ending()
 
     # ------------------------------------------------------------ the end
     def finish(self, returncode: int) -> WrapSummary:
         for verdicts in self.engine.finish_batches():
             self.emit(verdicts)
         self.engine.anomalies.clear()
-        self.sink.close()
+        self._write(None)
         if self.decisions is not None:
             self.decisions.close()
         stats = self.engine.statistics()
@@ -352,13 +393,6 @@ class _Wrap:
         else:
             s.exit_code = EXIT_FAILED if failed else EXIT_OK
         return s
-
-
-def _kill_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except OSError:
-        pass  # the group is gone already
 
 
 async def wrap(
@@ -391,7 +425,9 @@ async def wrap(
         max_line_bytes=options.max_line_bytes,
         tool_results=reads_tool_results(suite.graders),
     )
+    state._loop = asyncio.get_running_loop()  # anyio's backend here is asyncio
     previous = {s: signal.signal(s, state.on_signal) for s in _FORWARDED}
+    previous |= {s: signal.signal(s, state.on_job_stop) for s in group.JOB_STOPS}
     try:
         try:
             proc = await anyio.open_process(
@@ -408,19 +444,21 @@ async def wrap(
             raise SourceError(msg, location=Location(file=options.command[0])) from None
         state.proc = proc
         state.summary.pid = proc.pid
+        state.output = AgentOutput(proc.stdout, agent_out, drain=options.drain)
         if state.summary.interrupted is not None:
             # A signal arrived while the agent was starting: pass it on now.
-            _kill_group(proc.pid, signal.Signals[state.summary.interrupted])
+            group.kill_group(proc.pid, signal.Signals[state.summary.interrupted])
+            state._signalled()
         log.info("agent_started", pid=proc.pid, command=options.command)
-        reading = anyio.CancelScope()
         try:
-            summary = await _watch(state, proc, decoder, reading)
+            summary = await _watch(state, proc, decoder, state.output)
         finally:
             if proc.returncode is None:
                 # Only on an error of ours: never leave the agent running unwatched.
-                _kill_group(proc.pid, signal.SIGKILL)
+                group.kill_tree(proc.pid, signal.SIGKILL)
             with anyio.CancelScope(shield=True):
                 await proc.aclose()
+            group.forget(proc.pid)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -428,33 +466,33 @@ async def wrap(
 
 
 async def _watch(
-    state: _Wrap, proc: Any, decoder: SourceDecoder, reading: anyio.CancelScope
+    state: _Wrap, proc: Any, decoder: SourceDecoder, output: AgentOutput
 ) -> WrapSummary:
     """Grade the agent's output until it ends; then finish and drain actions."""
-    options, acts, log = state.options, state.actions, state.log
+    acts, log = state.actions, state.log
     async with anyio.create_task_group() as tg:
 
-        async def stop_reading_after_exit() -> None:
+        async def note_exit() -> None:
             # A process the agent left behind may hold its stdout open:
-            # once the agent is gone, give its output a moment, then stop.
+            # once the agent is gone, its output gets a moment, then ends.
             await proc.wait()
-            await anyio.sleep(options.drain)
-            reading.cancel()
+            output.agent_exited()
 
         tg.start_soon(acts.serve)
         tg.start_soon(state.escalate)
-        tg.start_soon(stop_reading_after_exit)
+        tg.start_soon(note_exit)
         if state.clocked:
             tg.start_soon(state.clock)
-        with reading:
-            await state.read(proc.stdout, decoder)
+        await state.read(output, decoder)
         for part in state.grading.feed_batches(decoder, decoder.close()):
             state.emit(part)
         state.report()
         returncode = await proc.wait()
         if state.summary.stopped_by is not None:
             # Tool processes that ignored SIGTERM must not outlive the stop.
-            _kill_group(proc.pid, signal.SIGKILL)
+            group.kill_tree(proc.pid, signal.SIGKILL)
+        else:
+            await group.stop_leftovers(proc.pid, state.options.grace, log)
         log.info("agent_exited", pid=proc.pid, exit_code=returncode)
         summary = state.finish(returncode)
         await acts.drain(acts.options.on_fail_timeout)

@@ -221,10 +221,11 @@ def _case(name: str, tmp_path: Path) -> tuple[bytes, list[str | os.PathLike[str]
         bad = tmp_path / "bad.yaml"
         bad.write_text("graders:\n  - type: no-such-grader\n")
         return pre, ["-c", bad, "--state-dir", state], "no-such-grader"
-    if name == "internal-error":
+    if name == "unusable-state-dir":
         blocker = tmp_path / "a-file"
         blocker.write_text("not a directory")
-        return pre, ["-c", good, "--state-dir", blocker / "s"], "internal error"
+        args = ["-c", good, "--state-dir", blocker / "s"]
+        return pre, args, "cannot use the state directory"
     assert name == "error-outcome"
     policy = tmp_path / "env.yaml"
     policy.write_text(COMMAND_ON_READ)
@@ -241,7 +242,7 @@ CASES = (
     "not-json",
     "unknown-option",
     "config-error",
-    "internal-error",
+    "unusable-state-dir",
     "error-outcome",
 )
 

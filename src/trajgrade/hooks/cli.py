@@ -14,6 +14,7 @@ import sys
 
 import click
 
+from trajgrade._click_types import FiniteFloat
 from trajgrade.cli_options import allow_code_option, config_option, load_policy
 from trajgrade.http_options import edge_limits, http_limit_options
 
@@ -189,7 +190,7 @@ def _agent_warnings(config_path: str, agent: str) -> None:
 )
 @click.option(
     "--checkpoint-interval",
-    type=click.FloatRange(min=0.05),
+    type=FiniteFloat(min=0.05),
     default=1.0,
     show_default=True,
     help="Seconds between checkpoints of changed sessions.",
@@ -229,6 +230,15 @@ def serve(
     from trajgrade.hooks.store import default_state_dir
 
     suite = load_policy(config_path, BuildContext(allow_code=allow_code))
+    for path, flag in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
+        try:  # found now, not at the first record of the first session
+            if path:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+        except OSError as exc:
+            click.echo(
+                f"error: {path}: cannot write: {exc.strerror}; check {flag}", err=True
+            )
+            sys.exit(2)
     try:
         server = HookServer(
             suite,
@@ -241,11 +251,38 @@ def serve(
             fail_closed=fail_closed,
             limits=edge_limits(max_body, read_timeout, token_env),
         )
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
+        click.echo(f"error: {_serve_problem(exc, host, port)}", err=True)
         sys.exit(2)
     bound = server.server_address[1]
     click.echo(f"trajgrade serve: listening on http://{host}:{bound}", err=True)
     click.echo(f"http://{host}:{bound}", nl=True)
-    sys.stdout.flush()
-    run(server)
+    if sys.stdout is not None:  # None: started with stdout closed
+        sys.stdout.flush()
+    unsaved = run(server)
+    if unsaved:
+        where = server.state_dir
+        click.echo(
+            f"error: {where}: {unsaved} session(s) could not be saved at shutdown (their changes are lost; see {where}/hooks.log); check the state directory",
+            err=True,
+        )
+        sys.exit(1)
+
+
+def _serve_problem(exc: OSError, host: str, port: int) -> str:
+    """What went wrong starting the daemon, and what to do about it."""
+    import errno
+
+    why = exc.strerror or str(exc)
+    if exc.filename is not None:
+        from trajgrade.hooks.invoke import STATE_DIR_HINT
+
+        return (
+            f"{exc.filename}: cannot use the state directory: {why}; {STATE_DIR_HINT}"
+        )
+    if exc.errno == errno.EADDRINUSE:
+        return f"cannot listen on {host}:{port}: the port is in use (another trajgrade serve?); stop that process, or pick another --port (0: any free port)"
+    return f"cannot listen on {host}:{port}: {why}; check --host and --port"

@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import socket
 import sys
+import time
 from typing import Final
 
 __all__ = ("forward",)
 
-#: Seconds to connect and to get the answer; the agent's own hook timeout
-#: is longer (Claude Code 60 s, Codex the configured one, Gemini ms-based).
+#: Seconds to connect and to get the whole answer, however it trickles in;
+#: the agent's own hook timeout is longer (Claude Code 60 s, Codex the
+#: configured one, Gemini ms-based), and an agent that times a hook out runs
+#: the call whatever ``--fail-closed`` says.
 TIMEOUT: Final = 10.0
+#: Largest answer read (trajgrade's are a few hundred bytes).
+ANSWER_MAX: Final = 1 << 20
 
 
 def forward(url: str, agent: str, body: bytes, *, fail_closed: bool) -> int:
@@ -33,17 +38,21 @@ def forward(url: str, agent: str, body: bytes, *, fail_closed: bool) -> int:
             detail = answer.decode("utf-8", "replace").strip()
             msg = f"HTTP {status}: {detail}"
             raise OSError(msg)
+        code = headers.get("x-trajgrade-exit", "0")
+        if not code.isdigit():
+            msg = f"not trajgrade serve's answer (X-Trajgrade-Exit: {code!r}); check the port"
+            raise OSError(msg)
     except (OSError, ValueError) as exc:
         return _failed(agent, body, fail_closed, f"trajgrade serve at {url}: {exc}")
     sys.stdout.buffer.write(answer)
     sys.stdout.flush()
-    return int(headers.get("x-trajgrade-exit", "0"))
+    return int(code)
 
 
 def _address(url: str) -> tuple[str, int]:
     rest = url.removeprefix("http://").rstrip("/")
     host, _, port = rest.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdigit() or "/" in host or int(port) > 65535:
         msg = f"--server must be http://HOST:PORT (got {url!r})"
         raise ValueError(msg)
     return host.strip("[]"), int(port)
@@ -57,10 +66,27 @@ def _post(
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         "Connection: close\r\n\r\n"
     ).encode()
+    deadline = time.monotonic() + TIMEOUT
     with socket.create_connection((host, port), timeout=TIMEOUT) as sock:
         sock.sendall(head + body)
-        chunks = []
-        while chunk := sock.recv(65536):
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                sock.settimeout(left)  # (per read; the deadline bounds them all)
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                msg = f"no whole answer within {TIMEOUT:g}s"
+                raise TimeoutError(msg) from None
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > ANSWER_MAX:
+                msg = f"an answer over {ANSWER_MAX:,} bytes; check the port"
+                raise OSError(msg)
             chunks.append(chunk)
     raw = b"".join(chunks)
     top, sep, rest = raw.partition(b"\r\n\r\n")
@@ -68,13 +94,21 @@ def _post(
         msg = "incomplete HTTP answer"
         raise OSError(msg)
     lines = top.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1])
+    first = lines[0].split(" ", 2)
+    if len(first) < 2 or not first[0].startswith("HTTP/") or not first[1].isdigit():
+        # Something else listens on the port: a failure like no answer
+        # (fail-closed must deny, not crash into a non-blocking error).
+        msg = f"not an HTTP answer ({lines[0][:40]!r}); check the port"
+        raise OSError(msg)
     headers = {}
     for line in lines[1:]:
         k, _, v = line.partition(":")
         headers[k.strip().lower()] = v.strip()
-    length = int(headers.get("content-length", len(rest)))
-    return status, headers, rest[:length]
+    length = headers.get("content-length", str(len(rest)))
+    if not length.isdigit():
+        msg = f"bad Content-Length {length!r} in the answer; check the port"
+        raise OSError(msg)
+    return int(first[1]), headers, rest[: int(length)]
 
 
 def _failed(agent: str, body: bytes, fail_closed: bool, problem: str) -> int:

@@ -49,6 +49,13 @@ options:
 """
 
 
+#: Where the state directory comes from, for the messages about it.
+STATE_DIR_HINT: Final = (
+    "check --state-dir (default: $XDG_STATE_HOME/trajgrade/hooks, "
+    "else ~/.local/state/trajgrade/hooks)"
+)
+
+
 class UsageError(Exception):
     """Bad command-line arguments."""
 
@@ -214,6 +221,10 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         store = SessionStore(
             state_dir, agent, **({"max_age": opts.max_age} if opts.max_age else {})
         )
+    except OSError as exc:
+        problem = f"cannot use the state directory {state_dir}: {exc.strerror or exc}; {STATE_DIR_HINT}"
+        return _fail(agent, event, opts.fail_closed, problem)
+    try:
         result = _step_locked(
             store, suite, agent, session, payload, now, log, opts.fail_closed
         )
@@ -226,10 +237,17 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
             echo=False,
         )
         return _fail(agent, event, opts.fail_closed, f"internal error: {exc}")
-    if opts.verdicts and result.verdicts:
-        _append_lines(opts.verdicts, result.verdicts)
-    if opts.decisions and result.decisions:
-        _append_lines(opts.decisions, result.decisions)
+    for path, records in (
+        (opts.verdicts, result.verdicts),
+        (opts.decisions, result.decisions),
+    ):
+        try:
+            if path and records:
+                _append_lines(path, records)
+        except OSError as exc:
+            # The call is decided (maybe denied): a lost record must not
+            # turn its answer into a failure, which lets the call run.
+            log.write("error", "records_not_written", path=path, error=str(exc))
     log_step(log, agent, session, result)
     sys.stdout.buffer.write(result.answer.stdout)
     sys.stdout.flush()
@@ -272,10 +290,15 @@ def _step_locked(
             state = new_state(agent, session, suite, now)
             store.sweep(now)
         result = step(suite, state, payload, now=now, fail_closed=fail_closed)
-        if state.ended:
-            store.drop(session)
-        else:
-            store.save(state)
+        try:
+            if state.ended:
+                store.drop(session)
+            else:
+                store.save(state)
+        except OSError as exc:
+            # The call is decided (maybe denied): answer it; the session's
+            # next call goes on from the last state saved.
+            log.write("error", "state_not_saved", session=session, error=str(exc))
     return result
 
 

@@ -26,6 +26,7 @@ gzip bodies, no tracebacks. Only loopback addresses are accepted for ``host``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -42,6 +43,8 @@ from trajgrade.hooks.store import SessionStore
 from trajgrade.http_edge import LOOPBACK, EdgeHandler, EdgeServer, HttpError, Limits
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from trajgrade.config import Suite
 
 __all__ = ("LOOPBACK", "HookServer", "Limits", "serve")
@@ -49,6 +52,8 @@ __all__ = ("LOOPBACK", "HookServer", "Limits", "serve")
 
 #: Seconds a session stays in memory after its last call.
 IDLE_SESSIONS: Final = 600.0
+#: Seconds a shutdown waits for the calls being read or answered.
+SHUTDOWN_GRACE: Final = 5.0
 
 
 class _Live:
@@ -82,9 +87,6 @@ class HookServer(EdgeServer):
         limits: Limits | None = None,
         idle_sessions: float = IDLE_SESSIONS,
     ) -> None:
-        super().__init__(
-            (host, port), _Handler, limits=limits or Limits(), what="trajgrade serve"
-        )
         self.suite = suite
         self.state_dir = state_dir
         self.verdicts_path = verdicts
@@ -100,6 +102,15 @@ class HookServer(EdgeServer):
         self._lock = threading.Lock()
         self._verdict_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._calls = 0
+        #: Sessions the last checkpoint could not save.
+        self.unsaved = 0
+        self._calls_done = threading.Condition()
+        # Bound after the fields above: a bind that fails (port in use)
+        # runs server_close, which checkpoints.
+        super().__init__(
+            (host, port), _Handler, limits=limits or Limits(), what="trajgrade serve"
+        )
         self._saver = threading.Thread(target=self._checkpoints, daemon=True)
         self._saver.start()
 
@@ -178,16 +189,26 @@ class HookServer(EdgeServer):
         ):
             if records and path:
                 data = b"".join(msgspec.json.encode(r) + b"\n" for r in records)
-                with self._verdict_lock:
-                    # 0600, as the cold hook writes them: verdicts and
-                    # decisions may quote what the agent handled.
-                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                    try:
-                        os.write(fd, data)
-                    finally:
-                        os.close(fd)
+                try:
+                    self._append(path, data)
+                except OSError as exc:
+                    # The call is decided (maybe denied): a lost record must
+                    # not turn its answer into a 500, which lets it run.
+                    self.log.write(
+                        "error", "records_not_written", path=path, error=str(exc)
+                    )
         log_step(self.log, agent, session, result)
         return result.answer.stdout, result.answer.exit_code
+
+    def _append(self, path: str, data: bytes) -> None:
+        with self._verdict_lock:
+            # 0600, as the cold hook writes them: verdicts and decisions may
+            # quote what the agent handled.
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
 
     def _session(self, agent: str, session: str) -> _Live:
         key = (agent, session)
@@ -216,21 +237,46 @@ class HookServer(EdgeServer):
             live = self._live[key] = _Live(state, engine)
             return live
 
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """Count one call being read or answered (shutdown waits for it)."""
+        with self._calls_done:
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._calls_done:
+                self._calls -= 1
+                self._calls_done.notify_all()
+
     # ------------------------------------------------------------ checkpoints
     def checkpoint(self) -> int:
         """Save every changed session now, and let go of those idle for
-        ``idle_sessions``; how many were saved."""
+        ``idle_sessions``; how many were saved. A session that cannot be
+        saved is logged and kept in memory, changed (the next checkpoint
+        tries again); :attr:`unsaved` counts them."""
         with self._lock:
             lives = list(self._live.items())
         idle_since = time.monotonic() - self.idle_sessions
-        n = 0
+        n = unsaved = 0
         for key, live in lives:
             agent, session = key
             with live.lock:
                 if live.dirty:
                     store = self._stores[agent]
-                    with store.locked(session):
-                        store.save(live.state)
+                    try:
+                        with store.locked(session):
+                            store.save(live.state)
+                    except OSError as exc:
+                        unsaved += 1
+                        self.log.write(
+                            "error",
+                            "checkpoint_failed",
+                            agent=agent,
+                            session=session,
+                            error=str(exc),
+                        )
+                        continue
                     live.dirty = False
                     n += 1
                 if live.used <= idle_since and not live.gone:
@@ -240,6 +286,7 @@ class HookServer(EdgeServer):
                     with self._lock:
                         if self._live.get(key) is live:
                             del self._live[key]
+        self.unsaved = unsaved
         return n
 
     def sessions_in_memory(self) -> int:
@@ -255,8 +302,12 @@ class HookServer(EdgeServer):
                 self.log.write("error", "checkpoint_failed", error=str(exc))
 
     def server_close(self) -> None:
-        """Stop the checkpoint thread and save every changed session."""
+        """Let the calls in progress finish (at most ``SHUTDOWN_GRACE``
+        seconds: their agents get an answer, and their changes are in the
+        last checkpoint), stop the checkpoint thread, save every session."""
         self._stopping.set()
+        with self._calls_done:
+            self._calls_done.wait_for(lambda: self._calls == 0, SHUTDOWN_GRACE)
         self.checkpoint()
         super().server_close()
 
@@ -271,6 +322,10 @@ class _Handler(EdgeHandler):
             self._send(404, b"not found; POST /hook/<agent>\n", 0)
 
     def do_POST(self) -> None:
+        with self.server.call():
+            self._post()
+
+    def _post(self) -> None:
         self.authorize()
         agent = self.path.split("?", 1)[0].removeprefix("/hook/")
         try:
@@ -312,16 +367,22 @@ class _Handler(EdgeHandler):
         )
 
 
-def serve(server: HookServer) -> None:
-    """Serve until SIGINT/SIGTERM, then checkpoint and close."""
+def serve(server: HookServer) -> int:
+    """Serve until SIGINT/SIGTERM/SIGHUP, then checkpoint and close; how
+    many sessions the last checkpoint could not save.
+
+    SIGHUP stops too (there is no reload: restart to load a changed policy).
+    Its default action would end the daemon without the last checkpoint.
+    """
     import signal
 
     def _stop(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _stop)
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
         server.server_close()
+    return server.unsaved

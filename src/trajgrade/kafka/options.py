@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 import msgspec
 
+from trajgrade._click_types import FiniteFloat, require_companions
 from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ _OPTIONS: Final[list[Callable[[Any], Any]]] = [
     ),
     click.option(
         "--kafka-session-timeout",
-        type=click.FloatRange(min=1),
+        type=FiniteFloat(min=1),
         default=10.0,
         show_default=True,
         help="Seconds before a silent consumer's partitions move to another.",
@@ -243,6 +244,10 @@ _FIELDS: Final = {
 }
 
 
+#: Parameter names (prefixes) of the options that only Kafka runs read.
+_KAFKA_ONLY: Final = ("kafka_", "group", "verdicts_topic", "repartition", "max_open")
+
+
 def kafka_options(command: F) -> F:
     """Add the Kafka options to a click command; they reach it through
     :func:`current_kafka_options`, not as arguments."""
@@ -268,6 +273,10 @@ def _build(values: dict[str, Any]) -> KafkaOptions | None:
         if topic is not None:
             msg = "--topic needs --kafka-bootstrap (the brokers to read it from)"
             raise click.UsageError(msg)
+        # Kafka-only options without Kafka would be ignored without a word.
+        require_companions(
+            {n: "kafka_bootstrap" for n in _FIELDS if n.startswith(_KAFKA_ONLY)}
+        )
         return None
     if topic is None:
         msg = "--kafka-bootstrap needs --topic (the topic of agent events to grade)"

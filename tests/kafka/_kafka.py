@@ -70,10 +70,17 @@ async def _produce(
     bootstrap: str,
     topic: str,
     items: Sequence[tuple[bytes | None, bytes | None, int | None]],
+    compression: str | None = None,
 ) -> None:
     from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=5,
+        compression_type=compression,
+        max_request_size=64 * 1024 * 1024,  # (oversize records)
+    )
     await producer.start()
     try:
         futs = [
@@ -88,9 +95,11 @@ def produce(
     bootstrap: str,
     topic: str,
     items: Sequence[tuple[bytes | None, bytes | None, int | None]],
+    compression: str | None = None,
 ) -> None:
-    """Send (key, value, partition) records and wait for every ack."""
-    asyncio.run(_produce(bootstrap, topic, items))
+    """Send (key, value, partition) records and wait for every ack;
+    ``compression``: the producer's codec (batches compressed with it)."""
+    asyncio.run(_produce(bootstrap, topic, items, compression))
 
 
 def keyed(
@@ -113,6 +122,22 @@ async def _create(bootstrap: str, topic: str, partitions: int) -> None:
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     asyncio.run(_create(bootstrap, topic, partitions))
+
+
+def list_topics(bootstrap: str) -> list[str]:
+    """The topics the broker has (a request that creates none)."""
+
+    async def go() -> list[str]:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            return list(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    return asyncio.run(go())
 
 
 async def _read_topic(bootstrap: str, topic: str, count: int, wait: float) -> list[Any]:

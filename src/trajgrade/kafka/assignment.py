@@ -36,20 +36,32 @@ __all__ = (
     "ASSIGN_TIMEOUT",
     "AssignGuard",
     "ensure_internal_topics",
+    "ensure_topic",
     "partitions_of",
 )
 
-#: Longest one assignment may take (topic checks and the changelog restore).
+#: Longest an assignment may go without progress (topic checks, and the
+#: changelog restore between two fetches that bring records).
 ASSIGN_TIMEOUT: Final = 120.0
+#: Segment size of the changelog trajgrade creates (see ``ensure_topic``).
+SEGMENT_BYTES: Final = 64 * 1024 * 1024
 #: Longest one admin round trip (or offset commit) may take.
 ADMIN_TIMEOUT: Final = 30.0
 
 
 async def partitions_of(admin: Any, topic: str, bootstrap: str) -> int:
-    """How many partitions ``topic`` has (waits briefly for a new one)."""
+    """How many partitions ``topic`` has (waits briefly for a new one).
+
+    Looked up in the list of topics first: the metadata request of
+    ``describe_topics`` creates a missing topic, with the broker's default
+    partition count, on brokers with ``auto.create.topics.enable`` (Apache
+    Kafka's default; tansu too), so a misspelt ``--topic`` was created and
+    waited on forever instead of reported."""
     for _ in range(50):
         with anyio.fail_after(ADMIN_TIMEOUT):
-            found = await admin.describe_topics([topic])
+            found = []
+            if topic in await admin.list_topics():
+                found = await admin.describe_topics([topic])
         for t in found:
             if t.get("topic") == topic and t.get("error_code") == 0 and t["partitions"]:
                 return len(t["partitions"])
@@ -67,7 +79,14 @@ async def ensure_topic(
 
     # Create first (a metadata request may auto-create a missing topic with
     # the broker's defaults); "already exists" comes back as an error code.
-    configs = {"cleanup.policy": "compact"} if compact else {}
+    # Compaction never touches a partition's active segment: at the broker's
+    # default of 1 GiB, a restore could read that much per partition before
+    # its state is whole. 64 MiB bounds it (a few seconds to read).
+    configs = (
+        {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)}
+        if compact
+        else {}
+    )
     with anyio.fail_after(ADMIN_TIMEOUT):
         # Three replicas where the cluster has three brokers (the usual
         # durability floor), fewer on a smaller one.
@@ -112,7 +131,15 @@ class AssignGuard:
     def __init__(self, timeout: float = ASSIGN_TIMEOUT) -> None:
         self.timeout = timeout
         self._scope: anyio.CancelScope | None = None
+        self._limit: anyio.CancelScope | None = None
         self._stopping = False
+
+    def progress(self) -> None:
+        """The assignment is moving (a restore read records): its time limit
+        starts again. A limit on the whole assignment failed every restore
+        of a changelog too large to read in that time, on every restart."""
+        if self._limit is not None:
+            self._limit.deadline = anyio.current_time() + self.timeout
 
     def cancel(self) -> None:
         """Shutting down: abandon the assignment in progress, if any."""
@@ -127,10 +154,11 @@ class AssignGuard:
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
-                with anyio.fail_after(self.timeout):
+                with anyio.fail_after(self.timeout) as limit:
+                    self._limit = limit
                     await assign(tps)
             except TimeoutError:
-                msg = f"a partition assignment did not complete within {self.timeout:g}s (checking the internal topics and restoring state from the changelog); check that the broker is healthy, then restart"
+                msg = f"a partition assignment made no progress for {self.timeout:g}s (checking the internal topics and restoring state from the changelog); check that the broker is healthy, then restart"
                 raise SourceError(msg) from None
             except Exception as exc:
                 from aiokafka.errors import KafkaError
@@ -140,4 +168,4 @@ class AssignGuard:
                 msg = f"a partition assignment failed ({exc!r}) while checking the internal topics or restoring state from the changelog; check that the broker is healthy, then restart"
                 raise SourceError(msg) from None
             finally:
-                self._scope = None
+                self._scope = self._limit = None

@@ -43,6 +43,8 @@ from trajgrade.engine_state import CLOSED_MEMORY
 from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from trajgrade.engine import Engine
 
 __all__ = (
@@ -53,6 +55,7 @@ __all__ = (
     "decode_entry",
     "encode_entry",
     "restore_partitions",
+    "write_sentinel",
 )
 
 ENTRY_VERSION: Final = 1
@@ -116,8 +119,11 @@ async def restore_partitions(
     partitions: list[int],
     *,
     fingerprint: str,
+    progress: Callable[[], None] | None = None,
 ) -> dict[int, PartitionState]:
-    """Read changelog partitions to their end (found with a sentinel record)."""
+    """Read changelog partitions to their end (found with a sentinel record).
+    ``progress`` is called after every fetch that brought records: a long
+    restore is alive (liveness, the assignment's time limit)."""
     from aiokafka.structs import TopicPartition
 
     if not partitions:
@@ -125,7 +131,7 @@ async def restore_partitions(
     stamp = _ENC.encode({"at": time.time()})
     ends: dict[int, int] = {}
     for p in partitions:
-        ends[p] = await _sentinel(producer, topic, p, stamp)
+        ends[p] = await write_sentinel(producer, topic, p, stamp)
     tps = [TopicPartition(topic, p) for p in partitions]
     consumer.assign(tps)
     await consumer.seek_to_beginning(*tps)
@@ -135,6 +141,8 @@ async def restore_partitions(
     pending = set(partitions)
     while pending:
         batches = await consumer.getmany(timeout_ms=200, max_records=10_000)
+        if batches and progress is not None:
+            progress()
         for tp, records in batches.items():
             p = tp.partition
             if p not in pending:
@@ -161,9 +169,13 @@ async def restore_partitions(
     }
 
 
-async def _sentinel(producer: Any, topic: str, p: int, stamp: bytes) -> int:
-    """Write the end-of-restore marker; retried a few times, since a topic
-    created just now may refuse its first writes for a moment."""
+async def write_sentinel(
+    producer: Any, topic: str, p: int, stamp: bytes | None = None
+) -> int:
+    """Write the end-of-restore marker; its offset. Retried a few times,
+    since a topic created just now may refuse its first writes for a moment."""
+    if stamp is None:
+        stamp = _ENC.encode({"at": time.time()})
     import anyio
     from aiokafka.errors import KafkaError
 

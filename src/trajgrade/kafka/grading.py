@@ -93,6 +93,7 @@ class _Grader(_RunState):
             self.kafka.changelog_topic,
             fresh,
             fingerprint=self.suite.fingerprint,
+            progress=self._restoring,
         )
         self._check_changelog(restored)
         for p in reuse:
@@ -130,6 +131,14 @@ class _Grader(_RunState):
             seconds=round(time.monotonic() - started, 3),
         )
 
+    def _restoring(self) -> None:
+        """A restore read records: it is alive. The loop waits for it (it
+        holds the lock), so /healthz would otherwise turn 503 after 60 s of
+        restoring and a liveness probe restart the pod into the same restore."""
+        self.guard.progress()
+        if self.metrics is not None:
+            self.metrics.progress()
+
     def _check_changelog(self, restored: dict[int, PartitionState]) -> None:
         """Log the partitions whose changelog lost records. Its end cannot
         go back while the topic lives (compaction keeps offsets), so a
@@ -141,6 +150,7 @@ class _Grader(_RunState):
         lost = [p for p, st in restored.items() if st.end <= high.get(p, -1)]
         for p, st in restored.items():
             high[p] = st.end
+            self.changelog_floor[p] = st.end
         if lost:
             self.log.warning(
                 "changelog_lost",
@@ -197,12 +207,14 @@ class _Grader(_RunState):
             while len(self._settling) >= SETTLING_MAX:
                 await self._settling[0].wait()
                 self._settling.popleft()
-            if sends or commits:
+            if sends or commits or self.rewritten:
                 assert self.tg is not None, "run_kafka sets the task group"
                 before = self._settling[-1] if self._settling else None
                 done = anyio.Event()
                 self._settling.append(done)
-                self.tg.start_soon(self._settle, sends, commits, before, done)
+                self.tg.start_soon(
+                    self._settle, sends, commits, before, done, self.rewritten
+                )
             self._account(records_in)
 
     def _check_split(

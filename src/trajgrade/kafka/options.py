@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
@@ -40,6 +41,8 @@ __all__ = (
 DEFAULT_METRICS_HOST: Final = "127.0.0.1"
 #: Environment variable holding the SASL password (the file option wins).
 PASSWORD_ENV: Final = "TRAJGRADE_KAFKA_SASL_PASSWORD"
+#: Kafka's rule for topic names (checked by every broker).
+_TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _META_KEY: Final = "trajgrade.kafka"
 _METRICS_KEY: Final = "trajgrade.metrics"
 
@@ -284,7 +287,39 @@ def _build(values: dict[str, Any]) -> KafkaOptions | None:
     if values["security_protocol"].startswith("SASL_") and not values["sasl_username"]:
         msg = f"--kafka-security-protocol {values['security_protocol']} needs --kafka-sasl-username (and the password in ${PASSWORD_ENV} or --kafka-sasl-password-file)"
         raise click.UsageError(msg)
-    return KafkaOptions(**values)
+    opts = KafkaOptions(**values)
+    _check_topic_names(opts)
+    return opts
+
+
+def _check_topic_names(opts: KafkaOptions) -> None:
+    """Names a broker would refuse, refused here: otherwise the first write
+    to such a topic waited 40 s for metadata, then raised."""
+    names = [
+        ("--topic", opts.topic),
+        ("--verdicts-topic", opts.verdicts_topic),
+        # The group names the internal topics.
+        ("--group", opts.changelog_topic),
+        ("--group", opts.repartition_topic),
+    ]
+    for option, name in names:
+        if name is None or (
+            _TOPIC_NAME.fullmatch(name) is not None and name not in (".", "..")
+        ):
+            continue
+        what = (
+            f"{option} {name!r}"
+            if option != "--group"
+            else f"--group {opts.group!r} (it names the internal topic {name!r})"
+        )
+        msg = f"{what} is not a legal Kafka topic name: use at most 249 of a-z, A-Z, 0-9, '.', '_' and '-'"
+        raise click.UsageError(msg)
+    inputs = (opts.topic, opts.changelog_topic, opts.repartition_topic)
+    if opts.verdicts_topic in inputs:
+        # Verdicts written where events (or state) are read: each would come
+        # back as a rejected record, or corrupt the state.
+        msg = f"--verdicts-topic {opts.verdicts_topic!r} is a topic this run reads; write verdicts to a topic of their own"
+        raise click.UsageError(msg)
 
 
 def current_metrics_options() -> tuple[int | None, str]:

@@ -45,6 +45,12 @@ def repartition_key(value: bytes | None, key: bytes | None, source: str) -> byte
     return source.encode()
 
 
+def _too_large(exc: BaseException) -> bool:
+    from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
+
+    return isinstance(exc, (MessageSizeTooLargeError, RecordTooLargeError))
+
+
 class Repartitioner:
     """Copies the input topic into the repartition topic, keyed by trace."""
 
@@ -85,17 +91,57 @@ class Repartitioner:
                     source = f"{tp.topic}[{tp.partition}]"
                     for rec in records:
                         key = repartition_key(rec.value, rec.key, source)
-                        sends.append(
-                            await self._producer.send(
-                                out, key=key, value=rec.value, headers=rec.headers
-                            )
-                        )
+                        sends.append((rec, key, await self._copy(out, key, rec)))
                     commits[tp] = records[-1].offset + 1
                     self.copied += len(records)
-                await acked(sends)
+                await self._acked(out, sends)
                 await consumer.commit(commits)
         finally:
             # Leave the group even when the run is cancelled (bounded: a
             # dead broker must not hold the exit).
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await consumer.stop()
+
+    async def _copy(self, out: str, key: bytes, rec: Any) -> Any:
+        """Hand one record to the producer; a record too large for it is
+        replaced at once (see :meth:`_replace`)."""
+        try:
+            return await self._producer.send(
+                out, key=key, value=rec.value, headers=rec.headers
+            )
+        except Exception as exc:
+            if not _too_large(exc):
+                raise
+            return await self._replace(out, key, rec, exc)
+
+    async def _acked(self, out: str, sends: list[tuple[Any, bytes, Any]]) -> None:
+        """Wait for the copies; one the broker refused as too large (the
+        repartition topic's ``max.message.bytes``) is replaced."""
+        again = []
+        for rec, key, fut in sends:
+            try:
+                await fut
+            except Exception as exc:
+                if not _too_large(exc):
+                    raise
+                again.append(await self._replace(out, key, rec, exc))
+        await acked(again)
+
+    async def _replace(self, out: str, key: bytes, rec: Any, exc: Exception) -> Any:
+        """A short unreadable record under the same trace key instead of one
+        that cannot be copied: the grader rejects it, which taints that trace
+        (its open graders end in ``error``) as the original would have been.
+        (Not an empty value: that is a tombstone, no event, tainting
+        nothing.) Stopping instead met the same record again on every
+        restart: the stage, and with it the whole topic, stalled for good."""
+        self._log.warning(
+            "input_rejected",
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+            trace=key.decode("utf-8", "replace"),
+            reason=f"record of {len(rec.value or b'')} bytes cannot be copied into the repartition topic ({exc}); raise the topic's max.message.bytes if such records are expected",
+        )
+        size = len(rec.value or b"")
+        stub = f'{{"trajgrade_rejected": "a record of {size} bytes at {rec.topic}[{rec.partition}]@{rec.offset} was too large to repartition"'
+        return await self._producer.send(out, key=key, value=stub.encode())

@@ -18,9 +18,16 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import msgspec
 
+from trajgrade.errors import SourceError
 from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts, tally
-from trajgrade.kafka.assignment import ADMIN_TIMEOUT, AssignGuard
-from trajgrade.kafka.sink import acked
+from trajgrade.kafka.assignment import (
+    ADMIN_TIMEOUT,
+    AssignGuard,
+    ensure_topic,
+    partitions_of,
+)
+from trajgrade.kafka.changelog import write_sentinel
+from trajgrade.kafka.sink import ChangelogWentBack, acked
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -99,6 +106,17 @@ class _RunState:
         #: there (its acknowledged writes and restore sentinels): a later
         #: sentinel at or below it means the changelog lost its records.
         self.changelog_high: dict[int, int] = {}
+        #: Changelog partition -> its last restore sentinel's offset: every
+        #: later write lands above it while the topic lives.
+        self.changelog_floor: dict[int, int] = {}
+        #: The changelog was created again: the next checkpoint writes every
+        #: open trace's state (``_rewrite``); until that is acknowledged no
+        #: offset is committed (``holding``: they wait in ``_withheld``).
+        self._rewrite = False
+        self.holding = False
+        self._withheld: dict[Any, int] = {}
+        #: The last checkpoint was that rewrite (its batch ends the hold).
+        self.rewritten = False
         self.restorer: Any = None
         self.admin: Any = None
         #: Time limit of assignments; a shutdown cancels one in progress.
@@ -121,22 +139,60 @@ class _RunState:
         commits: dict[Any, int],
         before: anyio.Event | None,
         done: anyio.Event,
+        release: bool = False,
     ) -> None:
         """Commit a batch's offsets once its state is acknowledged and the
         batch before it is committed (commits stay in order). A failed state
         write raises here and so ends the run (uncommitted: replayed)."""
         try:
             try:
-                await acked(sends, self.changelog_high)
+                await self._acked_state(sends)
             except BaseException:
                 self._broken = True  # no later batch may commit past this one
                 raise
             if before is not None:
                 await before.wait()
+            if self.holding:
+                # (a batch before the rewrite: its offsets wait for it)
+                self._withheld.update(commits)
+                if not release or self._rewrite:
+                    return
+                commits, self._withheld = self._withheld, {}
+                self.holding = False
             if commits and not self._broken:
                 await self._commit(commits)
         finally:
             done.set()
+
+    async def _acked_state(self, sends: list[Awaitable[Any]]) -> None:
+        """Await changelog writes. A changelog created again under us (its
+        records are gone) with the input's partition count is written again:
+        the next step writes the state of every open trace, which this
+        process still holds; with another count the run cannot go on."""
+        try:
+            await acked(sends, self.changelog_high, self.changelog_floor)
+        except ChangelogWentBack as exc:
+            topic = self.kafka.changelog_topic
+            want = await partitions_of(self.admin, self.topic, "the cluster")
+            try:
+                # Created first, compacted, when it is missing (a metadata
+                # request may create it with the broker's defaults).
+                await ensure_topic(self.admin, topic, want, compact=True)
+            except SourceError as wrong:
+                msg = f"{exc}. Then: {wrong}"
+                raise SourceError(msg) from None
+            # Writes land above a new sentinel from now on (retried: a topic
+            # created just now may refuse its first writes for a moment).
+            self.changelog_floor.clear()
+            for p in self.workers:
+                self.changelog_floor[p] = await write_sentinel(self.producer, topic, p)
+            self._rewrite = self.holding = True
+            self.log.warning(
+                "changelog_lost",
+                topic=topic,
+                partitions=sorted(self.workers),
+                reason=f"{exc}. It has the input's partition count, so this consumer writes the state of every open trace to it again; check that it is compacted (cleanup.policy=compact)",
+            )
 
     # ------------------------------------------------------------ durability
     def _decisions(self) -> list[GuardDecision]:
@@ -203,18 +259,29 @@ class _RunState:
         """Queue the touched traces' state; the acknowledgements to await."""
         topic = self.kafka.changelog_topic
         sends = []
+        self.rewritten = self._rewrite
+        if self._rewrite:
+            self._rewrite = False
+            for p, every in self.workers.items():
+                touched.setdefault(p, set()).update(every.engine.open_traces())
         for p, names in touched.items():
             worker = self.workers.get(p)
             if worker is None:
                 continue
             for key, value in worker.changelog(names):
-                sends.append(
-                    await self.producer.send(topic, key=key, value=value, partition=p)
-                )
+                try:
+                    sent = await self.producer.send(
+                        topic, key=key, value=value, partition=p
+                    )
+                except AssertionError:
+                    # aiokafka's check of an explicit partition: the topic
+                    # was created again with fewer partitions.
+                    raise ChangelogWentBack(topic, p, -1, -1) from None
+                sends.append(sent)
                 if len(sends) >= CHANGELOG_IN_FLIGHT:
                     # A step that closed a hundred thousand traces does not
                     # hold all their records and futures at once.
-                    await acked(sends, self.changelog_high)
+                    await self._acked_state(sends)
                     sends = []
         return sends
 

@@ -42,6 +42,7 @@ output side (verdicts, changelog, commits, metrics) :mod:`trajgrade.kafka.run_st
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 from typing import TYPE_CHECKING, Any, Final
@@ -54,9 +55,17 @@ from trajgrade.errors import SourceError
 from trajgrade.kafka.assignment import (
     ensure_internal_topics,
 )
+from trajgrade.kafka.client_logs import ClientLogs
 from trajgrade.kafka.grading import _Grader
 from trajgrade.kafka.options import client_settings
-from trajgrade.kafka.sink import CLOSE_TIMEOUT, LocalSink, TopicSink
+from trajgrade.kafka.poison import decode_errors, skip_undecodable
+from trajgrade.kafka.sink import (
+    CLOSE_TIMEOUT,
+    REQUEST_TIMEOUT,
+    LocalSink,
+    TopicSink,
+    check_verdicts_topic,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
@@ -94,6 +103,18 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return leaves[0] if len(leaves) == 1 else group
 
 
+def _explained(exc: BaseException) -> BaseException:
+    """A broker error that ends the run, as a :class:`SourceError` (exit
+    status 2, one clear line) instead of a traceback with exit status 1,
+    which reads as "a trace failed" (and is a success to a systemd unit)."""
+    from aiokafka.errors import KafkaError
+
+    if not isinstance(exc, KafkaError):
+        return exc
+    msg = f"the Kafka run cannot continue: {exc!r} while writing verdicts, guard decisions or state (check that the broker is healthy and that this client may write --verdicts-topic and the changelog); nothing after the last committed offsets is lost: it is graded again on restart, with identical verdict ids"
+    return SourceError(msg)
+
+
 def runner_for(
     kafka: KafkaOptions, *, inputs: Sequence[str]
 ) -> Callable[..., Coroutine[Any, Any, RunSummary]]:
@@ -119,6 +140,67 @@ def runner_for(
     return run
 
 
+async def _start(
+    started: list[Any], grader: _Grader, kafka: KafkaOptions, log: Any, listener: Any
+) -> tuple[int, Any, Any]:
+    """Start the clients (each in ``started`` before it starts, so a start-up
+    cut short by a signal still stops it), check the topics, join the group:
+    the input's partition count, the repartition stage, the group consumer."""
+    from aiokafka import AIOKafkaConsumer
+
+    settings = client_settings(kafka)
+    admin, producer = grader.admin, grader.producer
+    try:
+        started += (admin, producer)  # (an unclosed producer warns at exit)
+        for client in (admin, producer):
+            await client.start()
+        restorer = AIOKafkaConsumer(
+            enable_auto_commit=False,
+            group_id=None,
+            max_partition_fetch_bytes=8 * 1024 * 1024,
+            **settings,
+        )
+        started.append(restorer)
+        await restorer.start()
+        grader.restorer = restorer
+        if kafka.verdicts_topic is not None:
+            await check_verdicts_topic(producer, kafka.verdicts_topic)
+        n = await ensure_internal_topics(admin, kafka, log, initial=True)
+        stage = None
+        if kafka.repartition:
+            from trajgrade.kafka.repartition import Repartitioner
+
+            stage = Repartitioner(kafka, producer, log)
+        session_ms = int(kafka.session_timeout * 1000)
+        consumer = AIOKafkaConsumer(
+            group_id=kafka.group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=session_ms,
+            heartbeat_interval_ms=max(session_ms // 3, 100),
+            max_partition_fetch_bytes=8 * 1024 * 1024,
+            fetch_max_bytes=64 * 1024 * 1024,
+            # A broker holds an under-filled fetch this long: it bounds
+            # the produce -> verdict latency of a slow trickle.
+            fetch_max_wait_ms=FETCH_WAIT_MS,
+            **settings,
+        )
+        grader.consumer = consumer
+        consumer.subscribe([grader.topic], listener=listener)
+        started.append(consumer)
+        await consumer.start()
+    except Exception as exc:
+        if isinstance(exc, SourceError):
+            raise
+        from aiokafka.errors import KafkaError
+
+        if isinstance(exc, KafkaError):
+            msg = f"cannot use Kafka at {kafka.bootstrap} ({exc}); check --kafka-bootstrap and the security options"
+            raise SourceError(msg) from None
+        raise
+    return n, stage, consumer
+
+
 async def run_kafka(
     suite: Suite,
     options: RunOptions,
@@ -130,7 +212,7 @@ async def run_kafka(
 ) -> RunSummary:
     """Grade a Kafka topic until SIGINT/SIGTERM (or ``--fail-fast``); the
     summary of this process."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer
     from aiokafka.abc import ConsumerRebalanceListener
     from aiokafka.admin import AIOKafkaAdminClient
 
@@ -150,6 +232,7 @@ async def run_kafka(
         linger_ms=0,
         max_batch_size=1024 * 1024,
         max_request_size=16 * 1024 * 1024,
+        request_timeout_ms=int(REQUEST_TIMEOUT * 1000),
         **settings,
     )
     out: VerdictSink = LocalSink(sink)
@@ -180,63 +263,29 @@ async def run_kafka(
 
         grader.actions = Actions(actions, log, marks=suite.on_fail)
 
+    # Start-up waits on the broker (joining a group waits for the others'
+    # rebalance; a broker that accepts connections and does not answer
+    # holds each request for 40 s): a signal must not wait for it.
+    startup = anyio.CancelScope()
+
     def interrupt(signum: int) -> None:
         grader.summary.interrupted = True
         log.info("shutdown_requested", signal=signal.Signals(signum).name)
         stop.set()
+        startup.cancel()
         grader.guard.cancel()  # a hanging assignment must not hold the exit
 
     # First signal: finish the batch, flush, commit, leave; second: exit now.
     handlers = contextlib.ExitStack()
     handlers.enter_context(graceful_signals(interrupt))
+    client_logs = ClientLogs(log)  # closed after the clients stopped
     started: list[Any] = []
     try:
-        try:
-            for client in (admin, producer):
-                await client.start()
-                started.append(client)
-            restorer = AIOKafkaConsumer(
-                enable_auto_commit=False,
-                group_id=None,
-                max_partition_fetch_bytes=8 * 1024 * 1024,
-                **settings,
-            )
-            await restorer.start()
-            started.append(restorer)
-            grader.restorer = restorer
-            n = await ensure_internal_topics(admin, kafka, log, initial=True)
-            stage = None
-            if kafka.repartition:
-                from trajgrade.kafka.repartition import Repartitioner
-
-                stage = Repartitioner(kafka, producer, log)
-            session_ms = int(kafka.session_timeout * 1000)
-            consumer = AIOKafkaConsumer(
-                group_id=kafka.group,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                session_timeout_ms=session_ms,
-                heartbeat_interval_ms=max(session_ms // 3, 100),
-                max_partition_fetch_bytes=8 * 1024 * 1024,
-                fetch_max_bytes=64 * 1024 * 1024,
-                # A broker holds an under-filled fetch this long: it bounds
-                # the produce -> verdict latency of a slow trickle.
-                fetch_max_wait_ms=FETCH_WAIT_MS,
-                **settings,
-            )
-            grader.consumer = consumer
-            consumer.subscribe([grader.topic], listener=Listener())
-            await consumer.start()
-            started.append(consumer)
-        except Exception as exc:
-            if isinstance(exc, SourceError):
-                raise
-            from aiokafka.errors import KafkaError
-
-            if isinstance(exc, KafkaError):
-                msg = f"cannot use Kafka at {kafka.bootstrap} ({exc}); check --kafka-bootstrap and the security options"
-                raise SourceError(msg) from None
-            raise
+        with startup:
+            session = await _start(started, grader, kafka, log, Listener())
+        if startup.cancel_called:
+            return grader.finish()  # (the clients are stopped below)
+        n, stage, consumer = session
         log.info(
             "kafka_started",
             bootstrap=kafka.bootstrap,
@@ -256,19 +305,28 @@ async def run_kafka(
                 async with anyio.create_task_group() as stages:
                     if stage is not None:
                         stages.start_soon(stage.run, stop)
+                    undecodable = decode_errors()
                     while not stop.is_set():
-                        batches = await consumer.getmany(
-                            timeout_ms=POLL_MS, max_records=MAX_RECORDS
-                        )
+                        try:
+                            batches = await consumer.getmany(
+                                timeout_ms=POLL_MS, max_records=MAX_RECORDS
+                            )
+                        except undecodable as exc:
+                            batches = await skip_undecodable(grader, exc, MAX_RECORDS)
                         await grader.step(batches)
                     await grader.settled()
+                    if grader.holding:
+                        # The changelog was created again just now: write
+                        # it again before the last offsets are committed.
+                        await grader.step({})
+                        await grader.settled()
                 if grader.actions is not None:
                     await grader.actions.drain(
                         grader.actions.options.on_fail_timeout + 1.0
                     )
                 tg.cancel_scope.cancel()  # stops actions.serve
         except BaseExceptionGroup as group:
-            raise _sole(group) from None
+            raise _explained(_sole(group)) from None
     finally:
         handlers.close()
         if metrics is not None:
@@ -279,12 +337,15 @@ async def run_kafka(
             for client in reversed(started):
                 try:
                     await (client.close() if client is admin else client.stop())
-                except Exception as exc:
+                except (Exception, asyncio.CancelledError) as exc:
+                    # (aiokafka's stop re-raises the cancellation of a fetch
+                    # it was retrying against a broker that is down)
                     log.warning("client_stop_failed", reason=repr(exc))
+        client_logs.close()
         if server is not None:
             server.close()
         if grader.decision_file is not None:
             grader.decision_file.close()
     if grader.fatal is not None:
-        raise grader.fatal
+        raise _explained(grader.fatal)
     return grader.finish()

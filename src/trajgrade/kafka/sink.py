@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import msgspec
 
 from trajgrade._digest import blake2b
+from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -34,23 +35,35 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CLOSE_TIMEOUT",
+    "REQUEST_TIMEOUT",
+    "ChangelogWentBack",
     "LocalSink",
     "TopicSink",
     "VerdictSink",
     "acked",
+    "check_verdicts_topic",
     "decision_id",
 )
 
 #: Seconds a Kafka client may take to stop (leave its group, flush what is
 #: queued): a dead broker must not hold the process's exit forever.
 CLOSE_TIMEOUT: Final = 30.0
+#: Seconds the producer waits for a broker's answer (aiokafka's default, made
+#: explicit: the shutdown's worst case, and so the deploy files' grace
+#: periods, are counted from it).
+REQUEST_TIMEOUT: Final = 40.0
 
 
 async def acked(
-    sends: Sequence[Awaitable[Any]], high: dict[int, int] | None = None
+    sends: Sequence[Awaitable[Any]],
+    high: dict[int, int] | None = None,
+    floor: dict[int, int] | None = None,
 ) -> None:
     """Wait until every send is acknowledged; raise the first failure.
     ``high``: per partition, raised to the highest offset written there.
+    ``floor``: per partition, an offset every write must land above (the
+    changelog's restore sentinel); one at or below it means the topic was
+    deleted and created again under us (:class:`ChangelogWentBack`).
 
     aiokafka's ``send`` hands back asyncio futures (its API, so they cannot be
     anyio objects). Awaiting them in turn is all ``gather`` would do here;
@@ -67,8 +80,53 @@ async def acked(
             continue
         if high is not None and md.offset > high.get(md.partition, -1):
             high[md.partition] = md.offset
+        if first is None and floor is not None:
+            below = floor.get(md.partition, -1)
+            if md.offset <= below:
+                first = ChangelogWentBack(md.topic, md.partition, md.offset, below)
     if first is not None:
         raise first
+
+
+class ChangelogWentBack(SourceError):
+    """A changelog write landed at or below the partition's restore sentinel."""
+
+    def __init__(self, topic: str, partition: int, offset: int, floor: int) -> None:
+        what = (
+            f"went back (a write landed at offset {offset}, below {floor + 1}, where it stood when this consumer restored it)"
+            if offset >= 0
+            else "is gone (the topic has fewer partitions now)"
+        )
+        super().__init__(
+            f"changelog {topic!r} partition {partition} {what}: the topic was deleted, or the broker lost its data, and a write "
+            "created it again, perhaps with the broker's defaults (not compacted, another partition count). The state of "
+            "open traces it held is gone. Delete the topic (trajgrade creates it compacted, with the input's partition "
+            "count) and restart: open traces start over; or grade with a new --group"
+        )
+
+
+async def check_verdicts_topic(producer: Any, topic: str) -> None:
+    """Fail at start-up when ``--verdicts-topic`` cannot be written: missing
+    (on a broker that does not create topics on use), not authorized, or an
+    illegal name. Found only at the first verdict, the same fault held the
+    first batch (and SIGTERM) for the client's 40 s metadata wait, then
+    ended the run with a traceback and exit status 1."""
+    import anyio
+    from aiokafka.errors import KafkaError
+
+    reason = None
+    try:
+        with anyio.fail_after(CLOSE_TIMEOUT):
+            # A metadata request, as the first send would make: a broker
+            # with auto.create.topics.enable creates the topic here.
+            if await producer.partitions_for(topic):
+                return
+    except TimeoutError:
+        reason = "no answer"
+    except KafkaError as exc:
+        reason = str(exc)
+    msg = f"cannot write verdicts to topic {topic!r} ({reason or 'no partitions'}): create it, grant this client Write and Describe on it, or check --verdicts-topic"
+    raise SourceError(msg)
 
 
 def decision_id(encoded: bytes) -> str:

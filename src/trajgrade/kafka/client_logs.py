@@ -1,0 +1,74 @@
+"""The Kafka client's own log lines, as the run's JSON log lines, throttled.
+
+aiokafka logs through the standard library. Nothing configured that logger,
+so its records reached stderr through Python's last-resort handler: plain
+text between the JSON lines a log shipper parses, and, while a broker was
+down, about 80 lines a second ("Unable connect to node ...", "Unable to
+update metadata ...": 1,581 in 20 s), for as long as the outage lasted.
+
+:class:`ClientLogs` hands each record to the run's structlog logger as
+``kafka_client`` (its level, the client's logger name and message), and
+lets the same message through at most once per ``window`` seconds; the
+next one that passes carries ``suppressed``, the count held back since.
+Messages are compared with their numbers masked (ports, correlation ids,
+node ids change from one retry to the next).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any, Final
+
+__all__ = ("ClientLogs",)
+
+#: Seconds during which a repeated message is counted, not written.
+WINDOW: Final = 30.0
+#: Distinct messages remembered (a bound on memory, not a limit on output).
+MEMORY: Final = 256
+_DIGITS: Final = re.compile(r"\d+")
+
+
+class ClientLogs(logging.Handler):
+    """Routes the ``aiokafka`` logger to the run's log; :meth:`close` undoes it."""
+
+    def __init__(self, log: Any, *, window: float = WINDOW) -> None:
+        super().__init__(logging.INFO)
+        self._log = log
+        self._window = window
+        #: message shape -> (when last written, how many held back since)
+        self._seen: dict[str, tuple[float, int]] = {}
+        self._logger = logging.getLogger("aiokafka")
+        self._saved = (self._logger.level, self._logger.propagate)
+        self._logger.addHandler(self)
+        self._logger.setLevel(logging.WARNING)
+        self._logger.propagate = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a client's bad format string must not end the run
+            message = str(record.msg)
+        shape = _DIGITS.sub("#", message)
+        now = time.monotonic()
+        last, held = self._seen.get(shape, (None, 0))
+        if last is not None and now - last < self._window:
+            self._seen[shape] = (last, held + 1)
+            return
+        if len(self._seen) >= MEMORY and shape not in self._seen:
+            self._seen.pop(next(iter(self._seen)))
+        self._seen[shape] = (now, 0)
+        fields: dict[str, Any] = {"logger": record.name, "message": message}
+        if held:
+            fields["suppressed"] = held
+        if record.exc_info and record.exc_info[1] is not None:
+            fields["error"] = repr(record.exc_info[1])
+        method = "error" if record.levelno >= logging.ERROR else "warning"
+        getattr(self._log, method)("kafka_client", **fields)
+
+    def close(self) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._saved[0])
+        self._logger.propagate = self._saved[1]
+        super().close()

@@ -87,34 +87,6 @@ def test_sighup_stops_the_daemon_with_a_checkpoint(tmp_path: Path) -> None:
     assert [json.loads(o.stdout)["decision"] for o in outs if o.stdout] == ["deny"]
 
 
-@contextlib.contextmanager
-def _impostor(answer: bytes) -> Iterator[str]:
-    """A loopback service that answers every connection with ``answer``."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.recv(65536)
-                conn.sendall(answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        stop.set()
-        sock.close()
-        thread.join(timeout=5)
-
-
 @pytest.mark.parametrize(
     "answer",
     [
@@ -129,7 +101,7 @@ def test_a_client_reaching_another_service_fails_as_configured(answer: bytes) ->
     denies the call; both exit 0 with the reason on stderr, no traceback
     (a crash is a non-blocking error: the call would run, fail-closed or not)."""
     pre = payloads("claude-code")[2]
-    with _impostor(answer) as url:
+    with _peer(answer) as url:  # another service on the port
         opened = run_hook("claude-code", pre, "--server", url)
         closed = run_hook("claude-code", pre, "--server", url, "--fail-closed")
     assert (opened.returncode, opened.stdout) == (0, "")
@@ -140,9 +112,9 @@ def test_a_client_reaching_another_service_fails_as_configured(answer: bytes) ->
 
 
 @contextlib.contextmanager
-def _trickler(first: bytes, each: bytes, pause: float) -> Iterator[str]:
-    """A loopback service that answers ``first``, then ``each`` every
-    ``pause`` seconds, until the client goes away."""
+def _peer(first: bytes, each: bytes = b"", pause: float | None = None) -> Iterator[str]:
+    """A loopback service that answers every connection with ``first``, then
+    (with a ``pause``) ``each`` every ``pause`` seconds until the client goes."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen()
@@ -162,7 +134,7 @@ def _trickler(first: bytes, each: bytes, pause: float) -> Iterator[str]:
                 conn.recv(65536)
                 try:
                     conn.sendall(first)
-                    while not stop.wait(pause):
+                    while pause is not None and not stop.wait(pause):
                         conn.sendall(each)
                 except OSError:
                     continue  # the client gave up
@@ -198,7 +170,7 @@ def test_a_client_facing_a_trickling_or_endless_answer_fails_in_time(
     out, err = io.StringIO(), io.StringIO()
     monkeypatch.setattr("sys.stdout", out)
     monkeypatch.setattr("sys.stderr", err)
-    with _trickler(first, each, pause) as url:
+    with _peer(first, each, pause) as url:
         started = time.monotonic()
         code = client.forward(url, "claude-code", pre, fail_closed=True)
         took = time.monotonic() - started

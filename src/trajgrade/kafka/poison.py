@@ -62,16 +62,11 @@ async def skip_undecodable(
             if good:
                 out[tp] = good
             consumer.seek(tp, bad + 1)
-            run.summary.input_errors += 1
-            if run.metrics is not None:
-                run.metrics.input_errors.inc()
-            run.log.warning(
-                "input_rejected",
-                topic=run.topic,
-                partition=p,
-                offset=bad,
-                trace=None,
-                reason=f"the Kafka client cannot decode this record ({error!r}: a header key that is not UTF-8, or a corrupt batch); skipped, its trace cannot be named",
+            run.rejected(
+                p,
+                bad,
+                None,
+                f"the Kafka client cannot decode this record ({error!r}: a header key that is not UTF-8, or a corrupt batch); skipped, its trace cannot be named",
             )
     if not found:
         raise error  # (not a record of ours: the run cannot go on)

@@ -300,20 +300,26 @@ class _RunState:
             self.metrics.checkpointed()
 
     # ------------------------------------------------------------ reporting
+    def rejected(
+        self, partition: int, offset: int | None, trace: str | None, reason: str
+    ) -> None:
+        """Count and log one input record that could not be graded."""
+        self.summary.input_errors += 1
+        if self.metrics is not None:
+            self.metrics.input_errors.inc()
+        self.log.warning(
+            "input_rejected",
+            topic=self.topic,
+            partition=partition,
+            offset=offset,
+            trace=trace,
+            reason=reason,
+        )
+
     def _report(self, worker: PartitionWorker, problems: list[Problem]) -> None:
         for pr in problems:
             if pr.kind == "input_rejected":
-                self.summary.input_errors += 1
-                if self.metrics is not None:
-                    self.metrics.input_errors.inc()
-                self.log.warning(
-                    "input_rejected",
-                    topic=worker.topic,
-                    partition=worker.partition,
-                    offset=pr.offset,
-                    trace=pr.trace,
-                    reason=pr.reason,
-                )
+                self.rejected(worker.partition, pr.offset, pr.trace, pr.reason)
             elif pr.kind == "unanswered_calls":
                 self.log.info("calls_unanswered", trace=pr.trace, reason=pr.reason)
             else:

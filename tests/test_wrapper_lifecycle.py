@@ -46,11 +46,21 @@ def _wait_until(cond: Any, timeout: float) -> bool:
 
 @contextlib.contextmanager
 def _started(
-    run: Run, *, stdout: int = subprocess.PIPE, pids: list[Path] | None = None
+    run: Run,
+    *,
+    stdout: int = subprocess.PIPE,
+    stderr: int | None = None,
+    pids: list[Path] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """trajgrade with stderr to a file (the test may never read stdout)."""
+    """trajgrade with stderr to a file (the test may never read stdout), or
+    to ``stderr``; stopped with everything it started at the end."""
     with open(run.tmp / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen(run.argv, stdout=stdout, stderr=err, cwd=run.tmp)
+        proc = subprocess.Popen(
+            run.argv,
+            stdout=stdout,
+            stderr=err if stderr is None else stderr,
+            cwd=run.tmp,
+        )
     try:
         yield proc
     finally:
@@ -178,21 +188,11 @@ def test_a_reader_of_stderr_that_goes_away_does_not_stop_the_agent(
         ["line", _result()],
     ]
     run = Run(tmp_path, steps)
-    proc = subprocess.Popen(
-        run.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=run.tmp
-    )
-    try:
+    with _started(run, stderr=subprocess.PIPE) as proc:
         assert proc.stderr is not None and proc.stdout is not None
         proc.stderr.close()
         out = proc.stdout.read()
         assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        run.kill_agent()
     assert marker.exists()
     assert out.endswith(json.dumps(_result()).encode() + b"\n")
 

@@ -231,6 +231,16 @@ def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def wait_for_finals(g: Grader, n: int, timeout: float = 60) -> None:
+    """Until ``g`` wrote ``n`` final verdicts, or exited (the test's
+    assertions then say what went wrong, instead of a timeout)."""
+    wait_for(
+        lambda: len(finals(g)) >= n or g.proc.poll() is not None,
+        timeout,
+        "all verdicts",
+    )
+
+
 def finals(*graders: Grader) -> dict[str, dict[str, Any]]:
     """Final verdicts of several processes by id; duplicates must be identical."""
     seen: dict[str, dict[str, Any]] = {}

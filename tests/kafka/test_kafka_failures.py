@@ -40,11 +40,7 @@ def test_batches_of_every_codec_are_graded(
         ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, "--group", group],
     )
     try:
-        k.wait_for(
-            lambda: len(k.finals(g)) >= len(expected) or g.proc.poll() is not None,
-            60,
-            "all verdicts",
-        )
+        k.wait_for_finals(g, len(expected))
     finally:
         g.stop()
     assert "Traceback" not in g.err_path.read_text()
@@ -189,11 +185,7 @@ def test_a_record_too_large_to_repartition_taints_its_trace(
     args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, "--group", group]
     g = k.Grader(tmp_path, "big", [*args, "--repartition"])
     try:
-        k.wait_for(
-            lambda: len(k.finals(g)) >= len(expected) or g.proc.poll() is not None,
-            60,
-            "all verdicts",
-        )
+        k.wait_for_finals(g, len(expected))
     finally:
         g.stop()
     assert "Traceback" not in g.err_path.read_text()
@@ -290,11 +282,7 @@ def test_a_record_the_client_cannot_decode_is_skipped(
     args = ["--kafka-bootstrap", kafka_bootstrap, "--topic", topic, "--group", group]
     g = k.Grader(tmp_path, "undecodable", args)
     try:
-        k.wait_for(
-            lambda: len(k.finals(g)) >= len(expected) or g.proc.poll() is not None,
-            60,
-            "all verdicts",
-        )
+        k.wait_for_finals(g, len(expected))
         k.wait_for(
             lambda: k.committed(kafka_bootstrap, group, topic, 2) == len(events) + 1,
             30,

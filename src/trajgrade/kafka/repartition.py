@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from trajgrade.formats import sniff_trace_id
-from trajgrade.kafka.options import client_settings
+from trajgrade.kafka.options import group_settings
 from trajgrade.kafka.sink import CLOSE_TIMEOUT, acked
 
 if TYPE_CHECKING:
@@ -66,17 +66,10 @@ class Repartitioner:
         from aiokafka import AIOKafkaConsumer
 
         opts = self._opts
-        session_ms = int(opts.session_timeout * 1000)
         consumer = AIOKafkaConsumer(
             opts.topic,
             group_id=f"{opts.group}-repartitioner",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=session_ms,
-            heartbeat_interval_ms=max(session_ms // 3, 100),
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-            fetch_max_bytes=64 * 1024 * 1024,
-            **client_settings(opts),
+            **group_settings(opts),
         )
         await consumer.start()
         out = opts.repartition_topic

@@ -57,7 +57,7 @@ from trajgrade.kafka.assignment import (
 )
 from trajgrade.kafka.client_logs import ClientLogs
 from trajgrade.kafka.grading import _Grader
-from trajgrade.kafka.options import client_settings
+from trajgrade.kafka.options import client_settings, group_settings
 from trajgrade.kafka.poison import decode_errors, skip_undecodable
 from trajgrade.kafka.sink import (
     CLOSE_TIMEOUT,
@@ -171,19 +171,12 @@ async def _start(
             from trajgrade.kafka.repartition import Repartitioner
 
             stage = Repartitioner(kafka, producer, log)
-        session_ms = int(kafka.session_timeout * 1000)
         consumer = AIOKafkaConsumer(
             group_id=kafka.group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=session_ms,
-            heartbeat_interval_ms=max(session_ms // 3, 100),
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-            fetch_max_bytes=64 * 1024 * 1024,
             # A broker holds an under-filled fetch this long: it bounds
             # the produce -> verdict latency of a slow trickle.
             fetch_max_wait_ms=FETCH_WAIT_MS,
-            **settings,
+            **group_settings(kafka),
         )
         grader.consumer = consumer
         consumer.subscribe([grader.topic], listener=listener)

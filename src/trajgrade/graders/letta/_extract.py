@@ -90,7 +90,9 @@ _RECORD_COST: Final = 64
 
 def _grow(slot: Slot, chars: int) -> bool:
     """Count ``chars`` more into ``slot``; False (and the slot's collection
-    dropped, with an error) once it passes EXTRACT_MAX."""
+    dropped, with an error) once it passes EXTRACT_MAX, and from then on."""
+    if slot.error is not None:
+        return False
     slot.size += chars
     if slot.size <= EXTRACT_MAX:
         return True
@@ -155,7 +157,7 @@ class Joined(Extractor):
         self.last_turn_only = last_turn_only
 
     def assistant(self, slot: Slot, text: str) -> None:
-        if slot.error is not None or not _grow(slot, len(text)):
+        if not _grow(slot, len(text)):
             return
         if slot.parts is None:
             slot.parts = [text]
@@ -298,7 +300,7 @@ class Custom(Extractor):
         self.with_state = getattr(func, "_extractor_param_count", 2) == 3
 
     def _append(self, slot: Slot, record: dict[str, Any], chars: int) -> None:
-        if slot.error is not None or not _grow(slot, chars + _RECORD_COST):
+        if not _grow(slot, chars + _RECORD_COST):
             return
         if not slot.turns:
             slot.turns = [[]]
@@ -330,7 +332,7 @@ class Custom(Extractor):
         self._append(slot, record, len(text))
 
     def turn(self, slot: Slot) -> None:
-        if slot.error is not None or not _grow(slot, _RECORD_COST):
+        if not _grow(slot, _RECORD_COST):
             return
         if not slot.turns:
             slot.turns = [[]]

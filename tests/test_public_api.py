@@ -29,6 +29,7 @@ CORE_PARTS = frozenset(
         "engine_state",
         "engine_checkpoint",
         "engine_clock",
+        "engine_input",
         "packing",
         "guarding",
         "routing",
@@ -51,6 +52,7 @@ CORE_PARTS = frozenset(
 EDGE_PARTS = frozenset(
     {
         "api",
+        "api_async",
         "_agent_group",
         "_agent_output",
         "_click_types",

@@ -287,3 +287,15 @@ def test_two_threads_on_one_stream_grader_fail_loudly() -> None:
     assert [(v.grader, v.outcome) for v in first] == [("tokens", Outcome.FAIL)]
     assert grader.engine.open_traces() == ["t"]
     assert {v.trace_id for v in grader.finish()} == {"t"}
+
+
+def test_closing_a_source_lets_its_reader_go() -> None:
+    """A service with a source per connection closes each one: its partial
+    line is graded and its reader dropped (they piled up until finish())."""
+    grader = StreamGrader.from_text(POLICY)
+    for i in range(100):
+        grader.feed_bytes(b'{"type": "usage", "input_tokens": 2000}', source=f"c{i}")
+        [v] = grader.close_source(f"c{i}")
+        assert (v.trace_id, v.grader, v.outcome) == (f"c{i}", "tokens", Outcome.FAIL)
+    assert grader.close_source("never-seen") == []
+    assert grader._decoders == {}

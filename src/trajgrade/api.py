@@ -274,6 +274,19 @@ class StreamGrader(AsyncStreams):
         self._collect()
         return out
 
+    @_exclusive
+    def close_source(self, source: str) -> list[Verdict]:
+        """End of one source (a connection closed): its partial last line is
+        graded and its line reader let go (each holds about 1 KB until then,
+        or until :meth:`finish`). Its traces stay open until their
+        ``trace_end``, :meth:`end_trace` or :meth:`finish`."""
+        decoder = self._decoders.pop(source, None)
+        if decoder is None:
+            return []
+        out = self._grading.feed(decoder, decoder.close())
+        self._collect()
+        return out
+
     # ------------------------------------------------------------ policy
     def on_fail(self, verdict: Verdict) -> OnFail | None:
         """The ``on_fail:`` marking of a failed verdict's grader (None when

@@ -4,6 +4,7 @@ none crashes a grader or changes another trace's verdicts."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -23,6 +24,7 @@ from trajgrade import (
     ToolCall,
     Usage,
     Verdict,
+    grade_bytes,
 )
 
 POLICY = """\
@@ -299,3 +301,34 @@ def test_closing_a_source_lets_its_reader_go() -> None:
         assert (v.trace_id, v.grader, v.outcome) == (f"c{i}", "tokens", Outcome.FAIL)
     assert grader.close_source("never-seen") == []
     assert grader._decoders == {}
+
+
+def test_lone_surrogates_are_read_as_in_a_log_line() -> None:
+    """A record holding a lone surrogate (json.loads of a line a Node agent
+    wrote) is graded with U+FFFD in its place, as the CLI reads that line:
+    feed() raised UnicodeEncodeError, and as a stream's first record the
+    escape made auto-detection give up ("cannot tell the log format")."""
+    record = {"type": "tool_call", "name": "bash", "args": {"command": "rm \ud800"}}
+    line = b'{"type": "tool_call", "name": "bash", "args": {"command": "rm \\ud800"}}\n'
+    assert grade_bytes(StreamGrader.from_text(POLICY).suite, line).verdicts
+    for item in (record, json.dumps(record), json.dumps(record, ensure_ascii=False)):
+        grader = StreamGrader.from_text(POLICY)
+        [v] = grader.feed(item)
+        assert (v.grader, v.outcome) == ("no-rm", Outcome.FAIL)
+        assert grader.errors == []
+
+
+@pytest.mark.parametrize("now", [float("nan"), float("inf"), "12", True])
+def test_a_clock_reading_that_is_not_a_time_is_refused(now: Any) -> None:
+    """tick(NaN) stopped every wall-time budget for good, tick(inf) crashed
+    the deadline heap, a str a later tick: now they raise, naming the fix."""
+    grader = StreamGrader.from_text(
+        "graders:\n  - {type: wall-time, config: {max: 1s}}\n"
+    )
+    grader.feed(Usage(trace_id="t", input_tokens=1))
+    with pytest.raises(ValueError, match=r"finite number of seconds .*time\.time\(\)"):
+        grader.tick(now)
+    with pytest.raises(ValueError, match="finite number of seconds"):
+        grader.engine.feed(Usage(trace_id="t"), now=now)
+    [v] = grader.tick(10**10)
+    assert (v.grader, v.outcome) == ("wall-time", Outcome.FAIL)

@@ -34,6 +34,7 @@ budgets), import anyio only when called, so ``import trajgrade`` stays light.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from collections import deque
@@ -70,6 +71,7 @@ _EVENT_CLASSES: Final = tuple(EVENT_TYPES.values())
 _CHECKPOINT_VERSION: Final = 1
 _ENC: Final = msgspec.json.Encoder()
 _BYTES: Final[tuple[type, ...]] = (bytes, bytearray, memoryview)
+_LONE: Final = re.compile("[\ud800-\udfff]")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -111,6 +113,18 @@ def _exclusive(
             self._lock.release()
 
     return call
+
+
+def _escaped(item: Mapping[str, Any]) -> bytes | None:
+    """A mapping holding lone surrogates as JSON with ``\\uXXXX`` escapes,
+    which the decoders read as U+FFFD as they do in a log line (None when
+    it holds what JSON cannot)."""
+    import json
+
+    try:
+        return json.dumps(item, ensure_ascii=True, allow_nan=False).encode()
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 class StreamGrader(AsyncStreams):
@@ -213,10 +227,18 @@ class StreamGrader(AsyncStreams):
         if isinstance(item, Mapping):
             try:
                 line = _ENC.encode(item)
-            except (RecursionError, TypeError, msgspec.EncodeError) as exc:
+            except UnicodeEncodeError:  # a lone surrogate (json.loads of a Node log)
+                escaped = _escaped(item)
+                if escaped is None:
+                    return self._refuse(item, source, TypeError("not JSON"))
+                line = escaped
+            except (RecursionError, TypeError, ValueError, msgspec.EncodeError) as exc:
                 return self._refuse(item, source, exc)
         elif isinstance(item, str):
-            line = item.encode()
+            try:
+                line = item.encode()
+            except UnicodeEncodeError:  # written as the escape a Node host writes
+                line = _LONE.sub(lambda m: f"\\u{ord(m[0]):04x}", item).encode()
         elif isinstance(item, bytes | bytearray | memoryview):
             line = bytes(item)
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from trajgrade.engine_clock import check_clock
 from trajgrade.engine_state import Anomaly
 from trajgrade.errors import InputError
 from trajgrade.events import checked
@@ -48,8 +49,11 @@ class CheckedInput:
 
         An event with a wrong field type is not graded: its trace is tainted
         and an ``invalid_event`` anomaly says why. An object that is not an
-        event raises TypeError.
+        event raises TypeError, a ``now`` that is not a finite number
+        ValueError (the clock is the caller's, not the agent's data).
         """
+        if now is not None:
+            check_clock(now)
         try:
             event = checked(event)
         except InputError as exc:

@@ -5,10 +5,12 @@ usable, and items are read only as fast as verdicts are taken."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import msgspec
 import pytest
 
 from trajgrade import Event, StreamGrader, ToolCall, TraceEnd, Usage, Verdict
@@ -48,17 +50,42 @@ async def _items(events: list[Any], then_wait: bool = False) -> AsyncIterator[An
 
 async def test_cancelled_between_two_verdicts_of_one_item() -> None:
     """Cancelled while handling the first verdict of an item, the stream
-    keeps the second for the next stream (it used to be lost)."""
+    keeps the second for take_undelivered (it used to be lost)."""
     grader = StreamGrader.from_text(POLICY)
     got: list[Verdict] = []
     with anyio.CancelScope() as scope:
-        async for v in grader.grade_stream(_items(EVENTS)):
-            got.append(v)
-            scope.cancel()
-            await anyio.lowlevel.checkpoint()
+        async with aclosing(grader.grade_stream(_items(EVENTS))) as stream:
+            async for v in stream:
+                got.append(v)
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()
     assert [v.grader for v in got] == ["no-rm"]
+    got += grader.take_undelivered()
     got += [v async for v in grader.grade_stream(_items(EVENTS[1:]))]
     assert got == _alone()
+    assert grader.take_undelivered() == []
+
+
+async def test_streams_of_two_sources_at_once_keep_their_verdicts_apart() -> None:
+    """Two streams on one grader (one per agent) each yield their own
+    items' verdicts, however they interleave."""
+    grader = StreamGrader.from_text(POLICY)
+    got: dict[str, list[Verdict]] = {"a": [], "b": []}
+
+    async def consume(source: str) -> None:
+        events = [msgspec.structs.replace(ev, trace_id=source) for ev in EVENTS]
+        async for v in grader.grade_stream(_items(events), source=source, finish=False):
+            got[source].append(v)
+            await anyio.sleep(0.001)  # a slow consumer: the other one runs
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume, "a")
+        tg.start_soon(consume, "b")
+    for source in ("a", "b"):
+        want = [msgspec.structs.replace(v, trace_id=source) for v in _alone()]
+        assert [(v.trace_id, v.grader, v.outcome) for v in got[source]] == [
+            (v.trace_id, v.grader, v.outcome) for v in want
+        ]
 
 
 async def test_cancelled_while_the_source_is_idle() -> None:

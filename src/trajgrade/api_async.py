@@ -5,16 +5,17 @@ anyio is imported only when :meth:`AsyncStreams.grade_stream_to` runs, so
 ``import trajgrade`` stays light. Both helpers pull one item at a time and
 hand its verdicts over before reading the next (backpressure: a slow
 consumer slows the reading, nothing piles up), and both keep the verdicts
-they decided but had not handed over when cancelled: nothing fed is lost.
+they decided but had not handed over when cancelled, for
+``take_undelivered``: nothing fed is lost.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections import deque
     from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 
     from trajgrade.api import Feedable
@@ -53,21 +54,24 @@ class AsyncStreams:
         (unless ``finish=False``). Wall-time budgets are checked at each item;
         use :meth:`grade_stream_to` to have them fire between items too.
         The next item is read only when the last verdict was taken
-        (backpressure); verdicts decided but not yet taken when the stream
-        is cancelled or left come first from the next stream, or from
-        :meth:`take_undelivered`.
+        (backpressure). Verdicts decided but not yet taken when the stream
+        is cancelled or left are kept for :meth:`take_undelivered` once the
+        stream is closed (``contextlib.aclosing``, or when it is collected).
+        Several streams may run at once on one grader (one per source):
+        each yields only the verdicts of its own items.
         """
-        pending = self._undelivered
-        while pending:
-            yield pending.popleft()
-        async for item in items:
-            pending.extend(self._feed_any(item, source))
-            while pending:
-                yield pending.popleft()
-        if finish:
-            pending.extend(self.finish())
-            while pending:
-                yield pending.popleft()
+        pending: deque[Verdict] = deque()
+        try:
+            async for item in items:
+                pending.extend(self._feed_any(item, source))
+                while pending:
+                    yield pending.popleft()
+            if finish:
+                pending.extend(self.finish())
+                while pending:
+                    yield pending.popleft()
+        finally:
+            self._undelivered.extend(pending)
 
     async def grade_stream_to(
         self,
@@ -82,10 +86,10 @@ class AsyncStreams:
         source; wall-time budgets fire on the clock between items. An
         exception of ``items`` or ``on_verdict`` is raised as it is (not in
         an exception group); cancelled, it keeps the verdicts not yet handed
-        over for the next stream (or :meth:`take_undelivered`)."""
+        over for :meth:`take_undelivered`."""
         import anyio
 
-        pending = self._undelivered
+        pending: deque[Verdict] = deque()
         failed: list[Exception] = []
 
         async def deliver(verdicts: list[Verdict]) -> None:
@@ -104,25 +108,26 @@ class AsyncStreams:
                 failed.append(exc)
                 tg.cancel_scope.cancel()
 
-        async with anyio.create_task_group() as tg:
-            if self._clocked:
-                tg.start_soon(clock)
-            try:
-                await deliver([])
-                async for item in items:
-                    await deliver(self._feed_any(item, source))
-                if finish:
-                    await deliver(self.finish())
-            except Exception as exc:
-                failed.append(exc)
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                if self._clocked:
+                    tg.start_soon(clock)
+                try:
+                    async for item in items:
+                        await deliver(self._feed_any(item, source))
+                    if finish:
+                        await deliver(self.finish())
+                except Exception as exc:
+                    failed.append(exc)
+                tg.cancel_scope.cancel()
+        finally:
+            self._undelivered.extend(pending)
         if failed:
             raise failed[0]
 
     def take_undelivered(self) -> list[Verdict]:
-        """The verdicts an async stream decided but had not handed over
-        when it was cancelled or its consumer stopped early, oldest first
-        (the next stream would hand them over first)."""
+        """The verdicts async streams decided but had not handed over when
+        they were cancelled or their consumer stopped early, oldest first."""
         out = list(self._undelivered)
         self._undelivered.clear()
         return out

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
-from trajgrade.closed_ids import ClosedIds
+from trajgrade.bounded_ids import BoundedIds
 from trajgrade.engine_checkpoint import Checkpoints
 from trajgrade.engine_clock import Clock
 from trajgrade.engine_state import (
@@ -112,7 +112,7 @@ class Engine(Checkpoints, Clock):
         self._graders = suite.graders
         self._traces: dict[str, _Trace] = {}
         #: Closed ids (bounded, oldest forgotten first): late events dropped.
-        self._closed = ClosedIds(CLOSED_MEMORY)
+        self._closed = BoundedIds(CLOSED_MEMORY)
         #: Traces a rejected record named before any of their events arrived.
         self._unopened: dict[str, str] = {}
         self._clocked = tuple(i for i, g in enumerate(self._graders) if g.uses_clock)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections import OrderedDict
     from collections.abc import Iterable, Sequence
 
-    from trajgrade.closed_ids import ClosedIds
+    from trajgrade.bounded_ids import BoundedIds
     from trajgrade.graders import Grader
     from trajgrade.packing import Packer
 
@@ -29,7 +29,7 @@ class Checkpoints:
     # The engine's own fields these methods use.
     _graders: Sequence[Grader[Any]]
     _traces: dict[str, _Trace]
-    _closed: ClosedIds
+    _closed: BoundedIds
     _unopened: dict[str, str]
     _kept: OrderedDict[str, None]
     _packer: Packer | None

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade.closed_ids import CLOSED_MEMORY
 from trajgrade.verdicts import Decision, Outcome
 
 if TYPE_CHECKING:
@@ -144,6 +143,9 @@ class EngineState(msgspec.Struct, kw_only=True, array_like=True):
     #: Traces a rejected record named before any of their events arrived.
     unopened: dict[str, str]
 
+
+#: How many closed trace ids are remembered to drop late events.
+CLOSED_MEMORY: Final = 65_536
 
 #: A trace's open call ids while it has none: shared, never written (the
 #: engine gives a trace its own dict at its first call id; per-trace memory).

@@ -1,6 +1,7 @@
-"""The engine's closed-id memory behaves as the OrderedDict it replaced.
+"""The bounded id memory behaves as the OrderedDict it replaced.
 
-``trajgrade.closed_ids.ClosedIds`` keeps a dict and a deque of the same ids
+``trajgrade.bounded_ids.BoundedIds`` (the engine's closed ids, a run's
+failed ids) keeps a dict and a deque of the same ids
 instead of an ``OrderedDict`` (less memory per id). Its contract is the
 OrderedDict's as the engine used it: ``add`` remembers an id at the end (an
 id remembered already keeps its place and takes the new value), past the
@@ -18,7 +19,7 @@ from collections import OrderedDict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajgrade.closed_ids import ClosedIds
+from trajgrade.bounded_ids import BoundedIds
 
 IDS = st.sampled_from([f"t{i}" for i in range(8)])
 OPS = st.lists(
@@ -49,10 +50,10 @@ class _Model:
 
 @settings(max_examples=300, deadline=None)
 @given(bound=st.integers(min_value=1, max_value=5), ops=OPS)
-def test_closed_ids_match_the_ordered_dict(
+def test_bounded_ids_match_the_ordered_dict(
     bound: int, ops: list[tuple[str, str, bool]]
 ) -> None:
-    real, model = ClosedIds(bound), _Model(bound)
+    real, model = BoundedIds(bound), _Model(bound)
     for op, tid, ended in ops:
         if op == "add":
             assert real.add(tid, ended) == model.add(tid, ended)
@@ -67,7 +68,7 @@ def test_closed_ids_match_the_ordered_dict(
 
 
 def test_forgets_the_oldest_first_at_the_bound() -> None:
-    ids = ClosedIds(3)
+    ids = BoundedIds(3)
     assert [ids.add(t, True) for t in "abc"] == [None, None, None]
     assert ids.add("a", False) is None  # (known: keeps its place)
     assert [ids.add(t, True) for t in "de"] == ["a", "b"]
@@ -83,7 +84,7 @@ def test_forgets_the_oldest_first_at_the_bound() -> None:
 def test_the_order_stays_bounded_when_ids_come_back() -> None:
     """A trace opened again by a checkpoint and closed again, over and over:
     the deque's stale places are dropped, not kept without end."""
-    ids = ClosedIds(4)
+    ids = BoundedIds(4)
     for t in "abcd":
         ids.add(t, True)
     for _ in range(1000):

@@ -359,7 +359,8 @@ class Engine(Checkpoints, Clock):
     # ------------------------------------------------------------ state
     def is_closed(self, trace_id: str) -> bool:
         """True when ``trace_id`` was closed recently (its late events are dropped)."""
-        return trace_id in self._closed
+        # (the dict's own get: a Kafka poll asks this of every trace it names)
+        return self._closed.get(trace_id) is not None
 
     # ------------------------------------------------------------ internals
     def _open(self, trace_id: str, now: float | None) -> _Trace:

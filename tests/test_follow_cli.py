@@ -293,8 +293,16 @@ def test_a_misspelt_notifier_choice_is_a_usage_error(tmp_path: Path) -> None:
     log = tmp_path / "agent.jsonl"
     log.write_text('{"trace_id": "a", "type": "turn_start"}\n')
     done = subprocess.run(
-        [sys.executable, "-m", "trajgrade", "grade", "-c", str(tmp_path / "p.yaml")]
-        + ["--follow", str(log)],
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "-c",
+            str(tmp_path / "p.yaml"),
+            "--follow",
+            str(log),
+        ],
         capture_output=True,
         timeout=60,
         env={**os.environ, "TRAJGRADE_NOTIFY": "inotfy"},

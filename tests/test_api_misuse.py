@@ -332,3 +332,27 @@ def test_a_clock_reading_that_is_not_a_time_is_refused(now: Any) -> None:
         grader.engine.feed(Usage(trace_id="t"), now=now)
     [v] = grader.tick(10**10)
     assert (v.grader, v.outcome) == ("wall-time", Outcome.FAIL)
+
+
+def test_a_checkpoint_that_breaks_half_way_changes_nothing() -> None:
+    """Bytes with a valid header whose second trace is broken are refused
+    whole: the first trace is not left loaded (it was), and grader.engine
+    stays the engine the caller holds."""
+    grader = StreamGrader.from_text(POLICY)
+    for tid in ("t", "u"):
+        grader.feed(
+            ToolCall(trace_id=tid, name="bash", call_id="c", args={"command": "ls"})
+        )
+    version, fingerprint, (traces, closed, unopened) = msgspec.msgpack.decode(
+        grader.checkpoint()
+    )
+    for states in ([b"zz", None, None], [None] * 4):
+        traces[1][6] = states  # the second trace's grader states
+        data = msgspec.msgpack.encode(
+            [version, fingerprint, [traces, closed, unopened]]
+        )
+        fresh = StreamGrader.from_text(POLICY)
+        engine = fresh.engine
+        with pytest.raises(InputError, match="not a StreamGrader checkpoint"):
+            fresh.restore(data)
+        assert fresh.engine is engine and engine.open_traces() == []

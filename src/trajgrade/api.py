@@ -142,7 +142,6 @@ class StreamGrader(AsyncStreams):
     ) -> None:
         self.suite = suite
         self._samples = samples
-        self._guarding = guarding
         self.engine = Engine(suite, samples=samples, guarding=guarding)
         self._grading = Grading(self.engine)
         self._lock = threading.Lock()
@@ -409,13 +408,15 @@ class StreamGrader(AsyncStreams):
             raise ConfigError(msg, location=Location(file=self.suite.source))
         try:
             state = msgspec.msgpack.decode(data, type=_Checkpoint)
-            engine = Engine(self.suite, samples=self._samples, guarding=self._guarding)
-            engine.load(state.engine)  # (a new engine: a failure leaves ours as it was)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            # Tried on a scratch engine first: bytes that fail half-way
+            # leave this grader as it was (and grader.engine stays the same
+            # object for callers that hold it).
+            Engine(self.suite, samples=self._samples).load(state.engine)
+        except (ValueError, TypeError) as exc:  # (msgspec's errors are ValueErrors)
             msg = f"not a StreamGrader checkpoint ({exc}); pass bytes from checkpoint()"
             raise InputError(msg) from None
-        self.engine = engine
-        self._grading = Grading(engine)
+        # (Decoded again: the scratch engine may hold the first copy's objects.)
+        self.engine.load(msgspec.msgpack.decode(data, type=_Checkpoint).engine)
 
     # ------------------------------------------------------------ internals
     def _feed_any(self, item: Feedable, source: str | None) -> list[Verdict]:

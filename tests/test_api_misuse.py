@@ -356,3 +356,18 @@ def test_a_checkpoint_that_breaks_half_way_changes_nothing() -> None:
         with pytest.raises(InputError, match="not a StreamGrader checkpoint"):
             fresh.restore(data)
         assert fresh.engine is engine and engine.open_traces() == []
+
+
+def test_options_a_typo_would_break_are_refused_when_built() -> None:
+    """An unknown format made every feed() raise; a None source broke at
+    the first event; a max_line_bytes below 1 refused every line silently."""
+    with pytest.raises(
+        ConfigError, match=r"unknown input format 'jsonl'; known formats: .*claude-code"
+    ):
+        StreamGrader.from_text(POLICY, fmt="jsonl")
+    with pytest.raises(TypeError, match="source must be a non-empty str"):
+        StreamGrader.from_text(POLICY, source=None)
+    for bad in (0, -5, 1.5):
+        with pytest.raises(ValueError, match="max_line_bytes must be a positive int"):
+            StreamGrader.from_text(POLICY, max_line_bytes=bad)
+    assert StreamGrader.from_text(POLICY, fmt="claude-code", source="cc")

@@ -127,6 +127,22 @@ def _escaped(item: Mapping[str, Any]) -> bytes | None:
         return None
 
 
+def _check_options(fmt: object, source: object, max_line_bytes: object) -> None:
+    """Options a typo would otherwise turn into an error at every feed."""
+    from trajgrade.formats import BUILTIN
+
+    if fmt != "auto" and fmt not in BUILTIN:
+        known = ", ".join(sorted(BUILTIN))
+        msg = f"unknown input format {fmt!r}; known formats: {known} (or 'auto')"
+        raise ConfigError(msg, location=Location(field="fmt"))
+    if not isinstance(source, str) or not source:
+        msg = f"source must be a non-empty str (it names the default trace), got {source!r}"
+        raise TypeError(msg)
+    if type(max_line_bytes) is not int or max_line_bytes < 1:
+        msg = f"max_line_bytes must be a positive int, got {max_line_bytes!r}"
+        raise ValueError(msg)
+
+
 class StreamGrader(AsyncStreams):
     """A compiled policy and the live state of the traces it grades."""
 
@@ -140,6 +156,7 @@ class StreamGrader(AsyncStreams):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         guarding: bool = True,
     ) -> None:
+        _check_options(fmt, source, max_line_bytes)
         self.suite = suite
         self._samples = samples
         self.engine = Engine(suite, samples=samples, guarding=guarding)

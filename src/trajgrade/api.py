@@ -25,8 +25,11 @@ that may cut lines go to ``feed_bytes(chunk, source=...)``, which frames
 lines per source. Bad records never raise: they are kept in ``errors``
 (located) and taint their trace, as in the CLI.
 
-The synchronous part is plain calls (no event loop, no threads). The async
-helpers, :meth:`StreamGrader.grade_stream` (an async iterator of verdicts) and
+The synchronous part is plain calls (no event loop, no threads). A compiled
+Suite may be shared by graders in many threads; one grader serves one
+caller at a time (a second, concurrent call raises ConcurrentUseError).
+Events built in code are checked as decoded records are
+(:func:`trajgrade.events.checked`). The async helpers (api_async), :meth:`StreamGrader.grade_stream` (an async iterator of verdicts) and
 :meth:`StreamGrader.grade_stream_to` (a callback, with a clock for wall-time
 budgets), import anyio only when called, so ``import trajgrade`` stays light.
 """
@@ -95,7 +98,8 @@ def _exclusive(
 ) -> Callable[Concatenate[StreamGrader, _P], _R]:
     """One call at a time: a StreamGrader is one stream's state, and two
     threads feeding it at once would corrupt it silently; they get
-    ConcurrentUseError instead (about 0.1 µs a call)."""
+    ConcurrentUseError instead (a lock taken without waiting: no contention
+    in correct use)."""
 
     @functools.wraps(method)
     def call(self: StreamGrader, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:

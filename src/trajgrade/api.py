@@ -29,7 +29,8 @@ The synchronous part is plain calls (no event loop, no threads). A compiled
 Suite may be shared by graders in many threads; one grader serves one
 caller at a time (a second, concurrent call raises ConcurrentUseError).
 Events built in code are checked as decoded records are
-(:func:`trajgrade.events.checked`). The async helpers (api_async), :meth:`StreamGrader.grade_stream` (an async iterator of verdicts) and
+(:func:`trajgrade.events.checked`). The async helpers (api_async),
+:meth:`StreamGrader.grade_stream` (an async iterator of verdicts) and
 :meth:`StreamGrader.grade_stream_to` (a callback, with a clock for wall-time
 budgets), import anyio only when called, so ``import trajgrade`` stays light.
 """

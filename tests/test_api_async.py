@@ -173,3 +173,11 @@ async def test_items_are_read_only_as_verdicts_are_taken() -> None:
     seen = [(v.grader, len(read)) async for v in grader.grade_stream(counted())]
     assert seen == [("no-rm", 1), ("no-rm-either", 1), ("tokens", 2)]
     assert read == [0, 1, 2]
+
+
+@pytest.mark.parametrize("interval", [0, -1.0, float("nan")])
+async def test_a_clock_that_would_spin_is_refused(interval: float) -> None:
+    """tick_interval 0 (or below, or NaN) made the clock a busy loop."""
+    grader = StreamGrader.from_text(POLICY)
+    with pytest.raises(ValueError, match="tick_interval must be a positive number"):
+        await grader.grade_stream_to(_items(EVENTS), print, tick_interval=interval)

@@ -89,6 +89,9 @@ class AsyncStreams:
         over for :meth:`take_undelivered`."""
         import anyio
 
+        if not tick_interval > 0:  # (0 would spin the clock: a busy loop)
+            msg = f"tick_interval must be a positive number of seconds, got {tick_interval!r}"
+            raise ValueError(msg)
         pending: deque[Verdict] = deque()
         failed: list[Exception] = []
 

@@ -95,7 +95,11 @@ GUARD_MEMORY: Final = 65_536
 
 
 class Engine(CheckedInput, Checkpoints, Clock):
-    """Grades any number of interleaved traces with one compiled Suite."""
+    """Grades any number of interleaved traces with one compiled Suite.
+
+    The Suite may be shared by engines in many threads; an engine is one
+    stream's state, used by one thread at a time (not checked here: the
+    per-event path stays lean; StreamGrader checks it)."""
 
     def __init__(
         self,

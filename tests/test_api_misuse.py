@@ -371,3 +371,15 @@ def test_options_a_typo_would_break_are_refused_when_built() -> None:
         with pytest.raises(ValueError, match="max_line_bytes must be a positive int"):
             StreamGrader.from_text(POLICY, max_line_bytes=bad)
     assert StreamGrader.from_text(POLICY, fmt="claude-code", source="cc")
+
+
+def test_record_errors_name_the_library_options_not_cli_flags() -> None:
+    """A library caller is told about fmt= and max_line_bytes= (the errors
+    said "pass --format", a flag it has no way to pass)."""
+    grader = StreamGrader.from_text(POLICY, max_line_bytes=64)
+    grader.feed({"foo": 1})
+    grader.feed(b'{"type": "usage", "input_tokens": 1, "model": "' + b"m" * 80 + b'"}')
+    assert [e.message.split("; ")[-1] for e in grader.errors] == [
+        "give StreamGrader its fmt= (the names: `trajgrade formats`)",
+        "raise StreamGrader's max_line_bytes= if such records are expected",
+    ]

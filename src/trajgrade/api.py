@@ -59,7 +59,7 @@ from trajgrade.errors import (
 )
 from trajgrade.events import EVENT_TYPES, Event, checked
 from trajgrade.graders import BuildContext
-from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
+from trajgrade.pipeline import API_FIXES, DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.projection import reads_tool_results
 from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
@@ -460,6 +460,7 @@ class StreamGrader(AsyncStreams):
                 default_trace=source,
                 max_line_bytes=self._max,
                 tool_results=reads_tool_results(self.suite.graders),
+                fixes=API_FIXES,
             )
             self._decoders[source] = decoder
         return decoder

@@ -166,10 +166,10 @@ class Engine(CheckedInput, Checkpoints, Clock):
 
         Events with an empty ``trace_id`` belong to ``default_trace`` (a
         source's own trace). They are not checked (decoders check every
-        record; ``feed`` checks events built in code). Anomalies found are appended to ``anomalies``
-        with the position of their event in ``events``. This is the one
-        implementation of feeding; its loop is written out in full because it
-        runs once per event.
+        record; ``feed`` checks events built in code). Anomalies found are
+        appended to ``anomalies`` with the position of their event in
+        ``events``. This is the one implementation of feeding; its loop is
+        written out in full because it runs once per event.
         """
         out: list[Verdict] = []
         traces = self._traces

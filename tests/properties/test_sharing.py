@@ -30,9 +30,10 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import Stream, streams
+from strategies import Stream, encode_jsonl, streams
 from test_routing import mixed_suites
 
+from trajgrade.api import StreamGrader
 from trajgrade.config import Suite, compile_suite, decode_config
 from trajgrade.engine import Engine, EngineState
 from trajgrade.events import Event, Usage
@@ -256,3 +257,59 @@ def test_a_verdict_is_the_callers_to_change(work: Any) -> None:
     assert got == want
     # Nor does it change what another suite of the process says.
     assert run(every_type(), work)[0] == want
+
+
+def read(suite: Suite, work: tuple[list[Event], list[int], int]) -> Result:
+    """One worker's events as canonical JSONL bytes through its own
+    StreamGrader (format detection, line framing), cut into chunks."""
+    events, sizes, _ = work
+    data = encode_jsonl(events)
+    grader = StreamGrader(suite, samples=SAMPLES, source="w")
+    got: list[Verdict] = []
+    at = 0
+    for n in sizes:
+        got += grader.feed_bytes(data[at : at + 7 * n], source="w")
+        at += 7 * n
+    got += grader.feed_bytes(data[at:], source="w") + grader.finish()
+    assert grader.errors == []
+    return got, grader.take_decisions()
+
+
+@settings(max_examples=25, deadline=None)
+@given(works=st.lists(workload(), min_size=WORKERS, max_size=WORKERS))
+def test_stream_graders_in_threads_read_as_alone(works: list[Any]) -> None:
+    """StreamGraders (their decoders and format readers their own) on one
+    cold suite in four threads: each gives what it gives alone. (No
+    wall-time here: a StreamGrader reads the clock for it.)"""
+    text = EVERY_TYPE.replace(
+        "  - {type: wall-time, name: wall, config: {max: 2s}}\n", ""
+    )
+
+    def suite() -> Suite:
+        return compile_suite(
+            decode_config(text, name="every.yaml", base_dir=FIXTURES),
+            context=BuildContext(allow_code=True, base_dir=FIXTURES),
+        )
+
+    shared = suite()
+    assert not any(g.uses_clock for g in shared.graders)
+    results: list[Any] = [None] * WORKERS
+    start = threading.Barrier(WORKERS)
+
+    def worker(k: int) -> None:
+        start.wait()
+        try:
+            results[k] = read(shared, works[k])
+        except BaseException as exc:  # reported below
+            results[k] = exc
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(WORKERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    alone = suite()
+    for k, work in enumerate(works):
+        if isinstance(results[k], BaseException):
+            raise results[k]
+        assert results[k] == read(alone, work), f"worker {k} differs"

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from trajgrade.events import Event
 
 __all__ = (
+    "API_FIXES",
     "DEFAULT_MAX_LINE_BYTES",
     "Batch",
     "GradeResult",
@@ -60,6 +61,17 @@ DEFAULT_MAX_LINE_BYTES: Final = 32 * 1024 * 1024
 _BOM: Final = b"\xef\xbb\xbf"
 
 
+_CLI_FIXES: Final = (
+    "pass --format (see `trajgrade formats`)",
+    "raise --max-line-bytes",
+)
+#: The same fixes for StreamGrader's callers.
+API_FIXES: Final = (
+    "give StreamGrader its fmt= (the names: `trajgrade formats`)",
+    "raise StreamGrader's max_line_bytes=",
+)
+
+
 class SourceDecoder:
     """Framing + detection + format reader for one input source."""
 
@@ -71,9 +83,13 @@ class SourceDecoder:
         default_trace: str | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         tool_results: bool = True,
+        fixes: tuple[str, str] = _CLI_FIXES,
     ) -> None:
         self.source = source
         self._fmt = fmt
+        #: How to fix an undetectable format and an oversize line, as the
+        #: caller spells its options (CLI flags, or StreamGrader's).
+        self._fixes = fixes
         #: False: no grader reads ToolResult.result (trajgrade.projection).
         self._tool_results = tool_results
         #: Trace of events that carry no trace_id.
@@ -223,7 +239,7 @@ class SourceDecoder:
     def _skip(self, head: bytes, line: int, errors: list[InputError]) -> None:
         msg = (
             f"line is longer than the {self._max:,}-byte limit and was skipped; "
-            "raise --max-line-bytes if such records are expected"
+            f"{self._fixes[1]} if such records are expected"
         )
         where = Location(file=self.source, line=line)
         errors.append(InputError(msg, location=where, trace_id=sniff_trace_id(head)))
@@ -370,8 +386,7 @@ class SourceDecoder:
     def _undetectable(self, line: bytes, n: int, errors: list[InputError]) -> None:
         head = line[:80].decode("utf-8", "replace")
         msg = (
-            f"cannot tell the log format from this record ({head!r}); "
-            "pass --format (see `trajgrade formats`)"
+            f"cannot tell the log format from this record ({head!r}); {self._fixes[0]}"
         )
         where = Location(file=self.source, line=n)
         trace = sniff_trace_id(line)

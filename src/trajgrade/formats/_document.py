@@ -17,6 +17,7 @@ is an array, the first item's keys) and each document format's
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import ijson
@@ -55,7 +56,7 @@ class DocShape(msgspec.Struct, frozen=True):
 def document_shape(prefix: bytes) -> DocShape | None:
     """The shape of a (possibly partial) JSON document; None if it is not JSON."""
     events = ijson.sendable_list()
-    coro = ijson.parse_coro(events, use_float=True)
+    coro = ijson.parse_coro(events, use_float=False)  # (see DocumentReader)
     complete, broken = True, False
     try:
         coro.send(prefix)
@@ -122,7 +123,11 @@ class DocumentReader:
         # basic_parse: ijson builds no prefix string per event; _drain knows
         # the path of the few containers outside items it descends into.
         self._parsed = ijson.sendable_list()
-        self._coro = ijson.basic_parse_coro(self._parsed, use_float=True)
+        # Not use_float=True: yajl then parses integers as 64-bit and fails
+        # the whole document at a larger one (valid JSON, which every line
+        # format reads); numbers with a fraction or exponent come as Decimal
+        # and are made floats where items are built (_drain).
+        self._coro = ijson.basic_parse_coro(self._parsed, use_float=False)
         #: Open containers outside items: [is_map, prefix, last key].
         self._path: list[list[Any]] = []
         #: Prefixes of the containers that lead to an item or a scalar.
@@ -281,6 +286,8 @@ class DocumentReader:
                         self._item(self._root, events, errors)
                         self._root = None
                 else:
+                    if type(value) is Decimal:
+                        value = float(value)  # (1e400 gives inf, as no number)
                     top = stack[-1]
                     if type(top) is list:
                         top.append(value)
@@ -313,7 +320,7 @@ class DocumentReader:
                     skipping = True  # nothing wanted inside: skip it whole
                     depth = 1
             elif prefix in scalars:
-                self.scalars[prefix] = value
+                self.scalars[prefix] = float(value) if type(value) is Decimal else value
         self._key = key
         self._depth = depth
         self._skipping = skipping

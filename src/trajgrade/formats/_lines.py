@@ -276,7 +276,7 @@ class RecordReader:
             try:
                 record = decode_line(_JSON.decode, line)
             except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-                errors.append(self.undecodable(line, n, exc))
+                errors.extend(self.rejected(line, n, exc))
             else:
                 self._guarded(record, n, line, buf, events, errors)
             lines.extend([n] * (len(events) - len(lines)))
@@ -308,6 +308,11 @@ class RecordReader:
     def close(self) -> tuple[list[Event], list[InputError]]:
         """Records are whole lines: nothing is held at the end."""
         return [], []
+
+    def rejected(self, line: bytes, n: int, exc: Exception) -> list[InputError]:
+        """The errors for a line that is not JSON: one (:meth:`undecodable`),
+        unless the line held records of several traces, each tainted."""
+        return [self.undecodable(line, n, exc)]
 
     def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
         """The error for a line that is not JSON (its trace, if named, is tainted)."""

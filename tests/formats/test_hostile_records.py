@@ -1,0 +1,187 @@
+"""Problems an adversarial review of the adapters found, one test each.
+
+Each test fed the old code fails: a valid document lost at a large integer,
+broken lines whose trace was not tainted (vally, agentv, openresponses,
+OTLP), and unnamed traces renamed by a broken line before them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests._support import suite
+from tests.formats._decode import raw
+from tests.formats.test_every_adapter import RECORDED
+
+from trajgrade.pipeline import SourceDecoder, grade_bytes
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+#: Graders whose verdicts depend on every event of a trace.
+POLICY = suite(
+    """
+    graders:
+      - type: tool-call-count
+        config: {max: 10}
+      - type: turn-count
+        config: {max: 10}
+    """
+)
+DOCUMENTS = (
+    "atif",
+    "gemini-cli",
+    "mini-swe-agent",
+    "openai-chat-json",
+    "openhands",
+    "swe-agent",
+)
+
+
+def _events(data: bytes, fmt: str) -> tuple[list[bytes], list[str]]:
+    dec = SourceDecoder("doc.json", fmt=fmt)
+    batch, end = dec.feed(data), dec.close()
+    events = [
+        json.dumps(e.__struct_fields__).encode() for e in batch.events + end.events
+    ]
+    return events, [e.message for e in batch.errors + end.errors]
+
+
+@pytest.mark.parametrize("fmt", DOCUMENTS)
+@pytest.mark.parametrize("given", [True, False], ids=["--format", "detected"])
+def test_an_integer_over_64_bits_does_not_end_a_document(fmt: str, given: bool) -> None:
+    # yajl parsed integers as 64-bit (ijson's use_float=True): a larger one,
+    # valid JSON that every line format reads, failed the whole rest of the
+    # document as "integer overflow".
+    data = raw(FIXTURES / RECORDED[fmt])
+    at = data.find(b"{", 1) + 1  # inside the first object after the start
+    big = (
+        data[:at]
+        + b'"zz_big": 1180591620717411303424, "zz_neg": -99999999999999999999999, '
+        + data[at:]
+    )
+    want, _ = _events(data, fmt)
+    dec = SourceDecoder("doc.json", fmt=fmt if given else "auto")
+    got = dec.feed(big)
+    end = dec.close()
+    assert dec.format == fmt
+    assert got.errors + end.errors == []
+    assert len(got.events + end.events) == len(want) > 0
+
+
+def test_a_large_integer_inside_an_item_is_read_as_written() -> None:
+    doc = {
+        "steps": [
+            {
+                "step_id": 1,
+                "source": "agent",
+                "message": "x",
+                "tool_calls": [
+                    {
+                        "tool_call_id": "c1",
+                        "function_name": "calc",
+                        "arguments": {"n": 2**70, "f": 1.5},
+                    }
+                ],
+            }
+        ],
+        "session_id": "s",
+        "schema_version": "ATIF-v1.6",
+        "agent": {"name": "a", "version": "1"},
+    }
+    dec = SourceDecoder("t.json", fmt="atif")
+    events = dec.feed(json.dumps(doc).encode()).events + dec.close().events
+    call = next(e for e in events if getattr(e, "name", None) == "calc")
+    assert call.args == {"n": 2**70, "f": 1.5}
+    assert type(call.args["f"]) is float
+
+
+def _grade(fmt: str, *lines: bytes) -> tuple[dict[str, set[str]], list[Any]]:
+    result = grade_bytes(POLICY, b"\n".join(lines) + b"\n", source="f", fmt=fmt)
+    outcomes: dict[str, set[str]] = {}
+    for v in result.verdicts:
+        if v.final:
+            outcomes.setdefault(v.trace_id, set()).add(str(v.outcome))
+    return outcomes, result.errors
+
+
+def test_a_broken_vally_event_line_taints_the_sources_trace() -> None:
+    # vally event lines belong to the source's trace; a broken one named no
+    # trace, so the trace lost its failed result and still passed.
+    call = b'{"type":"tool_call","data":{"toolName":"bash","toolCallId":"c1"}}'
+    result = b'{"type":"tool_result","data":{"toolCallId":"c1","success":false'
+    outcomes, errors = _grade("vally", call, result)
+    assert [(e.location.line, e.trace_id) for e in errors] == [(2, "f")]
+    assert outcomes == {"f": {"error"}}
+    outcomes, errors = _grade("vally", call, b"[1]")
+    assert [(e.location.line, e.trace_id) for e in errors] == [(2, "f")]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "whole"),
+    [
+        (
+            "vally",
+            b'{"events":[{"type":"tool_call","data":{"toolName":"bash","toolCallId":"c1"}}]}',
+        ),
+        ("agentv", b'{"output":[{"role":"assistant","content":"hi"}]}'),
+        ("openresponses", b'[{"type":"message","role":"user","content":"hi"}]'),
+        (
+            "openresponses",
+            b'{"items":[{"type":"message","role":"user","content":"hi"}]}',
+        ),
+    ],
+)
+def test_a_broken_whole_trace_line_keeps_the_names_after_it(
+    fmt: str, whole: bytes
+) -> None:
+    # Unnamed whole traces are named by position (f, f#2, f#3); a broken
+    # line was not counted, so the next trace took its name, and the lost
+    # trace was tainted nowhere.
+    clean, _ = _grade(fmt, whole, whole, whole)
+    outcomes, errors = _grade(fmt, whole, whole[:-5], whole)
+    assert [(e.location.line, e.trace_id) for e in errors] == [(2, "f#2")]
+    assert outcomes == {"f": clean["f"], "f#2": {"error"}, "f#3": clean["f#3"]}
+
+
+def test_a_non_object_agentv_line_is_a_lost_record() -> None:
+    whole = b'{"output":[{"role":"assistant","content":"hi"}]}'
+    clean, _ = _grade("agentv", whole, whole, whole)
+    outcomes, errors = _grade("agentv", whole, b"42", whole)
+    assert [(e.location.line, e.trace_id) for e in errors] == [(2, "f#2")]
+    assert outcomes["f#3"] == clean["f#3"]
+
+
+def test_a_broken_agentv_transcript_line_taints_its_test() -> None:
+    line = b'{"test_id":"t1","message_index":%d,"role":"assistant","content":"x"}'
+    outcomes, errors = _grade("agentv", line % 0, (line % 1)[:-3], line % 2)
+    assert [(e.location.line, e.trace_id) for e in errors] == [(2, "t1")]
+    assert outcomes == {"t1": {"error"}}
+
+
+def test_a_broken_otlp_line_taints_every_trace_it_names() -> None:
+    # A collector export line holds spans of many traces; a broken one
+    # named no trace, so each of them lost spans and still passed.
+    first, second = (FIXTURES / "otel" / "agent_run.jsonl").read_bytes().splitlines()
+    record = json.loads(second)
+    spans = record["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[-1]["traceId"] = "0af7651916cd43dd8448eb211c80319c"
+    line = json.dumps(record).encode()
+    clean, _ = _grade("otel", first)
+    outcomes, errors = _grade("otel", first, line[:-10])
+    traces = {span["traceId"] for span in spans}
+    assert len(traces) == 2
+    assert {(e.location.line, e.trace_id) for e in errors} == {(2, t) for t in traces}
+    assert set(outcomes) == traces
+    assert all(outcomes[t] == {"error"} for t in traces)
+    assert set(clean) == {spans[0]["traceId"]}  # (the first line alone)
+
+
+def test_a_vally_event_whose_type_is_not_text_is_rejected_in_plain_words() -> None:
+    # With `data`, such an event was skipped silently as an unknown type.
+    _, errors = _grade("vally", b'{"type":[1],"data":{"toolName":"x"}}')
+    assert [(e.location.field, e.trace_id) for e in errors] == [("type", "f")]
+    assert errors[0].message.startswith("cannot read a vally event: type must be")
+    _, errors = _grade("vally", b'{"type":[1]}')
+    assert errors[0].message.startswith("cannot read a vally event: unknown event")

@@ -360,8 +360,13 @@ class SourceDecoder:
             self._doc = None
             self._reader = self._open(name)
             return data, line
-        if decided or len(self._doc) > SNIFF_LIMIT:
-            self._undetectable(bytes(self._doc[:4096]), self._doc_line, errors)
+        # (Told once line 1, the record reported, is whole: how the bytes
+        # arrive must change neither the message nor the trace charged.)
+        end = self._doc.find(b"\n")
+        whole = end >= 0 or final or len(self._doc) > SNIFF_LIMIT
+        if whole and (decided or len(self._doc) > SNIFF_LIMIT):
+            first = self._doc[: end if end >= 0 else len(self._doc)]
+            self._undetectable(bytes(first[:4096]), self._doc_line, errors)
             self._doc = None
             # The rest of that document must not be re-detected line by line.
             self._fmt = "none"

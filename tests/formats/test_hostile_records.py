@@ -185,3 +185,57 @@ def test_a_vally_event_whose_type_is_not_text_is_rejected_in_plain_words() -> No
     assert errors[0].message.startswith("cannot read a vally event: type must be")
     _, errors = _grade("vally", b'{"type":[1]}')
     assert errors[0].message.startswith("cannot read a vally event: unknown event")
+
+
+def _fed(data: bytes, size: int, fmt: str) -> tuple[dict[str, set[str]], list[Any]]:
+    chunks = [data[i : i + size] for i in range(0, len(data), size)]
+    result = grade_bytes(POLICY, chunks, source="f", fmt=fmt)
+    outcomes: dict[str, set[str]] = {}
+    for v in result.verdicts:
+        if v.final:
+            outcomes.setdefault(v.trace_id, set()).add(str(v.outcome))
+    return outcomes, result.errors
+
+
+@pytest.mark.parametrize("fmt", DOCUMENTS)
+def test_a_nul_byte_in_a_document_is_reported_at_its_line_however_it_is_cut(
+    fmt: str,
+) -> None:
+    # yajl's excerpt of the fault is a C string: a NUL byte ended it, so the
+    # fault was not found in the bytes and the error named the chunk's last
+    # line instead (the document's last line when read whole).
+    data = raw(FIXTURES / RECORDED[fmt])
+    at = len(data) // 2
+    data = data[:at] + b"\x00" + data[at:]
+    line = data[:at].count(b"\n") + 1
+    for size in (len(data), 4096, 7):
+        _, errors = _fed(data, size, fmt)
+        assert [e.location.line for e in errors] == [line], size
+
+
+def test_a_run_broken_in_an_openai_chat_document_does_not_taint_the_run_before() -> (
+    None
+):
+    # The error was charged to the last whole run (its trace ended in
+    # `error` when read whole, not when read in pieces); the broken run's
+    # trace cannot be named for sure (its `trial` comes last).
+    data = raw(FIXTURES / RECORDED["openai-chat-json"])
+    clean, _ = _fed(data, len(data), "openai-chat-json")
+    at = len(data) // 2  # inside the third run (26/1)
+    broken = data[:at] + b"\x00" + data[at:]
+    for size in (len(broken), 7):
+        outcomes, errors = _fed(broken, size, "openai-chat-json")
+        assert [e.trace_id for e in errors] == [None]
+        assert outcomes == {t: clean[t] for t in ("13/0", "13/1")}
+    named = broken.replace(b'"task_id": 26,', b'"id": "run-26", "task_id": 26,')
+    _, errors = _fed(named, len(named), "openai-chat-json")
+    assert [e.trace_id for e in errors] == ["run-26"]
+
+
+def test_an_unknown_first_line_is_charged_alike_however_it_arrives() -> None:
+    # The document-prefix path sniffed its trace from as many bytes as had
+    # arrived: line 2's trace when read whole, none in small pieces.
+    data = b'{"\\ud800x": 1, "y"\\ud800: 2}\n{"trace_id":"a","type":"turn_start"}\n'
+    for size in (len(data), 7, 1):
+        _, errors = _fed(data, size, "auto")
+        assert [(e.location.line, e.trace_id) for e in errors] == [(1, None)], size

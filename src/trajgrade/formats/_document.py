@@ -221,11 +221,17 @@ class DocumentReader:
         """The document's trace: the default trace unless a subclass says."""
         return self._default
 
+    def fault_trace(self) -> str | None:
+        """The trace to charge with the item being read when it is lost (the
+        document breaks there, or it is too deep): :attr:`trace_id` unless a
+        subclass knows better (None: no trace can be named for sure)."""
+        return self.trace_id
+
     # ------------------------------------------------------------ internals
     def _broken(self, exc: Exception) -> InputError:
         reason = fault_reason(exc)
         msg = f"the {self.format} document is not valid JSON ({reason}); events before this point were graded"
-        return self.error(msg, trace=self.trace_id)
+        return self.error(msg, trace=self.fault_trace())
 
     def _item(self, obj: Any, events: list[Event], errors: list[InputError]) -> None:
         k = len(events)
@@ -234,7 +240,7 @@ class DocumentReader:
         except Exception as exc:  # a reader bug costs one item, not the run
             del events[k:]
             msg = f"this item could not be read ({type(exc).__name__}: {exc}); it was skipped. Please report it: no input should do this"
-            errors.append(self.error(msg, trace=self.trace_id))
+            errors.append(self.error(msg, trace=self.fault_trace()))
 
     def _drain(self, events: list[Event], errors: list[InputError]) -> None:
         # The hot loop of every document format: one pass per ijson event.
@@ -264,13 +270,13 @@ class DocumentReader:
                 elif event == "start_map" or event == "start_array":
                     depth += 1
                     if depth > MAX_DEPTH:
-                        # Too deep to walk: drop the item, skip to its end.
+                        # Too deep to walk: drop the item, skip to its end
+                        # (charged to the trace it was read for).
+                        trace = self.fault_trace()
                         stack.clear()
                         self._root = None
                         skipping = True
-                        errors.append(
-                            self.error(too_deep_message(), trace=self.trace_id)
-                        )
+                        errors.append(self.error(too_deep_message(), trace=trace))
                         continue
                     new: Any = {} if event == "start_map" else []
                     top = stack[-1]

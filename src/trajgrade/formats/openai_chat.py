@@ -51,6 +51,7 @@ from trajgrade.events import TraceEnd
 from trajgrade.formats._document import DocShape, DocumentReader
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats._openai_chat_messages import (
+    ID_KEYS,
     MESSAGE_KEYS,
     BadMessageError,
     Conversation,
@@ -129,6 +130,16 @@ class ChatDocumentReader(DocumentReader):
 
     @property
     def trace_id(self) -> str:
+        return self._current
+
+    def fault_trace(self) -> str | None:
+        if self._stack and isinstance(self._root, dict) and "role" not in self._root:
+            # Inside a run (the document broke there, or the run is too
+            # deep): the run's own trace, when what was read of it names
+            # it for sure; never the run before, which was whole.
+            run = self._root
+            named = any(k in run for k in ID_KEYS) or "trial" in run
+            return run_id(run) if named else None
         return self._current
 
     def item(

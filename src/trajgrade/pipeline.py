@@ -30,10 +30,12 @@ from trajgrade.formats import (
     TakesDecoded,
     detect,
     detect_document,
-    document_shape,
+    is_json_object,
     open_reader,
     sniff_trace_id,
+    starts_document,
 )
+from trajgrade.formats._document import DocumentReader
 from trajgrade.formats._lines import one_by_one
 from trajgrade.grading import Grading
 from trajgrade.projection import reads_tool_results
@@ -74,6 +76,9 @@ class SourceDecoder:
     ) -> None:
         self.source = source
         self._fmt = fmt
+        #: A document format was named: a deep or long line is part of it.
+        self._named_document = hasattr(BUILTIN.get(fmt), "sniff_document")
+        self._is_document = False
         #: False: no grader reads ToolResult.result (trajgrade.projection).
         self._tool_results = tool_results
         #: Trace of events that carry no trace_id.
@@ -100,9 +105,7 @@ class SourceDecoder:
     @property
     def document(self) -> bool:
         """The source is one JSON document (read incrementally), not lines."""
-        from trajgrade.formats._document import DocumentReader
-
-        return isinstance(self._reader, DocumentReader)
+        return self._is_document
 
     @property
     def line(self) -> int:
@@ -141,6 +144,15 @@ class SourceDecoder:
             if head.startswith(_BOM):
                 chunk, self._tail = head, b""
                 start = self.offset = len(_BOM)
+        if self._is_document or (self._reader is None and self._named_document):
+            # A document is parsed as its bytes come, however long its lines
+            # (a minified one is one line): no framing, no line limit.
+            if self._tail:
+                self._decode(self._tail + chunk[start:], batch)
+            elif start < len(chunk):
+                self._decode(memoryview(chunk)[start:], batch, chunk, start)
+            self._tail = b""
+            return batch
         if self._skipping:
             nl = chunk.find(b"\n")
             if nl < 0:
@@ -244,7 +256,7 @@ class SourceDecoder:
         deep: list[int] = []
         #: Lines the depth bound decoded: (start, end, value) in ``body``.
         measured: list[tuple[int, int, Any]] = []
-        document = self.document
+        document = self.document or (self._reader is None and self._named_document)
         if document:
             # (Counted in place: a document chunk is not copied here.)
             n_lines = (
@@ -270,20 +282,19 @@ class SourceDecoder:
         self.offset += len(body)
         #: How many lines ``body`` has, for the reader (None once it is cut).
         counted: int | None = n_lines
-        if len(body) > self._max:
-            body = self._drop_long_lines(bytes(body), first, errors)
-            measured = []  # (offsets into the body as it was)
-        if deep:
-            body = self._drop_deep_lines(bytes(body), deep, first, errors)
-            measured = []
         if self._reader is None:
+            # Detection sees the lines as they are: a document's deep or long
+            # line is part of it; a line format's is dropped once known.
             if self._fmt == "none":
                 return  # an unrecognised document: reported once, not per line
-            body, first = self._start_reader(bytes(body), first, errors)
+            body, first = self._start_reader(bytes(body), first, errors, deep)
             measured = []  # (lines before the first readable one are cut)
             counted = None
             if self._reader is None:
                 return
+        elif deep or len(body) > self._max:
+            body = self._drop_bad_lines(body, deep, first, errors)
+            measured = []  # (offsets into the body as it was)
         try:
             if document:
                 events, errs, lines = self._reader.feed(body, first, n_lines)  # type: ignore[call-arg]
@@ -309,7 +320,7 @@ class SourceDecoder:
                 batch.events = events
 
     def _start_reader(
-        self, body: bytes, first: int, errors: list[InputError]
+        self, body: bytes, first: int, errors: list[InputError], deep: list[int]
     ) -> tuple[bytes, int]:
         """Detect the format; return ``body`` from the first readable line on,
         and that line's number (lines before it were reported here).
@@ -332,7 +343,7 @@ class SourceDecoder:
                 if found is not None:
                     fmt = found
                     break
-                if _starts_document(line):
+                if starts_document(line):
                     self._doc, self._doc_line = bytearray(body[start:]), n
                     return self._try_document(errors, final=False)
                 self._undetectable(line, n, errors)
@@ -340,7 +351,11 @@ class SourceDecoder:
         if fmt == "auto":
             return b"", n
         self._reader = self._open(fmt)
-        return body[start:], n
+        if self._is_document:
+            return body[start:], n
+        # Lines: their deep and long ones (``deep``: indexes from ``first``) go.
+        deep = [i - (n - first) for i in deep if i >= n - first]
+        return bytes(self._drop_bad_lines(body[start:], deep, n, errors)), n
 
     def _open(self, fmt: str) -> Reader:
         reader = open_reader(fmt, source=self.source, default_trace=self.default_trace)
@@ -348,6 +363,7 @@ class SourceDecoder:
             reader.skip_tool_results()
         # (Asked once: a runtime protocol check costs microseconds a chunk.)
         self._takes_decoded = isinstance(reader, TakesDecoded)
+        self._is_document = isinstance(reader, DocumentReader)
         return reader
 
     def _try_document(
@@ -380,12 +396,27 @@ class SourceDecoder:
         )
         where = Location(file=self.source, line=n)
         trace = sniff_trace_id(line)
-        if trace is None and _is_json_object(line):
+        if trace is None and is_json_object(line):
             # A JSON record that names no trace belongs to the source's own
             # trace, as in every line format: losing it taints that trace.
             # (A line that is not JSON at all may be a header: no trace.)
             trace = self.default_trace
         errors.append(InputError(msg, location=where, trace_id=trace))
+
+    def _drop_bad_lines(
+        self,
+        body: bytes | memoryview,
+        deep: list[int],
+        first: int,
+        errors: list[InputError],
+    ) -> bytes | memoryview:
+        """``body`` without its lines over the length limit and the ``deep``
+        ones (indexes from its first line, ``first``), each reported."""
+        if len(body) > self._max:
+            body = self._drop_long_lines(bytes(body), first, errors)
+        if deep:
+            body = self._drop_deep_lines(bytes(body), deep, first, errors)
+        return body
 
     def _drop_deep_lines(
         self, body: bytes, deep: list[int], first: int, errors: list[InputError]
@@ -415,25 +446,6 @@ class SourceDecoder:
             else:
                 kept.append(line)
         return b"\n".join(kept)
-
-
-def _is_json_object(line: bytes) -> bool:
-    try:
-        return isinstance(msgspec.json.decode(line), dict)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return False
-
-
-def _starts_document(line: bytes) -> bool:
-    """Whether a line no line format claims opens a JSON document: valid JSON
-    that goes on past the line, or a whole document a document format knows.
-    A broken line of a JSONL file is neither, and stays a line error."""
-    if line.lstrip()[:1] not in (b"{", b"["):
-        return False
-    shape = document_shape(line)
-    if shape is None:
-        return False
-    return not shape.complete or detect_document(line, final=True)[0] is not None
 
 
 class GradeResult(msgspec.Struct, kw_only=True):

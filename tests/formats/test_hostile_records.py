@@ -239,3 +239,42 @@ def test_an_unknown_first_line_is_charged_alike_however_it_arrives() -> None:
     for size in (len(data), 7, 1):
         _, errors = _fed(data, size, "auto")
         assert [(e.location.line, e.trace_id) for e in errors] == [(1, None)], size
+
+
+@pytest.mark.parametrize("fmt", DOCUMENTS)
+def test_a_deep_line_early_in_a_named_document_is_part_of_it(fmt: str) -> None:
+    # With --format, the first chunk was framed as lines before the reader
+    # opened: a line nested past the bound was blanked out of the document
+    # (read whole: a different document), not refused as the item it is in.
+    data = raw(FIXTURES / RECORDED[fmt])
+    at = data.find(b"{", 1) + 1
+    deep = data[:at] + b'"zz": ' + b"[" * 200 + b"]" * 200 + b", " + data[at:]
+    whole = _fed(deep, len(deep), fmt)
+    for size in (4096, 97):
+        pieces = _fed(deep, size, fmt)
+        assert pieces[0] == whole[0], size
+        assert [(e.location.field, e.trace_id) for e in pieces[1]] == [
+            (e.location.field, e.trace_id) for e in whole[1]
+        ]
+    assert all("nested deeper" in e.message for e in whole[1])
+
+
+@pytest.mark.parametrize("fmt", DOCUMENTS)
+def test_a_minified_document_streams_past_the_line_limit(fmt: str) -> None:
+    # A document on one line was held whole until its end (no newline) and
+    # dropped as one line over --max-line-bytes.
+    data = json.dumps(json.loads(raw(FIXTURES / RECORDED[fmt]))).encode()
+    want, _ = _events(data, fmt)
+    dec = SourceDecoder("min.json", fmt=fmt, max_line_bytes=1024)
+    events, errors = [], []
+    for i in range(0, len(data), 512):
+        batch = dec.feed(data[i : i + 512])
+        events += batch.events
+        errors += batch.errors
+        if i + 512 < len(data) // 2:
+            early = len(events)
+    end = dec.close()
+    assert errors + end.errors == []
+    assert len(events + end.events) == len(want)
+    assert dec.offset == len(data)
+    assert early > 0 or fmt == "openai-chat-json"  # (its first run is long)

@@ -79,6 +79,8 @@ class SourceDecoder:
         #: A document format was named: a deep or long line is part of it.
         self._named_document = hasattr(BUILTIN.get(fmt), "sniff_document")
         self._is_document = False
+        #: A document's last byte so far was not a newline: its line is open.
+        self._open_line = False
         #: False: no grader reads ToolResult.result (trajgrade.projection).
         self._tool_results = tool_results
         #: Trace of events that carry no trace_id.
@@ -151,6 +153,9 @@ class SourceDecoder:
                 self._decode(self._tail + chunk[start:], batch)
             elif start < len(chunk):
                 self._decode(memoryview(chunk)[start:], batch, chunk, start)
+            if len(chunk) > start or self._tail:
+                last = chunk if len(chunk) > start else self._tail
+                self._open_line = not last.endswith(b"\n")
             self._tail = b""
             return batch
         if self._skipping:
@@ -224,7 +229,7 @@ class SourceDecoder:
         if self._reader is not None:
             more, errs = self._reader.close()
             if more:
-                line = max(self._line - 1, 1)
+                line = self._line if self._open_line else max(self._line - 1, 1)
                 batch.segments.append(
                     Segment(len(more), line, lines=[line] * len(more))
                 )

@@ -278,3 +278,62 @@ def test_a_minified_document_streams_past_the_line_limit(fmt: str) -> None:
     assert len(events + end.events) == len(want)
     assert dec.offset == len(data)
     assert early > 0 or fmt == "openai-chat-json"  # (its first run is long)
+
+
+@pytest.mark.parametrize("fmt", ["claude-code", "trajgrade"])
+def test_a_duplicate_key_reads_alike_on_a_line_with_many_brackets(fmt: str) -> None:
+    # A line with over 128 opening brackets is decoded once by the depth
+    # bound and its value converted: a duplicate key then read as its last
+    # value, while the typed decoder (any other line, or the same line when
+    # the buffer falls back to reading line by line) rejects the first.
+    lines = [ln for ln in raw(FIXTURES / _ANY_FILE[fmt]).split(b"\n") if ln.strip()]
+    brackets = b"[" + b"[]," * 130 + b"[]]"  # (many brackets, 2 levels deep)
+    key = b'"timestamp"' if fmt == "claude-code" else b'"name"'
+    i = next(i for i, ln in enumerate(lines) if i and key in ln)
+    lines[i] = lines[i].replace(b"{", b"{" + key + b": " + brackets + b", ", 1)
+    alone = b"\n".join(lines) + b"\n"
+    broken = alone + b'{"type": 1e400}\n'  # (its buffer is read line by line)
+    for data in (alone, broken):
+        # (Line 1 alone first: the reader opens on it, and the next chunk's
+        # lines go through the depth bound's measured path.)
+        first = data.index(b"\n") + 1
+        chunks = [data[:first], data[first:]]
+        errors = grade_bytes(POLICY, chunks, source="f", fmt=fmt).errors
+        where = (errors[0].location.line, errors[0].location.field)
+        assert where == (i + 1, key.strip(b'"').decode())
+
+
+_ANY_FILE = {
+    "claude-code": RECORDED["claude-code"],
+    "trajgrade": "../../src/trajgrade/examples/session.jsonl",
+}
+
+
+def test_an_openai_chat_document_broken_between_runs_taints_none_of_them() -> None:
+    data = raw(FIXTURES / RECORDED["openai-chat-json"])
+    clean, _ = _fed(data, len(data), "openai-chat-json")
+    # Before the third run's opening brace: after the second run and its comma.
+    at = data.rindex(b"\n  {", 0, data.index(b'"task_id": 26')) + 1
+    broken = data[:at] + b" garbage " + data[at:]
+    for size in (len(broken), 7):
+        outcomes, errors = _fed(broken, size, "openai-chat-json")
+        assert [e.trace_id for e in errors] == [None]
+        assert outcomes == {t: clean[t] for t in ("13/0", "13/1")}
+
+
+@pytest.mark.parametrize("fmt", DOCUMENTS)
+def test_a_document_cut_mid_line_is_reported_alike_however_it_is_cut(fmt: str) -> None:
+    # A document is fed as its bytes come (no line framing): its last line
+    # without a newline must count as a line of those bytes, or the error
+    # names the line before when read whole, where the trace's end is placed
+    # too, and in pieces the taint comes after the end and the trace passes.
+    data = raw(FIXTURES / RECORDED[fmt])
+    cut = data[: data.index(b"\n", len(data) // 3) + 5]
+    whole = _fed(cut, len(cut), fmt)
+    for size in (7, 4096):
+        pieces = _fed(cut, size, fmt)
+        assert pieces[0] == whole[0], size
+        assert [e.location.line for e in pieces[1]] == [
+            e.location.line for e in whole[1]
+        ]
+    assert [e.location.line for e in whole[1]] == [cut.count(b"\n") + 1]

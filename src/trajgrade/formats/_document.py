@@ -166,7 +166,9 @@ class DocumentReader:
             newlines = bytes(buf).count(b"\n")
         # Items finished by these bytes are placed at the chunk's last line:
         # the parser does not report positions. (ijson reads the view.)
-        self._line = first_line + max(newlines - 1, 0)
+        # (A last line without its newline yet is a line of these bytes too.)
+        open_line = len(buf) > 0 and buf[-1] != 0x0A
+        self._line = first_line + (newlines if open_line else max(newlines - 1, 0))
         try:
             self._coro.send(buf)
         except (ijson.JSONError, UnicodeDecodeError) as exc:

@@ -88,9 +88,14 @@ def decode_records(
             view = memoryview(buf)
             records = []
             pos = 0
+            typed = decoder.type is not Any
             for start, end, value in decoded:
                 records += decoder.decode_lines(view[pos:start])
-                records.append(msgspec.convert(value, decoder.type))
+                # A typed decoder reads the line again (such lines are rare):
+                # converting the value would read a duplicate key as its last
+                # value where decoding checks each, so whether a chunk's
+                # lines were measured would change what a record says.
+                records.append(decoder.decode(view[start:end]) if typed else value)
                 pos = end
             records += decoder.decode_lines(view[pos:])
     except (msgspec.DecodeError, UnicodeDecodeError):  # (ValidationError too)

@@ -133,14 +133,16 @@ class ChatDocumentReader(DocumentReader):
         return self._current
 
     def fault_trace(self) -> str | None:
-        if self._stack and isinstance(self._root, dict) and "role" not in self._root:
+        run = self._root if self._stack else None
+        if self._conv is not None or (isinstance(run, dict) and "role" in run):
+            return self._current  # one conversation: the trace being read
+        if isinstance(run, dict):
             # Inside a run (the document broke there, or the run is too
             # deep): the run's own trace, when what was read of it names
             # it for sure; never the run before, which was whole.
-            run = self._root
             named = any(k in run for k in ID_KEYS) or "trial" in run
             return run_id(run) if named else None
-        return self._current
+        return None  # between runs, or in one dropped: none is being read
 
     def item(
         self, prefix: str, obj: Any, events: list[Event], errors: list[InputError]

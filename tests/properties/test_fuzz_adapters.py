@@ -42,7 +42,7 @@ from trajgrade.formats import BUILTIN
 from trajgrade.pipeline import Grading, SourceDecoder, grade_bytes
 
 #: Examples per format in CI.
-FUZZ_EXAMPLES = int(os.environ.get("TRAJGRADE_FUZZ_ADAPTER_EXAMPLES", "8"))
+FUZZ_EXAMPLES = int(os.environ.get("TRAJGRADE_FUZZ_ADAPTER_EXAMPLES", "12"))
 #: Graders that read every kind of event, and decide early (disallowed).
 POLICY = suite(
     """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 from tests._support import call, end, one, result, suite
 
 from trajgrade import Engine, TraceSnapshot
@@ -52,6 +53,35 @@ def test_events_after_trace_end_are_ignored() -> None:
     assert engine.feed(call("bad", "1")) == []
     assert engine.statistics().late_events == 1
     assert engine.finish() == []
+
+
+def test_closed_ids_past_the_bound_are_forgotten_oldest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past its bound of closed ids the engine forgets the oldest first (and
+    lists it in ``forgotten``); the late events of the ids it still holds
+    are dropped and counted, also in an engine loaded from its checkpoint."""
+    monkeypatch.setattr("trajgrade.engine.CLOSED_MEMORY", 3)
+    engine = Engine(suite(POLICY))
+    engine.log_closes()
+    for tid in "abcde":
+        engine.feed(call("a", "1", trace=tid))
+        engine.feed(end(tid))
+    assert engine.closes == list("abcde")
+    assert engine.forgotten == ["a", "b"]
+    state = engine.checkpoint()
+    assert state.closed == [("c", True), ("d", True), ("e", True)]
+    for late in "cde":
+        assert engine.feed(call("bad", "2", trace=late)) == []
+    assert engine.statistics().late_events == 3
+    # A forgotten id is a new trace again.
+    assert engine.feed(call("bad", "2", trace="a"))
+    assert engine.open_traces() == ["a"]
+    loaded = Engine(suite(POLICY))
+    loaded.load(state)
+    assert [loaded.is_closed(t) for t in "abcde"] == [False, False, True, True, True]
+    assert loaded.feed(call("bad", "2", trace="d")) == []
+    assert loaded.statistics().late_events == 1
 
 
 def test_rejected_events_taint_open_graders_into_error() -> None:

@@ -284,3 +284,30 @@ def test_a_document_rewritten_in_place_is_reported(tmp_path: Path) -> None:
         rc, _, err = stop(grader)
     assert b"follow_document_rewritten" in err, err.decode()[-2000:]
     assert rc == 1
+
+
+def test_a_misspelt_notifier_choice_is_a_usage_error(tmp_path: Path) -> None:
+    # TRAJGRADE_NOTIFY forces a backend for diagnosis: a typo must not
+    # quietly diagnose another one.
+    (tmp_path / "p.yaml").write_text(POLICY)
+    log = tmp_path / "agent.jsonl"
+    log.write_text('{"trace_id": "a", "type": "turn_start"}\n')
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "-c",
+            str(tmp_path / "p.yaml"),
+            "--follow",
+            str(log),
+        ],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "TRAJGRADE_NOTIFY": "inotfy"},
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert b"TRAJGRADE_NOTIFY='inotfy' is not a notifier" in done.stderr
+    assert b"inotify, watchfiles, poll" in done.stderr

@@ -45,6 +45,7 @@ CORE_PARTS = frozenset(
         "_digest",
         "_depth",
         "_surrogates",
+        "bounded_ids",
     }
 )
 #: Everything else: the edges that read, write, wait and talk to processes.
@@ -78,6 +79,7 @@ EDGE_PARTS = frozenset(
         "cli_run",
         "cli_options",
         "_entry",
+        "_malloc",
         "__main__",
         "convert",
         "dataset",

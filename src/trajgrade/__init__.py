@@ -26,9 +26,9 @@ Core (start at the top):
 * ``pipeline``, ``batches``, ``grading``, ``projection``  bytes -> lines ->
   events -> engine; decoded chunks and their lines; batches into the engine
   with their errors located; the decode of only what a suite reads
-* ``_locate``, ``_yaml``, ``_digest``, ``_depth``, ``_surrogates``  their
-  helpers (error locations, YAML 1.1/1.2, ids, nesting limits, lone
-  surrogate escapes)
+* ``_locate``, ``_yaml``, ``_digest``, ``_depth``, ``_surrogates``,
+  ``bounded_ids``  their helpers (error locations, YAML 1.1/1.2, ids,
+  nesting limits, lone surrogate escapes, bounded memories of recent ids)
 
 Edges:
 
@@ -44,7 +44,7 @@ Edges:
 * ``cli``, ``cli_inspect``, ``cli_run``, ``cli_options``, ``_click_types``,
   ``_entry``, ``__main__``  the command line
 * ``convert``, ``dataset``, ``exit_status``, ``agents_reference``, ``_gc``,
-  ``_signals``, ``_version``, ``examples/``  the rest of the tooling
+  ``_malloc``, ``_signals``, ``_version``, ``examples/``  the rest of the tooling
 
 The public API is re-exported here, lazily.
 """

@@ -26,7 +26,7 @@ from __future__ import annotations
 import gc
 from typing import Final
 
-__all__ = ("GEN0_THRESHOLD", "own_process", "settle")
+__all__ = ("GEN0_THRESHOLD", "is_own_process", "own_process", "settle")
 
 GEN0_THRESHOLD: Final = 50_000
 _owned = False
@@ -36,6 +36,11 @@ def own_process() -> None:
     """This process is the trajgrade CLI: ``settle`` may tune the collector."""
     global _owned  # one process-wide switch, set once at entry
     _owned = True
+
+
+def is_own_process() -> bool:
+    """Whether this process is the trajgrade CLI (``own_process`` ran)."""
+    return _owned
 
 
 def settle() -> None:

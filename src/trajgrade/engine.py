@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
+from trajgrade.bounded_ids import BoundedIds
 from trajgrade.engine_checkpoint import Checkpoints
 from trajgrade.engine_clock import Clock
 from trajgrade.engine_state import (
@@ -110,9 +111,8 @@ class Engine(Checkpoints, Clock):
         self._samples = samples
         self._graders = suite.graders
         self._traces: dict[str, _Trace] = {}
-        # OrderedDict: evicting the oldest id is O(1) (a plain dict's
-        # next(iter()) slows down after many deletions at its front).
-        self._closed: OrderedDict[str, bool] = OrderedDict()
+        #: Closed ids (bounded, oldest forgotten first): late events dropped.
+        self._closed = BoundedIds(CLOSED_MEMORY)
         #: Traces a rejected record named before any of their events arrived.
         self._unopened: dict[str, str] = {}
         self._clocked = tuple(i for i, g in enumerate(self._graders) if g.uses_clock)
@@ -359,7 +359,8 @@ class Engine(Checkpoints, Clock):
     # ------------------------------------------------------------ state
     def is_closed(self, trace_id: str) -> bool:
         """True when ``trace_id`` was closed recently (its late events are dropped)."""
-        return trace_id in self._closed
+        # (the dict's own get: a Kafka poll asks this of every trace it names)
+        return self._closed.get(trace_id) is not None
 
     # ------------------------------------------------------------ internals
     def _open(self, trace_id: str, now: float | None) -> _Trace:
@@ -454,14 +455,11 @@ class Engine(Checkpoints, Clock):
         if self._kept:
             self._kept.pop(tr.id, None)
         self._n_closed += 1
-        closed = self._closed
-        closed[tr.id] = ended
+        old = self._closed.add(tr.id, ended)
         if self.closes is not None:
             self.closes.append(tr.id)
-        if len(closed) > CLOSED_MEMORY:
-            old = closed.popitem(last=False)[0]
-            if self.forgotten is not None:
-                self.forgotten.append(old)
+        if old is not None and self.forgotten is not None:
+            self.forgotten.append(old)
 
     # ------------------------------------------------------------ guard
     def _keep(self, tr: _Trace) -> bool:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trajgrade.engine_state import CLOSED_MEMORY, EngineState, TraceSnapshot, _Trace
+from trajgrade.engine_state import EngineState, TraceSnapshot, _Trace
 
 if TYPE_CHECKING:
     from collections import OrderedDict
     from collections.abc import Iterable, Sequence
 
+    from trajgrade.bounded_ids import BoundedIds
     from trajgrade.graders import Grader
     from trajgrade.packing import Packer
 
@@ -28,7 +29,7 @@ class Checkpoints:
     # The engine's own fields these methods use.
     _graders: Sequence[Grader[Any]]
     _traces: dict[str, _Trace]
-    _closed: OrderedDict[str, bool]
+    _closed: BoundedIds
     _unopened: dict[str, str]
     _kept: OrderedDict[str, None]
     _packer: Packer | None
@@ -60,24 +61,23 @@ class Checkpoints:
             if tr.live == 0:
                 self._kept[tr.id] = None
             self._schedule(tr)
-            self._closed.pop(snap.trace_id, None)
+            self._closed.discard(snap.trace_id)
             self._unopened.pop(snap.trace_id, None)
 
     def checkpoint(self) -> EngineState:
         """The whole engine state: open traces, closed ids, pending taints."""
         return EngineState(
             traces=self.snapshot(),
-            closed=list(self._closed.items()),
+            closed=self._closed.items(),
             unopened=dict(self._unopened),
         )
 
     def load(self, state: EngineState) -> None:
         """Restore a :meth:`checkpoint` (from an engine with the same suite)."""
         for tid, ended in state.closed:
-            self._closed[tid] = ended
+            # (past the bound the oldest is let go, as in a live run)
+            self._closed.add(tid, ended)
             self._uncount(self._traces.pop(tid, None))
-        while len(self._closed) > CLOSED_MEMORY:
-            self._closed.popitem(last=False)
         self._unopened.update(state.unopened)
         self._bound_unopened()
         self.restore(state.traces)

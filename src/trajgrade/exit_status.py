@@ -9,11 +9,11 @@ a verdict" has its own status, distinct from "a trace failed" and from
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from trajgrade.bounded_ids import BoundedIds
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class FailedTraces:
     ) -> None:
         self.count = 0
         self.first: list[str] = list(first)[:SHOWN_FAILED]
-        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._recent = BoundedIds(FAILED_MEMORY)
         for trace_id in recent:
             self.add(trace_id)
         if count is not None:
@@ -90,16 +90,14 @@ class FailedTraces:
         recent = self._recent
         if trace_id in recent:
             return
-        recent[trace_id] = None
-        if len(recent) > FAILED_MEMORY:
-            recent.popitem(last=False)
+        recent.add(trace_id, True)
         self.count += 1
         if len(self.first) < SHOWN_FAILED:
             self.first.append(trace_id)
 
     def recent(self) -> list[str]:
         """The remembered ids, oldest first (what a checkpoint keeps)."""
-        return list(self._recent)
+        return [trace_id for trace_id, _ in self._recent.items()]
 
 
 def tally(

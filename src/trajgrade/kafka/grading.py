@@ -301,7 +301,14 @@ class _Grader(_RunState):
         """Housekeeping's verdicts of one partition, with its maps kept current."""
         if fired:
             names = {v.trace_id for v in fired}
-            touched.setdefault(worker.partition, set()).update(names)
+            # A closed trace's marker comes from the engine's closes (the
+            # partition's entry is what makes the step write them): only
+            # traces still open, a tick's early verdicts, are named. An idle
+            # pass over 100 k traces does not build sets of all their ids.
+            is_closed = worker.engine.is_closed
+            touched.setdefault(worker.partition, set()).update(
+                tid for tid in names if not is_closed(tid)
+            )
             self._track(worker, names)
             self._report(worker, worker.problems())
         return fired

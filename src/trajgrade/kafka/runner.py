@@ -209,6 +209,11 @@ async def run_kafka(
     from aiokafka.abc import ConsumerRebalanceListener
     from aiokafka.admin import AIOKafkaAdminClient
 
+    from trajgrade._malloc import map_big_blocks
+
+    # A pass that closes a hundred thousand quiet traces must not leave the
+    # heap holding the pages its big tables and buffers freed (_malloc).
+    map_big_blocks()
     settings = client_settings(kafka)
     metrics = None
     server = None

@@ -25,12 +25,13 @@ Backends, chosen by :func:`open_notifier`:
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
+
+from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
@@ -148,6 +149,10 @@ class WatchfilesNotifier:
         self._gen = None
 
 
+#: The backends ``open_notifier`` can be asked for ("": the best one here).
+_BACKENDS: Final = ("", "inotify", "watchfiles", "poll")
+
+
 def open_notifier(*, backend: str | None = None) -> Notifier:
     """The best notifier here: ``inotify`` on Linux, else ``watchfiles``.
 
@@ -155,6 +160,11 @@ def open_notifier(*, backend: str | None = None) -> Notifier:
     ``TRAJGRADE_NOTIFY`` environment variable does the same, for diagnosis.
     """
     choice = backend or os.environ.get("TRAJGRADE_NOTIFY") or ""
+    if choice not in _BACKENDS:
+        # A misspelt diagnosis switch must not quietly test another backend.
+        where = "backend" if backend else "TRAJGRADE_NOTIFY"
+        msg = f"{where}={choice!r} is not a notifier; use one of {', '.join(_BACKENDS[1:])}, or unset it for the best one here"
+        raise SourceError(msg)
     if choice == "poll":
         return PollOnly()
     if choice == "watchfiles":
@@ -165,7 +175,9 @@ def open_notifier(*, backend: str | None = None) -> Notifier:
         with contextlib.suppress(OSError):
             return Inotify()
         if choice == "inotify":
-            raise OSError(errno.ENOSYS, "inotify is not available")
+            msg = "inotify is not available here (its instance or watch limit?); unset TRAJGRADE_NOTIFY to fall back to watchfiles"
+            raise SourceError(msg)
     elif choice == "inotify":
-        raise OSError(errno.ENOSYS, "inotify is Linux-only")
+        msg = "inotify is Linux-only; unset TRAJGRADE_NOTIFY to use watchfiles"
+        raise SourceError(msg)
     return WatchfilesNotifier()

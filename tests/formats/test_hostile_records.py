@@ -337,3 +337,12 @@ def test_a_document_cut_mid_line_is_reported_alike_however_it_is_cut(fmt: str) -
             e.location.line for e in whole[1]
         ]
     assert [e.location.line for e in whole[1]] == [cut.count(b"\n") + 1]
+
+
+@pytest.mark.parametrize("fmt", DOCUMENTS)
+def test_a_blank_file_named_as_a_document_is_an_empty_input(fmt: str) -> None:
+    # An empty file gave nothing; one of blank lines an error ("not valid
+    # JSON: premature EOF") and, for most formats, a trace of nothing.
+    for data in (b"", b"\n\r\n  \n", b"\xef\xbb\xbf\n"):
+        result = grade_bytes(POLICY, data, source="f", fmt=fmt)
+        assert (result.verdicts, result.errors) == ([], []), data

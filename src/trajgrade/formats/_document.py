@@ -144,6 +144,8 @@ class DocumentReader:
         #: events are skipped until ``_depth`` is back to 0.
         self._skipping = False
         self._line = 0
+        #: The parser has seen a JSON token (not only whitespace).
+        self._seen = False
         #: The document was cut short or is not valid JSON: the events before
         #: the break were emitted; the run was not seen to finish.
         self.broken = False
@@ -192,6 +194,10 @@ class DocumentReader:
             try:
                 self._coro.close()
             except (ijson.JSONError, UnicodeDecodeError) as exc:
+                if not self._seen and not self._parsed:
+                    # Only whitespace: no document, as with an empty file
+                    # (no error, and no trace of nothing).
+                    return events, errors
                 self.broken = True
                 self._drain(events, errors)
                 errors.append(self._broken(exc))
@@ -258,6 +264,7 @@ class DocumentReader:
         key = self._key
         depth = self._depth
         skipping = self._skipping
+        self._seen = self._seen or bool(self._parsed)
         for event, value in self._parsed:
             if skipping:
                 if event == "start_map" or event == "start_array":

@@ -29,6 +29,7 @@ CORE_PARTS = frozenset(
         "engine_state",
         "engine_checkpoint",
         "engine_clock",
+        "engine_input",
         "packing",
         "guarding",
         "routing",
@@ -52,6 +53,7 @@ CORE_PARTS = frozenset(
 EDGE_PARTS = frozenset(
     {
         "api",
+        "api_async",
         "_agent_group",
         "_agent_output",
         "_click_types",
@@ -253,3 +255,53 @@ def test_every_format_is_documented_and_tested(name: str) -> None:
     assert f"`{name}`" in _documentation()
     module = type(FORMATS[name]).__module__.rsplit(".", 1)[-1]
     assert (ROOT / "tests" / "formats" / f"test_{module}.py").exists()
+
+
+#: Imported by the CLI's edges only: a library user pays for none of them.
+HEAVY = ("anyio", "aiokafka", "structlog", "click", "rich", "asyncio", "genai_prices")
+_IMPORT_PROBE = """\
+import logging, signal, sys, warnings
+catchable = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]
+signals = {s: signal.getsignal(s) for s in catchable}
+filters, hook = list(warnings.filters), sys.excepthook
+import trajgrade
+from trajgrade import StreamGrader, ToolCall
+grader = StreamGrader.from_text(
+    "graders:\\n  - {type: tool-calls, config: {disallowed: [{name: bash, command: rm}]}}\\n"
+    "  - {type: loop, config: {repeats: 2}}\\n  - {type: wall-time, config: {max: 1s}}\\n"
+)
+grader.feed(ToolCall(trace_id="t", name="bash", args={"command": "rm"}))
+grader.feed(b'{"type": "usage", "input_tokens": 5}')
+grader.checkpoint()
+grader.finish()
+print(sorted(m for m in %r if m in sys.modules))
+print(sorted(s.name for s in catchable if signal.getsignal(s) != signals[s]))
+print(logging.getLogger().handlers, logging.getLogger().level, sorted(logging.root.manager.loggerDict))
+print(warnings.filters == filters, sys.excepthook is hook)
+"""
+
+
+def test_importing_and_using_trajgrade_has_no_side_effects() -> None:
+    """``import trajgrade`` and grading with a StreamGrader import no async,
+    Kafka, logging or CLI library, install no signal handler, and leave
+    logging, warnings and the excepthook as the host program set them."""
+    import subprocess
+    import sys
+
+    probe = _IMPORT_PROBE % (HEAVY,)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == ["[]", "[]", "[] 30 []", "True True"]
+
+
+def test_the_documented_use_type_checks_strictly() -> None:
+    """A user program written from docs/library.md passes ``mypy --strict``
+    against the installed package (py.typed): about two seconds."""
+    from mypy import api
+
+    program = ROOT / "tests" / "fixtures" / "typing" / "user_program.py"
+    out, err, status = api.run(
+        ["--strict", "--no-incremental", "--cache-dir=/dev/null", str(program)]
+    )
+    assert status == 0, out + err

@@ -12,8 +12,9 @@ Core (start at the top):
 * ``verdicts``      outcomes, decisions, verdicts and the finality rule
 * ``errors``        typed errors that carry the place and the fix
 * ``engine``, ``engine_state``, ``engine_checkpoint``, ``engine_clock``,
-  ``guarding``, ``routing``, ``packing``  per-trace grader state and its
-  checkpoints, verdicts, ticks by deadline and idle timeouts, a decision
+  ``engine_input``, ``guarding``, ``routing``, ``packing``  per-trace grader
+  state and its checkpoints, verdicts, ticks by deadline and idle timeouts,
+  events built in code checked before they are graded, a decision
   for every tool call, the compiled routes (which graders an event can
   concern), idle traces' states packed into bytes
 * ``graders/``      the grader contract and registry; ``matching/`` (regexes,
@@ -32,7 +33,8 @@ Core (start at the top):
 
 Edges:
 
-* ``api``           StreamGrader: the pipeline for embedding (feed, finish, async)
+* ``api``, ``api_async``  StreamGrader: the pipeline for embedding (feed,
+  finish, checkpoints; live async sources)
 * ``runner``, ``_run_state``, ``sources/``, ``sinks/``, ``tracking``,
   ``rotation``, ``state``  grade files, pipes and followed logs; checkpoints
 * ``kafka/``        grade a Kafka topic: consumer loop, grading steps, output
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
         TraceSnapshot,
     )
     from trajgrade.errors import (
+        ConcurrentUseError,
         ConfigError,
         ConfigErrors,
         GradeError,
@@ -80,6 +83,7 @@ if TYPE_CHECKING:
         Location,
         SinkError,
         SourceError,
+        StateError,
         TrajgradeError,
     )
     from trajgrade.events import (
@@ -109,6 +113,7 @@ __all__ = (
     "AgentError",
     "Anomaly",
     "BuildContext",
+    "ConcurrentUseError",
     "ConfigError",
     "ConfigErrors",
     "Decision",
@@ -130,6 +135,7 @@ __all__ = (
     "SinkError",
     "SourceDecoder",
     "SourceError",
+    "StateError",
     "StreamGrader",
     "Suite",
     "SuiteConfig",
@@ -157,6 +163,7 @@ _EXPORTS: dict[str, str] = {
     "AgentError": "trajgrade.events",
     "Anomaly": "trajgrade.engine",
     "BuildContext": "trajgrade.graders",
+    "ConcurrentUseError": "trajgrade.errors",
     "ConfigError": "trajgrade.errors",
     "ConfigErrors": "trajgrade.errors",
     "Decision": "trajgrade.verdicts",
@@ -178,6 +185,7 @@ _EXPORTS: dict[str, str] = {
     "SinkError": "trajgrade.errors",
     "SourceDecoder": "trajgrade.pipeline",
     "SourceError": "trajgrade.errors",
+    "StateError": "trajgrade.errors",
     "StreamGrader": "trajgrade.api",
     "Suite": "trajgrade.config",
     "SuiteConfig": "trajgrade.config",

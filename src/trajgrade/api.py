@@ -25,33 +25,47 @@ that may cut lines go to ``feed_bytes(chunk, source=...)``, which frames
 lines per source. Bad records never raise: they are kept in ``errors``
 (located) and taint their trace, as in the CLI.
 
-The synchronous part is plain calls (no event loop, no threads). The async
-helpers, :meth:`StreamGrader.grade_stream` (an async iterator of verdicts) and
+The synchronous part is plain calls (no event loop, no threads). A compiled
+Suite may be shared by graders in many threads; one grader serves one
+caller at a time (a second, concurrent call raises ConcurrentUseError).
+Events built in code are checked as decoded records are
+(:func:`trajgrade.events.checked`). The async helpers (api_async),
+:meth:`StreamGrader.grade_stream` (an async iterator of verdicts) and
 :meth:`StreamGrader.grade_stream_to` (a callback, with a clock for wall-time
 budgets), import anyio only when called, so ``import trajgrade`` stays light.
 """
 
 from __future__ import annotations
 
-import inspect
+import functools
+import re
+import threading
 import time
+from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 import msgspec
 
+from trajgrade.api_async import AsyncStreams
 from trajgrade.config import OnFail, Suite, compile_suite, decode_config, load_suite
 from trajgrade.engine import Anomaly, Engine, EngineState
-from trajgrade.errors import ConfigError, InputError, Location
-from trajgrade.events import EVENT_TYPES, Event
+from trajgrade.errors import (
+    ConcurrentUseError,
+    ConfigError,
+    InputError,
+    Location,
+    StateError,
+)
+from trajgrade.events import EVENT_TYPES, Event, checked
 from trajgrade.graders import BuildContext
-from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
+from trajgrade.pipeline import API_FIXES, DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.projection import reads_tool_results
 from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+    from collections.abc import Callable
 
 __all__ = ("Feedable", "StreamGrader")
 
@@ -60,6 +74,10 @@ Feedable = Event | Mapping[str, Any] | str | bytes
 _EVENT_CLASSES: Final = tuple(EVENT_TYPES.values())
 _CHECKPOINT_VERSION: Final = 1
 _ENC: Final = msgspec.json.Encoder()
+_BYTES: Final[tuple[type, ...]] = (bytes, bytearray, memoryview)
+_LONE: Final = re.compile("[\ud800-\udfff]")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class _Checkpoint(msgspec.Struct, array_like=True):
@@ -68,7 +86,69 @@ class _Checkpoint(msgspec.Struct, array_like=True):
     engine: EngineState
 
 
-class StreamGrader:
+class _Header(msgspec.Struct, array_like=True):
+    """A checkpoint's first fields, read before the rest (whose form may
+    differ in another version)."""
+
+    version: int
+    fingerprint: str
+
+
+def _exclusive(
+    method: Callable[Concatenate[StreamGrader, _P], _R],
+) -> Callable[Concatenate[StreamGrader, _P], _R]:
+    """One call at a time: a StreamGrader is one stream's state, and two
+    threads feeding it at once would corrupt it silently; they get
+    ConcurrentUseError instead (a lock taken without waiting: no contention
+    in correct use)."""
+
+    @functools.wraps(method)
+    def call(self: StreamGrader, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not self._lock.acquire(blocking=False):
+            msg = (
+                f"StreamGrader.{method.__name__}() was called while another call on "
+                f"this grader is running (another thread, or a callback inside a "
+                f"call); give each thread its own StreamGrader (they may share one "
+                f"Suite: StreamGrader(suite)), or serialise the calls with a lock"
+            )
+            raise ConcurrentUseError(msg)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._lock.release()
+
+    return call
+
+
+def _escaped(item: Mapping[str, Any]) -> bytes | None:
+    """A mapping holding lone surrogates as JSON with ``\\uXXXX`` escapes,
+    which the decoders read as U+FFFD as they do in a log line (None when
+    it holds what JSON cannot)."""
+    import json
+
+    try:
+        return json.dumps(item, ensure_ascii=True, allow_nan=False).encode()
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _check_options(fmt: object, source: object, max_line_bytes: object) -> None:
+    """Options a typo would otherwise turn into an error at every feed."""
+    from trajgrade.formats import BUILTIN
+
+    if fmt != "auto" and fmt not in BUILTIN:
+        known = ", ".join(sorted(BUILTIN))
+        msg = f"unknown input format {fmt!r}; known formats: {known} (or 'auto')"
+        raise ConfigError(msg, location=Location(field="fmt"))
+    if not isinstance(source, str) or not source:
+        msg = f"source must be a non-empty str (it names the default trace), got {source!r}"
+        raise TypeError(msg)
+    if type(max_line_bytes) is not int or max_line_bytes < 1:
+        msg = f"max_line_bytes must be a positive int, got {max_line_bytes!r}"
+        raise ValueError(msg)
+
+
+class StreamGrader(AsyncStreams):
     """A compiled policy and the live state of the traces it grades."""
 
     def __init__(
@@ -79,10 +159,15 @@ class StreamGrader:
         source: str = "<api>",
         samples: Mapping[str, Any] | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        guarding: bool = True,
     ) -> None:
+        _check_options(fmt, source, max_line_bytes)
         self.suite = suite
-        self.engine = Engine(suite, samples=samples)
+        self._samples = samples
+        self.engine = Engine(suite, samples=samples, guarding=guarding)
         self._grading = Grading(self.engine)
+        self._lock = threading.Lock()
+        self._undelivered: deque[Verdict] = deque()  # (api_async)
         self._fmt = fmt
         self._source = source
         self._max = max_line_bytes
@@ -138,25 +223,43 @@ class StreamGrader:
         return cls(compile_suite(config, context=context), **options)
 
     # ------------------------------------------------------------ feeding
+    @_exclusive
     def feed(self, item: Feedable, *, source: str | None = None) -> list[Verdict]:
         """Grade one event or one record; return the verdicts it decided.
 
         Mappings and JSON lines go through the format detected from the first
         record of ``source`` (default: this grader's source), exactly as one
-        line of a log file would.
+        line of a log file would. An event built in code with a wrong field
+        type (``ToolCall(name=None)``) is a bad record too: kept in
+        ``errors``, its trace tainted.
         """
         if isinstance(item, _EVENT_CLASSES):
+            try:
+                event = checked(item)
+            except InputError as exc:  # built in code with a wrong field type
+                where = Location(file=source or self._source, field=exc.location.field)
+                return self._lost(exc.message, where, exc.trace_id or source)
             now = time.time() if self._clocked else None
-            out = self.engine.feed_many([item], now=now, default_trace=self._source)
+            out = self.engine.feed_many(
+                [event], now=now, default_trace=source or self._source
+            )
             self._collect()
             return out
         if isinstance(item, Mapping):
             try:
                 line = _ENC.encode(item)
-            except (RecursionError, TypeError, msgspec.EncodeError) as exc:
+            except UnicodeEncodeError:  # a lone surrogate (json.loads of a Node log)
+                escaped = _escaped(item)
+                if escaped is None:
+                    return self._refuse(item, source, TypeError("not JSON"))
+                line = escaped
+            except (RecursionError, TypeError, ValueError, msgspec.EncodeError) as exc:
                 return self._refuse(item, source, exc)
         elif isinstance(item, str):
-            line = item.encode()
+            try:
+                line = item.encode()
+            except UnicodeEncodeError:  # written as the escape a Node host writes
+                line = _LONE.sub(lambda m: f"\\u{ord(m[0]):04x}", item).encode()
         elif isinstance(item, bytes | bytearray | memoryview):
             line = bytes(item)
         else:
@@ -167,26 +270,40 @@ class StreamGrader:
             raise ValueError(msg)
         if not line.endswith(b"\n"):
             line += b"\n"
-        return self.feed_bytes(line, source=source)
+        return self._feed_bytes(line, source)
 
+    @_exclusive
     def feed_bytes(self, chunk: bytes, *, source: str | None = None) -> list[Verdict]:
         """Grade the next bytes of ``source``: lines may be cut anywhere; a
         partial last line waits for the rest (or for :meth:`finish`)."""
+        if not isinstance(chunk, _BYTES):  # (a careless caller's str)
+            msg = (
+                f"feed_bytes() takes bytes (raw chunks of a source), not a "
+                f"{type(chunk).__name__}; encode text first (chunk.encode()), "
+                f"or give one record to feed()"
+            )
+            raise TypeError(msg)
+        return self._feed_bytes(bytes(chunk), source)
+
+    def _feed_bytes(self, chunk: bytes, source: str | None) -> list[Verdict]:
         decoder = self._decoder(source or self._source)
         now = time.time() if self._clocked else None
         out = self._grading.feed(decoder, decoder.feed(chunk), now=now)
         self._collect()
         return out
 
+    @_exclusive
     def tick(self, now: float | None = None) -> list[Verdict]:
         """Let wall-time budgets fire while no event arrives (``now``: epoch
         seconds, default the current time)."""
         return self.engine.tick(time.time() if now is None else now)
 
+    @_exclusive
     def end_trace(self, trace_id: str) -> list[Verdict]:
         """Close one trace as if it ended: its graders give final verdicts."""
         return self.engine.end_trace(trace_id)
 
+    @_exclusive
     def finish(self) -> list[Verdict]:
         """End of input: flush partial lines and close every open trace.
 
@@ -197,6 +314,19 @@ class StreamGrader:
             out.extend(self._grading.feed(decoder, decoder.close()))
         self._decoders.clear()
         out.extend(self.engine.finish())
+        self._collect()
+        return out
+
+    @_exclusive
+    def close_source(self, source: str) -> list[Verdict]:
+        """End of one source (a connection closed): its partial last line is
+        graded and its line reader let go (each holds about 1 KB until then,
+        or until :meth:`finish`). Its traces stay open until their
+        ``trace_end``, :meth:`end_trace` or :meth:`finish`."""
+        decoder = self._decoders.pop(source, None)
+        if decoder is None:
+            return []
+        out = self._grading.feed(decoder, decoder.close())
         self._collect()
         return out
 
@@ -231,6 +361,7 @@ class StreamGrader:
         """Guard decisions not yet taken (see :meth:`take_decisions`)."""
         return self.engine.decisions
 
+    @_exclusive
     def take_decisions(self) -> list[GuardDecision]:
         """The guard decisions made since the last call, oldest first; drain
         them after each :meth:`feed` (they accumulate until taken).
@@ -246,6 +377,7 @@ class StreamGrader:
         return out
 
     # ------------------------------------------------------------ state
+    @_exclusive
     def checkpoint(self) -> bytes:
         """Every trace's state as bytes (msgpack). Take it between records:
         a partial line held by :meth:`feed_bytes` is not included."""
@@ -256,80 +388,57 @@ class StreamGrader:
         )
         return msgspec.msgpack.encode(state)
 
+    @_exclusive
     def restore(self, data: bytes) -> None:
-        """Load a :meth:`checkpoint` taken with the same policy.
+        """Load a :meth:`checkpoint` taken with the same policy into this
+        grader, which must not have graded anything yet.
 
         Raises :class:`~trajgrade.errors.ConfigError` when it came from another
-        policy, and :class:`~trajgrade.errors.InputError` when it is not a checkpoint.
+        policy, :class:`~trajgrade.errors.InputError` when it is not a
+        checkpoint (or one of another format version), and
+        :class:`~trajgrade.errors.StateError` when this grader has state of
+        its own. A refused checkpoint changes nothing.
         """
+        if not isinstance(data, _BYTES):
+            msg = f"restore() takes the bytes checkpoint() gave, not a {type(data).__name__}"
+            raise TypeError(msg)
+        stats = self.engine.statistics()
+        if self._decoders or stats.events or stats.rejected_events:
+            msg = (
+                "restore() loads a checkpoint into a grader that has graded nothing "
+                "yet, and this one has traces or input of its own; build a new "
+                "StreamGrader of the same policy and restore into it"
+            )
+            raise StateError(msg)
         try:
-            state = msgspec.msgpack.decode(data, type=_Checkpoint)
+            head = msgspec.msgpack.decode(data, type=_Header)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             msg = f"not a StreamGrader checkpoint ({exc}); pass bytes from checkpoint()"
             raise InputError(msg) from None
-        if state.fingerprint != self.suite.fingerprint:
+        if head.version != _CHECKPOINT_VERSION:
             msg = (
-                f"checkpoint was taken with another policy (fingerprint {state.fingerprint}, "
+                f"checkpoint format version {head.version}, and this trajgrade reads "
+                f"version {_CHECKPOINT_VERSION}; restore it with the trajgrade version "
+                f"that took it (or let it finish there)"
+            )
+            raise InputError(msg)
+        if head.fingerprint != self.suite.fingerprint:
+            msg = (
+                f"checkpoint was taken with another policy (fingerprint {head.fingerprint}, "
                 f"this one {self.suite.fingerprint}); restore it into a grader built from the same config"
             )
             raise ConfigError(msg, location=Location(file=self.suite.source))
-        self.engine.load(state.engine)
-
-    # ------------------------------------------------------------ async
-    async def grade_stream(
-        self,
-        items: AsyncIterable[Feedable],
-        *,
-        source: str | None = None,
-        finish: bool = True,
-    ) -> AsyncIterator[Verdict]:
-        """Yield verdicts as the items of a live source decide them.
-
-        ``bytes`` items are raw chunks of ``source`` (a pipe, a socket:
-        framed by :meth:`feed_bytes`); anything else is one record
-        (:meth:`feed`). At the end of ``items`` the open traces are finished
-        (unless ``finish=False``). Wall-time budgets are checked at each item;
-        use :meth:`grade_stream_to` to have them fire between items too.
-        """
-        async for item in items:
-            for v in self._feed_any(item, source):
-                yield v
-        if finish:
-            for v in self.finish():
-                yield v
-
-    async def grade_stream_to(
-        self,
-        items: AsyncIterable[Feedable],
-        on_verdict: Callable[[Verdict], Awaitable[None] | None],
-        *,
-        source: str | None = None,
-        finish: bool = True,
-        tick_interval: float = 0.1,
-    ) -> None:
-        """Call ``on_verdict`` (plain or async) for every verdict of a live
-        source; wall-time budgets fire on the clock between items."""
-        import anyio
-
-        async def deliver(verdicts: list[Verdict]) -> None:
-            for v in verdicts:
-                result = on_verdict(v)
-                if inspect.isawaitable(result):
-                    await result
-
-        async def clock() -> None:
-            while True:
-                await anyio.sleep(tick_interval)
-                await deliver(self.tick())
-
-        async with anyio.create_task_group() as tg:
-            if self._clocked:
-                tg.start_soon(clock)
-            async for item in items:
-                await deliver(self._feed_any(item, source))
-            if finish:
-                await deliver(self.finish())
-            tg.cancel_scope.cancel()
+        try:
+            state = msgspec.msgpack.decode(data, type=_Checkpoint)
+            # Tried on a scratch engine first: bytes that fail half-way
+            # leave this grader as it was (and grader.engine stays the same
+            # object for callers that hold it).
+            Engine(self.suite, samples=self._samples).load(state.engine)
+        except (ValueError, TypeError) as exc:  # (msgspec's errors are ValueErrors)
+            msg = f"not a StreamGrader checkpoint ({exc}); pass bytes from checkpoint()"
+            raise InputError(msg) from None
+        # (Decoded again: the scratch engine may hold the first copy's objects.)
+        self.engine.load(msgspec.msgpack.decode(data, type=_Checkpoint).engine)
 
     # ------------------------------------------------------------ internals
     def _feed_any(self, item: Feedable, source: str | None) -> list[Verdict]:
@@ -351,6 +460,7 @@ class StreamGrader:
                 default_trace=source,
                 max_line_bytes=self._max,
                 tool_results=reads_tool_results(self.suite.graders),
+                fixes=API_FIXES,
             )
             self._decoders[source] = decoder
         return decoder
@@ -361,13 +471,16 @@ class StreamGrader:
         """A mapping that is not JSON (or too deep to write) is a bad record:
         kept in ``errors``, its trace tainted, never raised."""
         trace = item.get("trace_id")
-        trace = trace if isinstance(trace, str) else source or self._source
         reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
-        err = InputError(
-            f"the record cannot be read as JSON ({reason})",
-            location=Location(file=source or self._source),
-            trace_id=trace,
+        where = Location(file=source or self._source)
+        msg = f"the record cannot be read as JSON ({reason})"
+        return self._lost(
+            msg, where, (trace if isinstance(trace, str) else "") or source
         )
+
+    def _lost(self, message: str, where: Location, trace: str | None) -> list[Verdict]:
+        trace = trace or self._source
+        err = InputError(message, location=where, trace_id=trace)
         self.errors.append(err)
         self.engine.reject(trace, str(err))
         return []

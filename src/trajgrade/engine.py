@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 from trajgrade.bounded_ids import BoundedIds
 from trajgrade.engine_checkpoint import Checkpoints
 from trajgrade.engine_clock import Clock
+from trajgrade.engine_input import CheckedInput
 from trajgrade.engine_state import (
     CLOSED_MEMORY,
     NO_CALLS,
@@ -80,7 +81,7 @@ from trajgrade.verdicts import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from trajgrade.config import Suite
 
@@ -93,8 +94,12 @@ _GONE: Final = object()
 GUARD_MEMORY: Final = 65_536
 
 
-class Engine(Checkpoints, Clock):
-    """Grades any number of interleaved traces with one compiled Suite."""
+class Engine(CheckedInput, Checkpoints, Clock):
+    """Grades any number of interleaved traces with one compiled Suite.
+
+    The Suite may be shared by engines in many threads; an engine is one
+    stream's state, used by one thread at a time (not checked here: the
+    per-event path stays lean; StreamGrader checks it)."""
 
     def __init__(
         self,
@@ -149,14 +154,7 @@ class Engine(Checkpoints, Clock):
         self._n_rejected = 0
 
     # ------------------------------------------------------------ feeding
-    def feed(self, event: Event, *, now: float | None = None) -> Sequence[Verdict]:
-        """Process one event; return the verdicts it decided (often none)."""
-        return self.feed_many((event,), now=now)
-
-    def feed_all(self, events: Iterable[Event]) -> list[Verdict]:
-        """Feed many events; return all their verdicts (batch convenience)."""
-        return self.feed_many(list(events))
-
+    # (feed and feed_all, which check events built in code: engine_input)
     def feed_many(
         self,
         events: Sequence[Event],
@@ -167,10 +165,11 @@ class Engine(Checkpoints, Clock):
         """Process events in order; return the verdicts they decided, in order.
 
         Events with an empty ``trace_id`` belong to ``default_trace`` (a
-        source's own trace). Anomalies found are appended to ``anomalies``
-        with the position of their event in ``events``. This is the one
-        implementation of feeding; its loop is written out in full because it
-        runs once per event.
+        source's own trace). They are not checked (decoders check every
+        record; ``feed`` checks events built in code). Anomalies found are
+        appended to ``anomalies`` with the position of their event in
+        ``events``. This is the one implementation of feeding; its loop is
+        written out in full because it runs once per event.
         """
         out: list[Verdict] = []
         traces = self._traces

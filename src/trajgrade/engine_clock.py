@@ -24,6 +24,7 @@ a clock-driven grader that has no ``deadline`` ticks every trace, as before.
 from __future__ import annotations
 
 import heapq
+import math
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,16 @@ if TYPE_CHECKING:
     from trajgrade.packing import Packer
     from trajgrade.verdicts import Decision, Verdict
 
-__all__ = ("Clock", "ticks_when_due")
+__all__ = ("Clock", "check_clock", "ticks_when_due")
+
+
+def check_clock(now: object) -> None:
+    """Refuse a runner's clock reading that is not a finite number: a NaN
+    would stop every wall-time budget and idle timeout for good, infinity
+    crashed the deadline heap, a str a later tick."""
+    if type(now) is bool or not isinstance(now, int | float) or not math.isfinite(now):
+        msg = f"now must be a finite number of seconds since the epoch (time.time()), got {now!r}"
+        raise ValueError(msg)
 
 
 def ticks_when_due(grader: Any) -> bool:
@@ -90,6 +100,7 @@ class Clock:
     def tick_batches(self, now: float, traces: int = 1024) -> Iterator[list[Verdict]]:
         """:meth:`tick`, the verdicts of ``traces`` traces at a time (a burst
         of sessions started together reaches a wall-time budget together)."""
+        check_clock(now)
         if not self._clocked:
             return
         self._clock = now

@@ -9,7 +9,8 @@
     ├── GradeError           a grader could not decide (e.g. regex timed out)
     ├── SourceError          an input could not be opened or read
     ├── SinkError            verdicts could not be written
-    └── StateError           a state directory or checkpoint cannot be used
+    ├── StateError           a state directory or checkpoint cannot be used
+    └── ConcurrentUseError   a StreamGrader was called while a call on it ran
 
 Every error carries a :class:`Location` (file, line, field) when one is known,
 and its message ends with what to do about it. Messages are part of the API:
@@ -23,6 +24,7 @@ from typing import Final
 import msgspec
 
 __all__ = (
+    "ConcurrentUseError",
     "ConfigError",
     "ConfigErrors",
     "GradeError",
@@ -111,3 +113,9 @@ class SinkError(TrajgradeError):
 
 class StateError(TrajgradeError):
     """Raised when a state directory or its checkpoint cannot be used."""
+
+
+class ConcurrentUseError(TrajgradeError, RuntimeError):
+    """Raised when a StreamGrader is called while another call on it runs
+    (two threads, or a callback re-entering it): it holds one stream's
+    state, so each thread needs its own (sharing the compiled Suite)."""

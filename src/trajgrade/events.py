@@ -18,10 +18,14 @@ it. The core never reads a clock.
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any, Final
 
 import msgspec
 from msgspec.structs import force_setattr
+
+from trajgrade.errors import InputError, Location
 
 __all__ = (
     "EVENT_TYPES",
@@ -35,6 +39,7 @@ __all__ = (
     "TraceStart",
     "TurnStart",
     "Usage",
+    "checked",
 )
 
 
@@ -197,3 +202,71 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
         TraceEnd,
     )
 }
+
+
+_CLASSES: Final = tuple(EVENT_TYPES.values())
+_JSON: Final = msgspec.json.Encoder()
+_FIELD: Final = re.compile(r"`\$\.(\w+)")
+
+
+def checked(event: object) -> Event:
+    """``event``, checked as a decoder checks a record.
+
+    msgspec does not check field types when an event is built in code, so
+    ``ToolCall(name=None)`` or ``ToolCall(trace_id=5)`` would reach the
+    graders (and crash or mislead them). Raises :class:`TypeError` for an
+    object that is not an event at all, and
+    :class:`~trajgrade.errors.InputError` (``location.field``, ``trace_id``)
+    for an event a log line could not have given: a field of the wrong type,
+    a number that is not finite, a value JSON cannot hold. An instance of a
+    subclass is given back as its event class. Not on the per-event path of
+    decoded input: its decoders check every record already.
+    """
+    cls: type[Any] = type(event)
+    if cls not in _CLASSES:
+        base = next((c for c in _CLASSES if isinstance(event, c)), None)
+        if base is None:
+            names = ", ".join(c.__name__ for c in _CLASSES)
+            msg = (
+                f"a {cls.__name__} is not an event; build one of {names} "
+                f"(trajgrade.events), or give a mapping or a JSON line to StreamGrader.feed"
+            )
+            raise TypeError(msg)
+        cls = base
+    fields = msgspec.structs.asdict(event)  # type: ignore[arg-type]
+    try:
+        as_read: Event = msgspec.convert(fields, cls)
+    except msgspec.ValidationError as exc:
+        raise _invalid(cls, fields, str(exc)) from None
+    for name, value in fields.items():
+        if type(value) is float and not math.isfinite(value):
+            what = f"Expected a finite number, got {value!r} - at `$.{name}`"
+            raise _invalid(cls, fields, what)
+    try:
+        _JSON.encode(event)
+    except (TypeError, ValueError, RecursionError, msgspec.EncodeError) as exc:
+        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        fix = "give values JSON can hold (str, int, float, bool, None, lists, dicts with str keys)"
+        raise _invalid(
+            cls, fields, f"a value JSON cannot hold ({reason})", fix
+        ) from None
+    return event if cls is type(event) else as_read
+
+
+_TYPES_FIX: Final = "build events with the field types trajgrade.events declares (msgspec does not check them in code)"
+
+
+def _invalid(
+    cls: type[Any], fields: dict[str, Any], problem: str, fix: str = _TYPES_FIX
+) -> InputError:
+    found = _FIELD.search(problem)
+    field = found.group(1) if found else None
+    what = problem.split(" - at ", 1)[0]
+    where = f"{cls.__name__}.{field}" if field else cls.__name__
+    tid = fields.get("trace_id")
+    msg = f"{where}: {what[:1].lower()}{what[1:]}; {fix}"
+    return InputError(
+        msg,
+        location=Location(field=field),
+        trace_id=tid if isinstance(tid, str) else None,
+    )

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from trajgrade.events import Event
 
 __all__ = (
+    "API_FIXES",
     "DEFAULT_MAX_LINE_BYTES",
     "Batch",
     "GradeResult",
@@ -62,6 +63,17 @@ DEFAULT_MAX_LINE_BYTES: Final = 32 * 1024 * 1024
 _BOM: Final = b"\xef\xbb\xbf"
 
 
+_CLI_FIXES: Final = (
+    "pass --format (see `trajgrade formats`)",
+    "raise --max-line-bytes",
+)
+#: The same fixes for StreamGrader's callers.
+API_FIXES: Final = (
+    "give StreamGrader its fmt= (the names: `trajgrade formats`)",
+    "raise StreamGrader's max_line_bytes=",
+)
+
+
 class SourceDecoder:
     """Framing + detection + format reader for one input source."""
 
@@ -73,6 +85,7 @@ class SourceDecoder:
         default_trace: str | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         tool_results: bool = True,
+        fixes: tuple[str, str] = _CLI_FIXES,
     ) -> None:
         self.source = source
         self._fmt = fmt
@@ -81,6 +94,9 @@ class SourceDecoder:
         self._is_document = False
         #: A document's last byte so far was not a newline: its line is open.
         self._open_line = False
+        #: How to fix an undetectable format and an oversize line, as the
+        #: caller spells its options (CLI flags, or StreamGrader's).
+        self._fixes = fixes
         #: False: no grader reads ToolResult.result (trajgrade.projection).
         self._tool_results = tool_results
         #: Trace of events that carry no trace_id.
@@ -240,7 +256,7 @@ class SourceDecoder:
     def _skip(self, head: bytes, line: int, errors: list[InputError]) -> None:
         msg = (
             f"line is longer than the {self._max:,}-byte limit and was skipped; "
-            "raise --max-line-bytes if such records are expected"
+            f"{self._fixes[1]} if such records are expected"
         )
         where = Location(file=self.source, line=line)
         errors.append(InputError(msg, location=where, trace_id=sniff_trace_id(head)))
@@ -396,8 +412,7 @@ class SourceDecoder:
     def _undetectable(self, line: bytes, n: int, errors: list[InputError]) -> None:
         head = line[:80].decode("utf-8", "replace")
         msg = (
-            f"cannot tell the log format from this record ({head!r}); "
-            "pass --format (see `trajgrade formats`)"
+            f"cannot tell the log format from this record ({head!r}); {self._fixes[0]}"
         )
         where = Location(file=self.source, line=n)
         trace = sniff_trace_id(line)
@@ -415,19 +430,19 @@ class SourceDecoder:
         first: int,
         errors: list[InputError],
     ) -> bytes | memoryview:
-        """``body`` without its lines over the length limit and the ``deep``
-        ones (indexes from its first line, ``first``), each reported."""
-        if len(body) > self._max:
-            body = self._drop_long_lines(bytes(body), first, errors)
-        if deep:
-            body = self._drop_deep_lines(bytes(body), deep, first, errors)
-        return body
-
-    def _drop_deep_lines(
-        self, body: bytes, deep: list[int], first: int, errors: list[InputError]
-    ) -> bytes:
-        """Blank out lines nested too deep for anything to walk (see _depth)."""
-        lines = body.split(b"\n")
+        """``body`` with its lines over the length limit, then its ``deep``
+        ones (nested too deep to walk, see _depth; indexes from its first
+        line, ``first``), blanked out and reported."""
+        if len(body) <= self._max and not deep:
+            return body
+        lines = bytes(body).split(b"\n")
+        for i, line in enumerate(lines):
+            if len(line) > self._max:
+                before = self.offset
+                self._skip(line, first + i, errors)
+                # _skip's bookkeeping is for streamed lines; this one is whole.
+                self.offset, self._skipping = before, False
+                lines[i] = b""
         for i in deep:
             where = Location(file=self.source, line=first + i)
             trace = sniff_trace_id(lines[i]) or self.default_trace
@@ -436,21 +451,6 @@ class SourceDecoder:
             )
             lines[i] = b""
         return b"\n".join(lines)
-
-    def _drop_long_lines(
-        self, body: bytes, first: int, errors: list[InputError]
-    ) -> bytes:
-        kept = []
-        for n, line in enumerate(body.split(b"\n"), start=first):
-            if len(line) > self._max:
-                before = self.offset
-                self._skip(line, n, errors)
-                # _skip's bookkeeping is for streamed lines; this one is whole.
-                self.offset, self._skipping = before, False
-                kept.append(b"")
-            else:
-                kept.append(line)
-        return b"\n".join(kept)
 
 
 class GradeResult(msgspec.Struct, kw_only=True):

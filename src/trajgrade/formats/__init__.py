@@ -41,6 +41,7 @@ from trajgrade.formats import (
     vally,
 )
 from trajgrade.formats._document import SNIFF_LIMIT, DocShape, document_shape
+from trajgrade.formats._lines import decode_line
 from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
@@ -168,7 +169,8 @@ _sniffer: Final = msgspec.json.Decoder()
 def detect(first_line: bytes) -> str | None:
     """The name of the format whose first record ``first_line`` looks like."""
     try:
-        record = _sniffer.decode(first_line)
+        # (A lone surrogate escape is read as the line readers read it.)
+        record = decode_line(_sniffer.decode, first_line)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None  # (RecursionError: nested too deep for msgspec)
     for fmt in BUILTIN.values():

@@ -345,8 +345,10 @@ class ToolTrajectory:
         meta: dict[str, Any] = {
             "mode": self.mode,
             "verdict": verdict,
-            "hits": s.hits,
-            "misses": s.misses,
+            # Copies: a verdict is its receiver's to change, and NO_TRACE's
+            # lists are shared by every trace of the process.
+            "hits": list(s.hits),
+            "misses": list(s.misses),
             "aspects": s.aspects,
         }
         if s.warnings:

@@ -142,10 +142,14 @@ class PriceBook:
         return tuple(starts), bands
 
     def _lookup(self, model: str) -> Any:
-        if self._genai is None:
+        if self._snapshot is None:
             import genai_prices
             from genai_prices import data_snapshot
 
+            # Threads share a compiled grader: another one may look up while
+            # this one imports. The snapshot is the "ready" flag, so it is
+            # set last (it was set after a flag: a lookup in that gap read
+            # None and the trace got an error verdict).
             self._genai = genai_prices
             self._snapshot = data_snapshot.get_snapshot()
         try:

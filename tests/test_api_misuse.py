@@ -1,0 +1,385 @@
+"""The embedding API used carelessly: every misuse is a typed error naming
+what is wrong and the fix, or a bad record handled as the CLI handles one;
+none crashes a grader or changes another trace's verdicts."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import msgspec
+import pytest
+
+from trajgrade import (
+    ConcurrentUseError,
+    ConfigError,
+    Engine,
+    Event,
+    InputError,
+    Outcome,
+    StateError,
+    StreamGrader,
+    ToolCall,
+    Usage,
+    Verdict,
+    grade_bytes,
+)
+
+POLICY = """\
+graders:
+  - type: tool-calls
+    name: no-rm
+    config:
+      disallowed: [{name: bash, command: rm}]
+  - {type: token-budget, name: tokens, config: {max: 1000}}
+  - {type: loop, name: loop, config: {repeats: 3}}
+"""
+
+#: Events a caller may build with the wrong field types (msgspec does not
+#: check them in code), and the field each error must name. Before the
+#: check: a crash (name None, a list id), a trace id that made every later
+#: finish() raise, a grader "bug" verdict, or a NaN silently accepted.
+BAD: list[tuple[Any, str]] = [
+    (ToolCall(trace_id="a", name="bash", call_id="c", args="rm -rf /"), "args"),  # type: ignore[arg-type]
+    (ToolCall(trace_id="a", name=None, call_id="c"), "name"),  # type: ignore[arg-type]
+    (ToolCall(trace_id=5, name="bash", call_id="c"), "trace_id"),  # type: ignore[arg-type]
+    (ToolCall(trace_id="a", name=["bash"], call_id="c"), "name"),  # type: ignore[arg-type]
+    (ToolCall(trace_id="a", name="bash", call_id=[1]), "call_id"),  # type: ignore[arg-type]
+    (ToolCall(trace_id="a", name="bash", ts=float("nan")), "ts"),
+    (ToolCall(trace_id="a", name="bash", args={1: "rm"}), "args"),  # type: ignore[dict-item]
+    (Usage(trace_id="a", input_tokens="5"), "input_tokens"),  # type: ignore[arg-type]
+    (Usage(trace_id="a", cost_usd=float("inf")), "cost_usd"),
+]
+NOT_JSON = ToolCall(trace_id="a", name="bash", args={"command": object()})
+
+#: Another trace's events, which a bad event must not disturb.
+OTHER: list[Event] = [
+    ToolCall(trace_id="b", name="bash", call_id="c1", args={"command": "ls"}),
+    ToolCall(trace_id="b", name="bash", call_id="c2", args={"command": "rm x"}),
+    Usage(trace_id="b", input_tokens=10, output_tokens=5),
+]
+
+
+def _key(verdicts: list[Verdict]) -> list[tuple[Any, ...]]:
+    return [(v.trace_id, v.grader, v.outcome, v.final, v.evidence) for v in verdicts]
+
+
+def _alone() -> list[Verdict]:
+    grader = StreamGrader.from_text(POLICY)
+    return [v for ev in OTHER for v in grader.feed(ev)] + grader.finish()
+
+
+@pytest.mark.parametrize(("event", "field"), [*BAD, (NOT_JSON, None)])
+def test_a_badly_built_event_is_a_bad_record(event: Any, field: str | None) -> None:
+    """StreamGrader.feed keeps it in errors (naming the field and the fix),
+    taints its trace, and the other trace's verdicts do not change."""
+    grader = StreamGrader.from_text(POLICY)
+    got = grader.feed(OTHER[0])
+    assert grader.feed(event) == []
+    got += [v for ev in OTHER[1:] for v in grader.feed(ev)]
+    grader.checkpoint()  # still plain data
+    got += grader.finish()
+    [err] = grader.errors
+    assert isinstance(err, InputError)
+    assert err.location.field == field and err.location.file == "<api>"
+    assert "build events with the field types" in err.message or (
+        "a value JSON cannot hold" in err.message
+    )
+    assert _key([v for v in got if v.trace_id == "b"]) == _key(_alone())
+    tainted = "<api>" if event.trace_id == 5 else "a"
+    lost = [v for v in got if v.trace_id == tainted]
+    assert lost and {v.outcome for v in lost} == {Outcome.ERROR}
+    assert all("events of this trace were lost" in v.evidence for v in lost)
+
+
+@pytest.mark.parametrize(("event", "field"), BAD)
+def test_engine_feed_checks_events_built_in_code(event: Any, field: str) -> None:
+    """Engine.feed (and feed_all) never raise for such an event: an
+    invalid_event anomaly names it, its trace ends in error, the engine stays
+    whole (a trace id 5 used to make every later finish() raise)."""
+    for use_all in (False, True):
+        engine = Engine(StreamGrader.from_text(POLICY).suite)
+        events = [OTHER[0], event, *OTHER[1:]]
+        if use_all:
+            got = engine.feed_all(events)
+        else:
+            got = [v for ev in events for v in engine.feed(ev)]
+        got += engine.finish()
+        [anomaly] = [a for a in engine.anomalies if a.kind == "invalid_event"]
+        assert f".{field}: " in anomaly.message
+        assert _key([v for v in got if v.trace_id == "b"]) == _key(_alone())
+        assert {v.outcome for v in got if v.trace_id != "b"} == {Outcome.ERROR}
+
+
+def test_a_subclass_of_an_event_is_graded_as_its_class() -> None:
+    """A caller's subclass (extra fields) is graded as the event it extends
+    (the engine routes by exact class: it used to be a KeyError)."""
+
+    class Tagged(Usage, frozen=True):
+        tag: str = ""
+
+    engine = Engine(StreamGrader.from_text(POLICY).suite)
+    [v] = engine.feed(Tagged(trace_id="t", input_tokens=2000, tag="x"))
+    assert (v.grader, v.outcome) == ("tokens", Outcome.FAIL)
+
+
+def test_what_is_not_an_event_is_a_type_error_naming_the_fix() -> None:
+    """A mapping, None or a str given to Engine.feed is a programming error."""
+    engine = Engine(StreamGrader.from_text(POLICY).suite)
+    for wrong in ({"type": "tool_call", "name": "bash"}, None, "x"):
+        with pytest.raises(
+            TypeError, match=r"is not an event; build one of .*StreamGrader.feed"
+        ):
+            engine.feed(wrong)  # type: ignore[arg-type]
+    assert engine.statistics().events == 0
+
+
+def test_feed_bytes_refuses_text_naming_the_fix() -> None:
+    """str is not a chunk of bytes: say so (it was 'can't concat str to bytes')."""
+    grader = StreamGrader.from_text(POLICY)
+    with pytest.raises(
+        TypeError, match=r"feed_bytes\(\) takes bytes .*chunk\.encode\(\)"
+    ):
+        grader.feed_bytes('{"type": "tool_call", "name": "bash"}\n')  # type: ignore[arg-type]
+    assert grader.feed_bytes(bytearray(b'{"type":"usage","input_tokens":2000}\n'))
+
+
+def test_events_without_a_trace_id_go_to_their_source() -> None:
+    """An event with no trace id belongs to the ``source`` it is fed for, as
+    a line of that source does (it went to the grader's own source)."""
+    grader = StreamGrader.from_text(POLICY)
+    [v] = grader.feed(Usage(input_tokens=2000), source="agent-1")
+    [w] = grader.feed(b'{"type":"usage","input_tokens":2000}', source="agent-2")
+    assert (v.trace_id, w.trace_id) == ("agent-1", "agent-2")
+
+
+# ------------------------------------------------------------------ lifecycle
+def test_finish_twice_and_feeding_after_finish() -> None:
+    """finish() again gives nothing; a finished trace is not reopened (its
+    late events are dropped, counted); a new trace is graded as usual."""
+    grader = StreamGrader.from_text(POLICY)
+    grader.feed(OTHER[0])
+    assert {v.trace_id for v in grader.finish()} == {"b"}
+    assert grader.finish() == []
+    assert grader.feed(OTHER[1]) == []
+    stats = grader.engine.statistics()
+    assert stats.events == 2 and stats.late_events + stats.settled_events == 1
+    [v] = grader.feed(
+        ToolCall(trace_id="new", name="bash", call_id="c", args={"command": "rm"})
+    )
+    assert (v.trace_id, v.outcome) == ("new", Outcome.FAIL)
+
+
+def _checkpoint_mid_stream() -> bytes:
+    grader = StreamGrader.from_text(POLICY)
+    grader.feed(OTHER[0])
+    return grader.checkpoint()
+
+
+def test_restore_refuses_what_is_not_this_policys_checkpoint() -> None:
+    """Truncated or garbage bytes, another format version, another policy:
+    a typed error naming it, and the grader is left as it was."""
+    saved = _checkpoint_mid_stream()
+    _, fingerprint, engine = msgspec.msgpack.decode(saved)
+    grader = StreamGrader.from_text(POLICY)
+    for data in (saved[: len(saved) // 2], b"", b"\xc1", msgspec.msgpack.encode([1])):
+        with pytest.raises(InputError, match="not a StreamGrader checkpoint"):
+            grader.restore(data)
+    future = msgspec.msgpack.encode([2, fingerprint, {"a": "new layout"}])
+    with pytest.raises(
+        InputError,
+        match="checkpoint format version 2, and this trajgrade reads version 1",
+    ):
+        grader.restore(future)
+    other = msgspec.msgpack.encode([1, "0" * 16, engine])
+    with pytest.raises(ConfigError, match="taken with another policy"):
+        grader.restore(other)
+    with pytest.raises(
+        TypeError, match=r"takes the bytes checkpoint\(\) gave, not a str"
+    ):
+        grader.restore(saved.decode("latin-1"))  # type: ignore[arg-type]
+    grader.restore(saved)  # still fresh: the refused ones changed nothing
+    got = [v for ev in OTHER[1:] for v in grader.feed(ev)] + grader.finish()
+    assert _key(got) == _key(_alone())
+
+
+def test_restore_into_a_grader_with_state_of_its_own_is_refused() -> None:
+    """Loading a checkpoint over traces already graded would mix two
+    streams' states: StateError, naming the fix (it merged them)."""
+    saved = _checkpoint_mid_stream()
+    for warm_up in (
+        lambda g: g.feed(Usage(trace_id="x", input_tokens=1)),
+        lambda g: g.feed_bytes(b'{"type": "usa', source="cut"),  # a partial line
+        lambda g: g.feed(b"not json"),  # only a rejected record
+    ):
+        grader = StreamGrader.from_text(POLICY)
+        warm_up(grader)
+        with pytest.raises(
+            StateError, match="build a new StreamGrader of the same policy"
+        ):
+            grader.restore(saved)
+
+
+def test_decisions_of_a_grader_that_does_not_guard() -> None:
+    """Decisions pile up until taken; a caller that never reads them builds
+    the grader with guarding=False: same verdicts, no decisions kept."""
+    events = [*OTHER, *OTHER[1:2] * 3]
+    quiet = StreamGrader.from_text(POLICY, guarding=False)
+    loud = StreamGrader.from_text(POLICY)
+    got = [v for ev in events for v in quiet.feed(ev)] + quiet.finish()
+    want = [v for ev in events for v in loud.feed(ev)] + loud.finish()
+    assert got == want
+    assert quiet.decisions == [] and len(loud.take_decisions()) == 6
+    assert loud.decisions == []
+
+
+# ------------------------------------------------------------------ threads
+class _Rows(Mapping[str, Any]):
+    """Dataset rows that block the first lookup until released: a call that
+    is still running inside the engine, deterministically."""
+
+    def __init__(self) -> None:
+        self.inside = threading.Event()
+        self.release = threading.Event()
+
+    def __contains__(self, key: object) -> bool:
+        if not self.inside.is_set():
+            self.inside.set()
+            assert self.release.wait(10)
+        return False
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_two_threads_on_one_stream_grader_fail_loudly() -> None:
+    """A StreamGrader is one stream's state: a second thread calling it
+    while a call runs gets ConcurrentUseError (naming the fix) instead of
+    corrupting it; the running call finishes as if alone."""
+    rows = _Rows()
+    grader = StreamGrader.from_text(POLICY, samples=rows)
+    first: list[Verdict] = []
+    worker = threading.Thread(
+        target=lambda: first.extend(grader.feed(Usage(trace_id="t", input_tokens=2000)))
+    )
+    worker.start()
+    assert rows.inside.wait(10)
+    for call in (
+        lambda: grader.feed(OTHER[0]),
+        lambda: grader.feed_bytes(b"{}\n"),
+        grader.finish,
+        grader.checkpoint,
+        grader.take_decisions,
+        lambda: grader.tick(0.0),
+    ):
+        with pytest.raises(
+            ConcurrentUseError, match="give each thread its own StreamGrader"
+        ):
+            call()
+    rows.release.set()
+    worker.join()
+    assert [(v.grader, v.outcome) for v in first] == [("tokens", Outcome.FAIL)]
+    assert grader.engine.open_traces() == ["t"]
+    assert {v.trace_id for v in grader.finish()} == {"t"}
+
+
+def test_closing_a_source_lets_its_reader_go() -> None:
+    """A service with a source per connection closes each one: its partial
+    line is graded and its reader dropped (they piled up until finish())."""
+    grader = StreamGrader.from_text(POLICY)
+    for i in range(100):
+        grader.feed_bytes(b'{"type": "usage", "input_tokens": 2000}', source=f"c{i}")
+        [v] = grader.close_source(f"c{i}")
+        assert (v.trace_id, v.grader, v.outcome) == (f"c{i}", "tokens", Outcome.FAIL)
+    assert grader.close_source("never-seen") == []
+    assert grader._decoders == {}
+
+
+def test_lone_surrogates_are_read_as_in_a_log_line() -> None:
+    """A record holding a lone surrogate (json.loads of a line a Node agent
+    wrote) is graded with U+FFFD in its place, as the CLI reads that line:
+    feed() raised UnicodeEncodeError, and as a stream's first record the
+    escape made auto-detection give up ("cannot tell the log format")."""
+    record = {"type": "tool_call", "name": "bash", "args": {"command": "rm \ud800"}}
+    line = b'{"type": "tool_call", "name": "bash", "args": {"command": "rm \\ud800"}}\n'
+    assert grade_bytes(StreamGrader.from_text(POLICY).suite, line).verdicts
+    for item in (record, json.dumps(record), json.dumps(record, ensure_ascii=False)):
+        grader = StreamGrader.from_text(POLICY)
+        [v] = grader.feed(item)
+        assert (v.grader, v.outcome) == ("no-rm", Outcome.FAIL)
+        assert grader.errors == []
+
+
+@pytest.mark.parametrize("now", [float("nan"), float("inf"), "12", True])
+def test_a_clock_reading_that_is_not_a_time_is_refused(now: Any) -> None:
+    """tick(NaN) stopped every wall-time budget for good, tick(inf) crashed
+    the deadline heap, a str a later tick: now they raise, naming the fix."""
+    grader = StreamGrader.from_text(
+        "graders:\n  - {type: wall-time, config: {max: 1s}}\n"
+    )
+    grader.feed(Usage(trace_id="t", input_tokens=1))
+    with pytest.raises(ValueError, match=r"finite number of seconds .*time\.time\(\)"):
+        grader.tick(now)
+    with pytest.raises(ValueError, match="finite number of seconds"):
+        grader.engine.feed(Usage(trace_id="t"), now=now)
+    [v] = grader.tick(10**10)
+    assert (v.grader, v.outcome) == ("wall-time", Outcome.FAIL)
+
+
+def test_a_checkpoint_that_breaks_half_way_changes_nothing() -> None:
+    """Bytes with a valid header whose second trace is broken are refused
+    whole: the first trace is not left loaded (it was), and grader.engine
+    stays the engine the caller holds."""
+    grader = StreamGrader.from_text(POLICY)
+    for tid in ("t", "u"):
+        grader.feed(
+            ToolCall(trace_id=tid, name="bash", call_id="c", args={"command": "ls"})
+        )
+    version, fingerprint, (traces, closed, unopened) = msgspec.msgpack.decode(
+        grader.checkpoint()
+    )
+    for states in ([b"zz", None, None], [None] * 4):
+        traces[1][6] = states  # the second trace's grader states
+        data = msgspec.msgpack.encode(
+            [version, fingerprint, [traces, closed, unopened]]
+        )
+        fresh = StreamGrader.from_text(POLICY)
+        engine = fresh.engine
+        with pytest.raises(InputError, match="not a StreamGrader checkpoint"):
+            fresh.restore(data)
+        assert fresh.engine is engine and engine.open_traces() == []
+
+
+def test_options_a_typo_would_break_are_refused_when_built() -> None:
+    """An unknown format made every feed() raise; a None source broke at
+    the first event; a max_line_bytes below 1 refused every line silently."""
+    with pytest.raises(
+        ConfigError, match=r"unknown input format 'jsonl'; known formats: .*claude-code"
+    ):
+        StreamGrader.from_text(POLICY, fmt="jsonl")
+    with pytest.raises(TypeError, match="source must be a non-empty str"):
+        StreamGrader.from_text(POLICY, source=None)
+    for bad in (0, -5, 1.5):
+        with pytest.raises(ValueError, match="max_line_bytes must be a positive int"):
+            StreamGrader.from_text(POLICY, max_line_bytes=bad)
+    assert StreamGrader.from_text(POLICY, fmt="claude-code", source="cc")
+
+
+def test_record_errors_name_the_library_options_not_cli_flags() -> None:
+    """A library caller is told about fmt= and max_line_bytes= (the errors
+    said "pass --format", a flag it has no way to pass)."""
+    grader = StreamGrader.from_text(POLICY, max_line_bytes=64)
+    grader.feed({"foo": 1})
+    grader.feed(b'{"type": "usage", "input_tokens": 1, "model": "' + b"m" * 80 + b'"}')
+    assert [e.message.split("; ")[-1] for e in grader.errors] == [
+        "give StreamGrader its fmt= (the names: `trajgrade formats`)",
+        "raise StreamGrader's max_line_bytes= if such records are expected",
+    ]

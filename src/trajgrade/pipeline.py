@@ -30,10 +30,12 @@ from trajgrade.formats import (
     TakesDecoded,
     detect,
     detect_document,
-    document_shape,
+    is_json_object,
     open_reader,
     sniff_trace_id,
+    starts_document,
 )
+from trajgrade.formats._document import DocumentReader
 from trajgrade.formats._lines import one_by_one
 from trajgrade.grading import Grading
 from trajgrade.projection import reads_tool_results
@@ -87,6 +89,11 @@ class SourceDecoder:
     ) -> None:
         self.source = source
         self._fmt = fmt
+        #: A document format was named: a deep or long line is part of it.
+        self._named_document = hasattr(BUILTIN.get(fmt), "sniff_document")
+        self._is_document = False
+        #: A document's last byte so far was not a newline: its line is open.
+        self._open_line = False
         #: How to fix an undetectable format and an oversize line, as the
         #: caller spells its options (CLI flags, or StreamGrader's).
         self._fixes = fixes
@@ -116,9 +123,7 @@ class SourceDecoder:
     @property
     def document(self) -> bool:
         """The source is one JSON document (read incrementally), not lines."""
-        from trajgrade.formats._document import DocumentReader
-
-        return isinstance(self._reader, DocumentReader)
+        return self._is_document
 
     @property
     def line(self) -> int:
@@ -157,6 +162,18 @@ class SourceDecoder:
             if head.startswith(_BOM):
                 chunk, self._tail = head, b""
                 start = self.offset = len(_BOM)
+        if self._is_document or (self._reader is None and self._named_document):
+            # A document is parsed as its bytes come, however long its lines
+            # (a minified one is one line): no framing, no line limit.
+            if self._tail:
+                self._decode(self._tail + chunk[start:], batch)
+            elif start < len(chunk):
+                self._decode(memoryview(chunk)[start:], batch, chunk, start)
+            if len(chunk) > start or self._tail:
+                last = chunk if len(chunk) > start else self._tail
+                self._open_line = not last.endswith(b"\n")
+            self._tail = b""
+            return batch
         if self._skipping:
             nl = chunk.find(b"\n")
             if nl < 0:
@@ -228,7 +245,7 @@ class SourceDecoder:
         if self._reader is not None:
             more, errs = self._reader.close()
             if more:
-                line = max(self._line - 1, 1)
+                line = self._line if self._open_line else max(self._line - 1, 1)
                 batch.segments.append(
                     Segment(len(more), line, lines=[line] * len(more))
                 )
@@ -260,7 +277,7 @@ class SourceDecoder:
         deep: list[int] = []
         #: Lines the depth bound decoded: (start, end, value) in ``body``.
         measured: list[tuple[int, int, Any]] = []
-        document = self.document
+        document = self.document or (self._reader is None and self._named_document)
         if document:
             # (Counted in place: a document chunk is not copied here.)
             n_lines = (
@@ -286,20 +303,19 @@ class SourceDecoder:
         self.offset += len(body)
         #: How many lines ``body`` has, for the reader (None once it is cut).
         counted: int | None = n_lines
-        if len(body) > self._max:
-            body = self._drop_long_lines(bytes(body), first, errors)
-            measured = []  # (offsets into the body as it was)
-        if deep:
-            body = self._drop_deep_lines(bytes(body), deep, first, errors)
-            measured = []
         if self._reader is None:
+            # Detection sees the lines as they are: a document's deep or long
+            # line is part of it; a line format's is dropped once known.
             if self._fmt == "none":
                 return  # an unrecognised document: reported once, not per line
-            body, first = self._start_reader(bytes(body), first, errors)
+            body, first = self._start_reader(bytes(body), first, errors, deep)
             measured = []  # (lines before the first readable one are cut)
             counted = None
             if self._reader is None:
                 return
+        elif deep or len(body) > self._max:
+            body = self._drop_bad_lines(body, deep, first, errors)
+            measured = []  # (offsets into the body as it was)
         try:
             if document:
                 events, errs, lines = self._reader.feed(body, first, n_lines)  # type: ignore[call-arg]
@@ -325,7 +341,7 @@ class SourceDecoder:
                 batch.events = events
 
     def _start_reader(
-        self, body: bytes, first: int, errors: list[InputError]
+        self, body: bytes, first: int, errors: list[InputError], deep: list[int]
     ) -> tuple[bytes, int]:
         """Detect the format; return ``body`` from the first readable line on,
         and that line's number (lines before it were reported here).
@@ -348,7 +364,7 @@ class SourceDecoder:
                 if found is not None:
                     fmt = found
                     break
-                if _starts_document(line):
+                if starts_document(line):
                     self._doc, self._doc_line = bytearray(body[start:]), n
                     return self._try_document(errors, final=False)
                 self._undetectable(line, n, errors)
@@ -356,7 +372,11 @@ class SourceDecoder:
         if fmt == "auto":
             return b"", n
         self._reader = self._open(fmt)
-        return body[start:], n
+        if self._is_document:
+            return body[start:], n
+        # Lines: their deep and long ones (``deep``: indexes from ``first``) go.
+        deep = [i - (n - first) for i in deep if i >= n - first]
+        return bytes(self._drop_bad_lines(body[start:], deep, n, errors)), n
 
     def _open(self, fmt: str) -> Reader:
         reader = open_reader(fmt, source=self.source, default_trace=self.default_trace)
@@ -364,6 +384,7 @@ class SourceDecoder:
             reader.skip_tool_results()
         # (Asked once: a runtime protocol check costs microseconds a chunk.)
         self._takes_decoded = isinstance(reader, TakesDecoded)
+        self._is_document = isinstance(reader, DocumentReader)
         return reader
 
     def _try_document(
@@ -376,8 +397,13 @@ class SourceDecoder:
             self._doc = None
             self._reader = self._open(name)
             return data, line
-        if decided or len(self._doc) > SNIFF_LIMIT:
-            self._undetectable(bytes(self._doc[:4096]), self._doc_line, errors)
+        # (Told once line 1, the record reported, is whole: how the bytes
+        # arrive must change neither the message nor the trace charged.)
+        end = self._doc.find(b"\n")
+        whole = end >= 0 or final or len(self._doc) > SNIFF_LIMIT
+        if whole and (decided or len(self._doc) > SNIFF_LIMIT):
+            first = self._doc[: end if end >= 0 else len(self._doc)]
+            self._undetectable(bytes(first[:4096]), self._doc_line, errors)
             self._doc = None
             # The rest of that document must not be re-detected line by line.
             self._fmt = "none"
@@ -390,18 +416,33 @@ class SourceDecoder:
         )
         where = Location(file=self.source, line=n)
         trace = sniff_trace_id(line)
-        if trace is None and _is_json_object(line):
+        if trace is None and is_json_object(line):
             # A JSON record that names no trace belongs to the source's own
             # trace, as in every line format: losing it taints that trace.
             # (A line that is not JSON at all may be a header: no trace.)
             trace = self.default_trace
         errors.append(InputError(msg, location=where, trace_id=trace))
 
-    def _drop_deep_lines(
-        self, body: bytes, deep: list[int], first: int, errors: list[InputError]
-    ) -> bytes:
-        """Blank out lines nested too deep for anything to walk (see _depth)."""
-        lines = body.split(b"\n")
+    def _drop_bad_lines(
+        self,
+        body: bytes | memoryview,
+        deep: list[int],
+        first: int,
+        errors: list[InputError],
+    ) -> bytes | memoryview:
+        """``body`` with its lines over the length limit, then its ``deep``
+        ones (nested too deep to walk, see _depth; indexes from its first
+        line, ``first``), blanked out and reported."""
+        if len(body) <= self._max and not deep:
+            return body
+        lines = bytes(body).split(b"\n")
+        for i, line in enumerate(lines):
+            if len(line) > self._max:
+                before = self.offset
+                self._skip(line, first + i, errors)
+                # _skip's bookkeeping is for streamed lines; this one is whole.
+                self.offset, self._skipping = before, False
+                lines[i] = b""
         for i in deep:
             where = Location(file=self.source, line=first + i)
             trace = sniff_trace_id(lines[i]) or self.default_trace
@@ -410,40 +451,6 @@ class SourceDecoder:
             )
             lines[i] = b""
         return b"\n".join(lines)
-
-    def _drop_long_lines(
-        self, body: bytes, first: int, errors: list[InputError]
-    ) -> bytes:
-        kept = []
-        for n, line in enumerate(body.split(b"\n"), start=first):
-            if len(line) > self._max:
-                before = self.offset
-                self._skip(line, n, errors)
-                # _skip's bookkeeping is for streamed lines; this one is whole.
-                self.offset, self._skipping = before, False
-                kept.append(b"")
-            else:
-                kept.append(line)
-        return b"\n".join(kept)
-
-
-def _is_json_object(line: bytes) -> bool:
-    try:
-        return isinstance(msgspec.json.decode(line), dict)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return False
-
-
-def _starts_document(line: bytes) -> bool:
-    """Whether a line no line format claims opens a JSON document: valid JSON
-    that goes on past the line, or a whole document a document format knows.
-    A broken line of a JSONL file is neither, and stays a line error."""
-    if line.lstrip()[:1] not in (b"{", b"["):
-        return False
-    shape = document_shape(line)
-    if shape is None:
-        return False
-    return not shape.complete or detect_document(line, final=True)[0] is not None
 
 
 class GradeResult(msgspec.Struct, kw_only=True):

@@ -61,8 +61,10 @@ __all__ = (
     "detect",
     "detect_document",
     "document_shape",
+    "is_json_object",
     "open_reader",
     "sniff_trace_id",
+    "starts_document",
 )
 
 
@@ -169,8 +171,8 @@ def detect(first_line: bytes) -> str | None:
     try:
         # (A lone surrogate escape is read as the line readers read it.)
         record = decode_line(_sniffer.decode, first_line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None  # (RecursionError: nested too deep for msgspec)
     for fmt in BUILTIN.values():
         try:
             if fmt.sniff(record):
@@ -194,6 +196,26 @@ def detect_document(prefix: bytes, *, final: bool) -> tuple[str | None, bool]:
         if sniff is not None and sniff(shape):
             return fmt.name, True
     return None, final or shape.complete or shape.broken
+
+
+def is_json_object(line: bytes) -> bool:
+    """Whether ``line`` is one JSON object (not a record any format read)."""
+    try:
+        return isinstance(_sniffer.decode(line), dict)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return False  # (nested too deep for msgspec: not one we can read)
+
+
+def starts_document(line: bytes) -> bool:
+    """Whether a line no line format claims opens a JSON document: valid JSON
+    that goes on past the line, or a whole document a document format knows.
+    A broken line of a JSONL file is neither, and stays a line error."""
+    if line.lstrip()[:1] not in (b"{", b"["):
+        return False
+    shape = document_shape(line)
+    if shape is None:
+        return False
+    return not shape.complete or detect_document(line, final=True)[0] is not None
 
 
 def open_reader(fmt: str, *, source: str, default_trace: str) -> Reader:

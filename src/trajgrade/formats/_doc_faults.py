@@ -20,6 +20,8 @@ __all__ = ("fault_line", "fault_reason")
 #: bytes of context it shows either side of it.
 _CARET_COLUMN: Final = 40
 _CONTEXT: Final = 30
+#: yajl's marker under the parser's offset (at column 40).
+_ARROW: Final = b" " * 21 + b"(right here) ------^"
 #: yajl shows newlines and carriage returns as spaces.
 _AS_SHOWN: Final = bytes.maketrans(b"\n\r", b"  ")
 
@@ -44,9 +46,14 @@ def fault_line(exc: Exception, buf: bytes | memoryview, first_line: int) -> int 
     if not isinstance(arg, bytes):
         return None
     parts = arg.split(b"\n")
-    if len(parts) < 3 or parts[2].find(b"^") != _CARET_COLUMN:
+    if len(parts) >= 3 and parts[2].find(b"^") == _CARET_COLUMN:
+        excerpt = parts[1]
+    elif len(parts) >= 2 and parts[1].endswith(_ARROW):
+        # yajl copies the excerpt as a C string: a NUL byte at the fault
+        # ends it (and its newline), so the arrow follows on its line.
+        excerpt = parts[1][: -len(_ARROW)] + b"\x00"
+    else:
         return None
-    excerpt = parts[1]
     data = bytes(buf)
     shown = data.translate(_AS_SHOWN)
     offset = _offset(excerpt, shown)

@@ -17,6 +17,7 @@ is an array, the first item's keys) and each document format's
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import ijson
@@ -55,7 +56,7 @@ class DocShape(msgspec.Struct, frozen=True):
 def document_shape(prefix: bytes) -> DocShape | None:
     """The shape of a (possibly partial) JSON document; None if it is not JSON."""
     events = ijson.sendable_list()
-    coro = ijson.parse_coro(events, use_float=True)
+    coro = ijson.parse_coro(events, use_float=False)  # (see DocumentReader)
     complete, broken = True, False
     try:
         coro.send(prefix)
@@ -122,7 +123,11 @@ class DocumentReader:
         # basic_parse: ijson builds no prefix string per event; _drain knows
         # the path of the few containers outside items it descends into.
         self._parsed = ijson.sendable_list()
-        self._coro = ijson.basic_parse_coro(self._parsed, use_float=True)
+        # Not use_float=True: yajl then parses integers as 64-bit and fails
+        # the whole document at a larger one (valid JSON, which every line
+        # format reads); numbers with a fraction or exponent come as Decimal
+        # and are made floats where items are built (_drain).
+        self._coro = ijson.basic_parse_coro(self._parsed, use_float=False)
         #: Open containers outside items: [is_map, prefix, last key].
         self._path: list[list[Any]] = []
         #: Prefixes of the containers that lead to an item or a scalar.
@@ -139,6 +144,8 @@ class DocumentReader:
         #: events are skipped until ``_depth`` is back to 0.
         self._skipping = False
         self._line = 0
+        #: The parser has seen a JSON token (not only whitespace).
+        self._seen = False
         #: The document was cut short or is not valid JSON: the events before
         #: the break were emitted; the run was not seen to finish.
         self.broken = False
@@ -161,7 +168,9 @@ class DocumentReader:
             newlines = bytes(buf).count(b"\n")
         # Items finished by these bytes are placed at the chunk's last line:
         # the parser does not report positions. (ijson reads the view.)
-        self._line = first_line + max(newlines - 1, 0)
+        # (A last line without its newline yet is a line of these bytes too.)
+        open_line = len(buf) > 0 and buf[-1] != 0x0A
+        self._line = first_line + (newlines if open_line else max(newlines - 1, 0))
         try:
             self._coro.send(buf)
         except (ijson.JSONError, UnicodeDecodeError) as exc:
@@ -185,6 +194,10 @@ class DocumentReader:
             try:
                 self._coro.close()
             except (ijson.JSONError, UnicodeDecodeError) as exc:
+                if not self._seen and not self._parsed:
+                    # Only whitespace: no document, as with an empty file
+                    # (no error, and no trace of nothing).
+                    return events, errors
                 self.broken = True
                 self._drain(events, errors)
                 errors.append(self._broken(exc))
@@ -216,11 +229,17 @@ class DocumentReader:
         """The document's trace: the default trace unless a subclass says."""
         return self._default
 
+    def fault_trace(self) -> str | None:
+        """The trace to charge with the item being read when it is lost (the
+        document breaks there, or it is too deep): :attr:`trace_id` unless a
+        subclass knows better (None: no trace can be named for sure)."""
+        return self.trace_id
+
     # ------------------------------------------------------------ internals
     def _broken(self, exc: Exception) -> InputError:
         reason = fault_reason(exc)
         msg = f"the {self.format} document is not valid JSON ({reason}); events before this point were graded"
-        return self.error(msg, trace=self.trace_id)
+        return self.error(msg, trace=self.fault_trace())
 
     def _item(self, obj: Any, events: list[Event], errors: list[InputError]) -> None:
         k = len(events)
@@ -229,7 +248,7 @@ class DocumentReader:
         except Exception as exc:  # a reader bug costs one item, not the run
             del events[k:]
             msg = f"this item could not be read ({type(exc).__name__}: {exc}); it was skipped. Please report it: no input should do this"
-            errors.append(self.error(msg, trace=self.trace_id))
+            errors.append(self.error(msg, trace=self.fault_trace()))
 
     def _drain(self, events: list[Event], errors: list[InputError]) -> None:
         # The hot loop of every document format: one pass per ijson event.
@@ -245,6 +264,7 @@ class DocumentReader:
         key = self._key
         depth = self._depth
         skipping = self._skipping
+        self._seen = self._seen or bool(self._parsed)
         for event, value in self._parsed:
             if skipping:
                 if event == "start_map" or event == "start_array":
@@ -259,13 +279,13 @@ class DocumentReader:
                 elif event == "start_map" or event == "start_array":
                     depth += 1
                     if depth > MAX_DEPTH:
-                        # Too deep to walk: drop the item, skip to its end.
+                        # Too deep to walk: drop the item, skip to its end
+                        # (charged to the trace it was read for).
+                        trace = self.fault_trace()
                         stack.clear()
                         self._root = None
                         skipping = True
-                        errors.append(
-                            self.error(too_deep_message(), trace=self.trace_id)
-                        )
+                        errors.append(self.error(too_deep_message(), trace=trace))
                         continue
                     new: Any = {} if event == "start_map" else []
                     top = stack[-1]
@@ -281,6 +301,8 @@ class DocumentReader:
                         self._item(self._root, events, errors)
                         self._root = None
                 else:
+                    if type(value) is Decimal:
+                        value = float(value)  # (1e400 gives inf, as no number)
                     top = stack[-1]
                     if type(top) is list:
                         top.append(value)
@@ -313,7 +335,7 @@ class DocumentReader:
                     skipping = True  # nothing wanted inside: skip it whole
                     depth = 1
             elif prefix in scalars:
-                self.scalars[prefix] = value
+                self.scalars[prefix] = float(value) if type(value) is Decimal else value
         self._key = key
         self._depth = depth
         self._skipping = skipping

@@ -88,9 +88,14 @@ def decode_records(
             view = memoryview(buf)
             records = []
             pos = 0
+            typed = decoder.type is not Any
             for start, end, value in decoded:
                 records += decoder.decode_lines(view[pos:start])
-                records.append(msgspec.convert(value, decoder.type))
+                # A typed decoder reads the line again (such lines are rare):
+                # converting the value would read a duplicate key as its last
+                # value where decoding checks each, so whether a chunk's
+                # lines were measured would change what a record says.
+                records.append(decoder.decode(view[start:end]) if typed else value)
                 pos = end
             records += decoder.decode_lines(view[pos:])
     except (msgspec.DecodeError, UnicodeDecodeError):  # (ValidationError too)
@@ -276,7 +281,7 @@ class RecordReader:
             try:
                 record = decode_line(_JSON.decode, line)
             except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-                errors.append(self.undecodable(line, n, exc))
+                errors.extend(self.rejected(line, n, exc))
             else:
                 self._guarded(record, n, line, buf, events, errors)
             lines.extend([n] * (len(events) - len(lines)))
@@ -308,6 +313,11 @@ class RecordReader:
     def close(self) -> tuple[list[Event], list[InputError]]:
         """Records are whole lines: nothing is held at the end."""
         return [], []
+
+    def rejected(self, line: bytes, n: int, exc: Exception) -> list[InputError]:
+        """The errors for a line that is not JSON: one (:meth:`undecodable`),
+        unless the line held records of several traces, each tainted."""
+        return [self.undecodable(line, n, exc)]
 
     def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
         """The error for a line that is not JSON (its trace, if named, is tainted)."""

@@ -47,6 +47,7 @@ from trajgrade.errors import InputError, Location
 from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
 from trajgrade.formats._fields import finite
 from trajgrade.formats._lines import RecordReader
+from trajgrade.formats._sniff import sniff_string
 from trajgrade.formats.vally import parse_timestamp
 from trajgrade.graders.agentv._args import js_number
 
@@ -74,11 +75,27 @@ class AgentvReader(RecordReader):
     ) -> None:
         if not isinstance(record, dict):
             msg = f"expected a JSON object (an agentv trace record), got {type(record).__name__}"
-            errors.append(self.error(msg, n))
+            errors.append(self.error(msg, n, trace=self._positional()))
         elif _is_transcript_line(record):
             self._transcript_line(record, n, events, errors)
         else:
             _Record(self, record, n, events, errors).read()
+
+    def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
+        # A lost transcript line taints its test's trace; a lost record is
+        # still counted, so later unnamed records keep their names, and its
+        # positional trace ends in `error`.
+        tid = None
+        if b'"message_index"' in line:
+            tid = sniff_string(line, "test_id")
+        msg = f"not valid JSON ({exc}); each line must be {self.expected}"
+        return self.error(msg, n, trace=tid or self._positional())
+
+    def _positional(self) -> str:
+        self._records += 1
+        if self._records == 1:
+            return self._default
+        return f"{self._default}#{self._records}"
 
     def _transcript_line(
         self,
@@ -107,13 +124,9 @@ class AgentvReader(RecordReader):
         return InputError(msg, location=where, trace_id=trace)
 
     def _trace_id(self, record: dict[str, Any]) -> str:
-        self._records += 1
+        positional = self._positional()
         tid = record.get("id")
-        if isinstance(tid, str) and tid:
-            return tid
-        if self._records == 1:
-            return self._default
-        return f"{self._default}#{self._records}"
+        return tid if isinstance(tid, str) and tid else positional
 
 
 class _Record:

@@ -51,6 +51,7 @@ from trajgrade.events import TraceEnd
 from trajgrade.formats._document import DocShape, DocumentReader
 from trajgrade.formats._lines import RecordReader
 from trajgrade.formats._openai_chat_messages import (
+    ID_KEYS,
     MESSAGE_KEYS,
     BadMessageError,
     Conversation,
@@ -130,6 +131,18 @@ class ChatDocumentReader(DocumentReader):
     @property
     def trace_id(self) -> str:
         return self._current
+
+    def fault_trace(self) -> str | None:
+        run = self._root if self._stack else None
+        if self._conv is not None or (isinstance(run, dict) and "role" in run):
+            return self._current  # one conversation: the trace being read
+        if isinstance(run, dict):
+            # Inside a run (the document broke there, or the run is too
+            # deep): the run's own trace, when what was read of it names
+            # it for sure; never the run before, which was whole.
+            named = any(k in run for k in ID_KEYS) or "trial" in run
+            return run_id(run) if named else None
+        return None  # between runs, or in one dropped: none is being read
 
     def item(
         self, prefix: str, obj: Any, events: list[Event], errors: list[InputError]

@@ -66,6 +66,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats._fields import BadField, opt_str
 from trajgrade.formats._lines import RecordReader
+from trajgrade.formats._sniff import sniff_trace_id
 from trajgrade.formats.vally import parse_timestamp
 
 __all__ = ("FORMAT", "FORMATS", "OpenResponsesReader")
@@ -105,6 +106,10 @@ def _typed(d: dict[str, Any], types: frozenset[str]) -> bool:
     string is none of them)."""
     kind = d.get("type")
     return isinstance(kind, str) and kind in types
+
+
+#: Keys only a whole-trace line has (a Trace's items, a response's object).
+_WHOLE_KEYS: Final = (b'"items"', b'"object"')
 
 
 def _item_lists(record: dict[str, Any]) -> list[tuple[str, Any]] | None:
@@ -269,13 +274,31 @@ class OpenResponsesReader(RecordReader):
             self._trace(listed, {}, n, events, errors)
         elif not isinstance(record, dict):
             msg = f"expected a JSON object or array, got {type(record).__name__}"
-            errors.append(self.error(msg, n))
+            errors.append(self.error(msg, n, trace=self._default))
         elif (items := _item_lists(record)) is not None:
             self._trace(items, record, n, events, errors)
         else:
             tid = record.get("trace_id")
             tid = tid if isinstance(tid, str) and tid else self._default
             self._item(record, tid, n, "", events, errors)
+
+    def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
+        # A lost item taints the trace it names, else the source's; a lost
+        # whole trace (an array, a Trace or a response) is still counted, so
+        # later unnamed traces keep their names, and its own ends in `error`.
+        tid = sniff_trace_id(line)
+        whole = line.lstrip()[:1] == b"[" or any(k in line for k in _WHOLE_KEYS)
+        if whole:
+            positional = self._next_trace()
+            tid = tid or positional
+        msg = f"not valid JSON ({exc}); each line must be {self.expected}"
+        return self.error(msg, n, trace=tid or self._default)
+
+    def _next_trace(self) -> str:
+        self._traces += 1
+        if self._traces == 1:
+            return self._default
+        return f"{self._default}#{self._traces}"
 
     def _trace(
         self,
@@ -285,14 +308,10 @@ class OpenResponsesReader(RecordReader):
         events: list[Event],
         errors: list[InputError],
     ) -> None:
-        self._traces += 1
+        positional = self._next_trace()
         tid = record.get("trace_id") or record.get("id")
         if not isinstance(tid, str) or not tid:
-            tid = (
-                self._default
-                if self._traces == 1
-                else f"{self._default}#{self._traces}"
-            )
+            tid = positional
         meta = record.get("metadata")
         if isinstance(meta, dict) and meta:
             events.append(TraceStart(trace_id=tid, metadata=meta))

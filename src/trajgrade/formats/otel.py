@@ -66,6 +66,7 @@ span is not GenAI.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.events import AgentError, Event, ToolCall, ToolResult, TurnStart, Usage
@@ -81,6 +82,8 @@ __all__ = ("FORMAT", "FORMATS", "OtelReader")
 _TOOL: Final = "execute_tool"
 _MODEL_CALLS: Final = frozenset({"chat", "text_completion", "generate_content"})
 _ERROR_CODES: Final = frozenset({2, "STATUS_CODE_ERROR"})
+#: A span's trace id as a broken line shows it (hex, or base64 by mistake).
+_TRACE_IDS: Final = re.compile(rb'"traceId"\s*:\s*"([0-9A-Za-z+/=_-]{1,128})"')
 
 
 class _Span:
@@ -254,6 +257,15 @@ class OtelReader(RecordReader):
         read.sort(key=lambda s: s.start)
         for s in read:
             events.extend(s.events)
+
+    def rejected(self, line: bytes, n: int, exc: Exception) -> list[InputError]:
+        # An export line holds spans of many traces: each trace it names
+        # loses spans, so each is tainted (one error per trace).
+        msg = f"not valid JSON ({exc}); each line must be {self.expected}"
+        traces = dict.fromkeys(m.group(1) for m in _TRACE_IDS.finditer(line))
+        return [self.error(msg, n, trace=t.decode()) for t in traces] or [
+            self.error(msg, n)
+        ]
 
     def _bad(self, exc: BadValue, n: int, where: str, trace: str | None) -> InputError:
         field = f"{where}.{exc.field}"

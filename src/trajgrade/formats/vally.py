@@ -51,6 +51,7 @@ from trajgrade.formats._fields import (
     req_str,
 )
 from trajgrade.formats._lines import RecordReader
+from trajgrade.formats._sniff import sniff_trace_id
 
 __all__ = ("FORMAT", "FORMATS", "VallyReader", "parse_timestamp")
 
@@ -82,23 +83,35 @@ class VallyReader(RecordReader):
     ) -> None:
         if not isinstance(record, dict):
             msg = f"expected a JSON object, got {type(record).__name__}"
-            errors.append(self.error(msg, n))
+            errors.append(self.error(msg, n, trace=self._default))
         elif isinstance(record.get("events"), list):
             self._trajectory(record, n, events, errors)
         else:
             self._event(record, self._default, n, "", events, errors)
 
+    def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
+        # The record is lost, not its trace: an event line belongs to the
+        # trace it names, else the source's; a trajectory line is still
+        # counted, so later unnamed trajectories keep their names.
+        tid = sniff_trace_id(line)
+        if tid is None and b'"events"' in line:
+            tid = self._next_trajectory()
+        msg = f"not valid JSON ({exc}); each line must be {self.expected}"
+        return self.error(msg, n, trace=tid or self._default)
+
+    def _next_trajectory(self) -> str:
+        self._trajectories += 1
+        if self._trajectories == 1:
+            return self._default
+        return f"{self._default}#{self._trajectories}"
+
     def _trajectory(
         self, doc: dict[str, Any], n: int, events: list[Event], errors: list[InputError]
     ) -> None:
-        self._trajectories += 1
+        positional = self._next_trajectory()
         tid = doc.get("id")
         if not isinstance(tid, str) or not tid:
-            tid = (
-                self._default
-                if self._trajectories == 1
-                else f"{self._default}#{self._trajectories}"
-            )
+            tid = positional
         for i, ev in enumerate(doc["events"]):
             self._event(ev, tid, n, f"events[{i}].", events, errors)
         events.append(TraceEnd(trace_id=tid, result=doc.get("output")))
@@ -132,8 +145,10 @@ class VallyReader(RecordReader):
                 out = self._canonical(ev, tid, ts)
         except BadField as exc:
             field = f"{prefix}{exc.field}" if exc.field else prefix.rstrip(".") or None
-            what = repr(kind) if isinstance(kind, str) else "a"
-            msg = f"cannot read vally {what} event: {exc.message}; fix the producer or the line"
+            what = f"vally {kind!r}" if isinstance(kind, str) else "a vally"
+            msg = (
+                f"cannot read {what} event: {exc.message}; fix the producer or the line"
+            )
             errors.append(
                 InputError(
                     msg,
@@ -187,6 +202,11 @@ class VallyReader(RecordReader):
             return Message(
                 trace_id=tid, ts=ts, role=str(role), text=str(d.get("content", ""))
             )
+        if not isinstance(kind, str):
+            # (an unknown type is skipped; one that is not a name is broken)
+            got = "missing" if kind is None else type(kind).__name__
+            msg = f"type must be a string, got {got}"
+            raise BadField(msg, "type")
         return None
 
     @staticmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 from typing import TYPE_CHECKING, Any
 
+from trajgrade.formats import BUILTIN
 from trajgrade.formats._lines import RecordIndex, nonblank_lines
 from trajgrade.pipeline import SourceDecoder
 
@@ -14,6 +15,12 @@ if TYPE_CHECKING:
 
     from trajgrade.errors import InputError
     from trajgrade.events import Event
+
+#: The whole-document formats (read as one JSON value, not line by line),
+#: sorted: what the pipeline calls a document (``sniff_document``).
+DOCUMENTS: tuple[str, ...] = tuple(
+    sorted(name for name in BUILTIN if hasattr(BUILTIN[name], "sniff_document"))
+)
 
 
 def raw(path: Path) -> bytes:

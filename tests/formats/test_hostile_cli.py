@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.formats._decode import DOCUMENTS
 from tests.formats.test_every_adapter import _data
 from tests.properties.test_fuzz_adapters import POLICY as FUZZ_POLICY
 from tests.properties.test_fuzz_adapters import _mutated
@@ -35,14 +36,6 @@ graders:
   - type: turn-count
     config: {max: 15}
 """
-DOCUMENTS = (
-    "atif",
-    "gemini-cli",
-    "mini-swe-agent",
-    "openai-chat-json",
-    "openhands",
-    "swe-agent",
-)
 
 
 def _grade(policy: Path, fmt: str, source: Path | None, data: bytes) -> tuple[Any, ...]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from tests._support import suite
-from tests.formats._decode import raw
+from tests.formats._decode import DOCUMENTS, raw
 from tests.formats.test_every_adapter import RECORDED
 
 from trajgrade.pipeline import SourceDecoder, grade_bytes
@@ -28,14 +28,6 @@ POLICY = suite(
       - type: turn-count
         config: {max: 10}
     """
-)
-DOCUMENTS = (
-    "atif",
-    "gemini-cli",
-    "mini-swe-agent",
-    "openai-chat-json",
-    "openhands",
-    "swe-agent",
 )
 
 

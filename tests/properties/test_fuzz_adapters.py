@@ -35,6 +35,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests._support import suite
+from tests.formats._decode import DOCUMENTS
 from tests.formats.test_every_adapter import _data
 
 from trajgrade import Engine
@@ -59,16 +60,6 @@ POLICY = suite(
       - type: wall-time
         config: {max: "1h"}
     """
-)
-DOCUMENTS = frozenset(
-    {
-        "atif",
-        "gemini-cli",
-        "mini-swe-agent",
-        "openai-chat-json",
-        "openhands",
-        "swe-agent",
-    }
 )
 #: How the mutated copy's traces get names of their own (the clean file's
 #: named traces keep theirs): ids written as numbers get a digit; the

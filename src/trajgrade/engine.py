@@ -117,9 +117,10 @@ class Engine(CheckedInput, Checkpoints, Clock):
         self._graders = suite.graders
         self._traces: dict[str, _Trace] = {}
         #: Closed ids (bounded, oldest forgotten first): late events dropped.
-        self._closed = BoundedIds(CLOSED_MEMORY)
-        #: Traces a rejected record named before any of their events arrived.
-        self._unopened: dict[str, str] = {}
+        self._closed: BoundedIds[bool] = BoundedIds(CLOSED_MEMORY)
+        #: Traces a rejected record named before any of their events
+        #: arrived, with the reason (bounded as the closed ids are).
+        self._unopened: BoundedIds[str] = BoundedIds(CLOSED_MEMORY)
         self._clocked = tuple(i for i, g in enumerate(self._graders) if g.uses_clock)
         self._init_clock()
         self._integrity = check_integrity
@@ -196,7 +197,7 @@ class Engine(CheckedInput, Checkpoints, Clock):
                     continue
                 tr = self._open(tid, now)
                 if self._unopened:
-                    tr.tainted = self._unopened.pop(tid, None)
+                    tr.tainted = self._unopened.pop(tid)
                 if self._samples is not None and tid in self._samples:
                     out.extend(self._introduce(tr, self._samples[tid]))
                     if tr.live == 0 and not self._keep(tr):
@@ -298,7 +299,7 @@ class Engine(CheckedInput, Checkpoints, Clock):
         """:meth:`finish`, the verdicts of ``traces`` traces at a time: a
         runner writes each batch before the next is built (ending a run with
         a hundred thousand traces open does not hold all their verdicts)."""
-        for tid, reason in list(self._unopened.items()):
+        for tid, reason in self._unopened.items():
             # Traces whose only records were lost still get (error) verdicts.
             self._open(tid, None).tainted = reason
         self._unopened.clear()
@@ -315,13 +316,9 @@ class Engine(CheckedInput, Checkpoints, Clock):
         tr = self._traces.get(trace_id)
         if tr is None:
             # Opened by its first good event (which brings the runner's clock
-            # and its dataset row), or at the end if none comes. Bounded: past
-            # CLOSED_MEMORY such traces the oldest is let go (its errors were
-            # reported where they were read; it gets no verdict of its own).
-            unopened = self._unopened
-            if trace_id not in unopened:
-                unopened[trace_id] = reason
-                self._bound_unopened()
+            # and its dataset row), or at the end if none comes.
+            if trace_id not in self._unopened:
+                self._remember_unopened(trace_id, reason)
         elif tr.tainted is None:
             tr.tainted = reason
 
@@ -475,13 +472,12 @@ class Engine(CheckedInput, Checkpoints, Clock):
                     self._close(old, ended=False)
         return True
 
-    def _bound_unopened(self) -> None:
-        unopened = self._unopened
-        while len(unopened) > CLOSED_MEMORY:
-            old = next(iter(unopened))
-            del unopened[old]
-            if self.forgotten is not None:  # (its taint marker goes too)
-                self.forgotten.append(old)
+    def _remember_unopened(self, trace_id: str, reason: str) -> None:
+        """Past CLOSED_MEMORY such traces the oldest is let go (its errors
+        were reported where they were read; it gets no verdict of its own)."""
+        old = self._unopened.add(trace_id, reason)
+        if old is not None and self.forgotten is not None:
+            self.forgotten.append(old)  # (its taint marker goes too)
 
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
         self.anomalies.append(call_anomaly(tr.id, kind, cid, event))

@@ -29,8 +29,8 @@ class Checkpoints:
     # The engine's own fields these methods use.
     _graders: Sequence[Grader[Any]]
     _traces: dict[str, _Trace]
-    _closed: BoundedIds
-    _unopened: dict[str, str]
+    _closed: BoundedIds[bool]
+    _unopened: BoundedIds[str]
     _kept: OrderedDict[str, None]
     _packer: Packer | None
 
@@ -39,7 +39,7 @@ class Checkpoints:
         def _schedule(self, tr: _Trace, now: float | None = None) -> None: ...
         def _catch_up(self, tr: _Trace) -> list[Any]: ...
         def _caught_up(self, tr: _Trace, states: list[Any]) -> list[Any]: ...
-        def _bound_unopened(self) -> None: ...
+        def _remember_unopened(self, trace_id: str, reason: str) -> None: ...
 
     def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
         """One open trace's state as plain data."""
@@ -61,15 +61,15 @@ class Checkpoints:
             if tr.live == 0:
                 self._kept[tr.id] = None
             self._schedule(tr)
-            self._closed.discard(snap.trace_id)
-            self._unopened.pop(snap.trace_id, None)
+            self._closed.pop(snap.trace_id)
+            self._unopened.pop(snap.trace_id)
 
     def checkpoint(self) -> EngineState:
         """The whole engine state: open traces, closed ids, pending taints."""
         return EngineState(
             traces=self.snapshot(),
             closed=self._closed.items(),
-            unopened=dict(self._unopened),
+            unopened=dict(self._unopened.items()),
         )
 
     def load(self, state: EngineState) -> None:
@@ -78,8 +78,8 @@ class Checkpoints:
             # (past the bound the oldest is let go, as in a live run)
             self._closed.add(tid, ended)
             self._uncount(self._traces.pop(tid, None))
-        self._unopened.update(state.unopened)
-        self._bound_unopened()
+        for tid, reason in state.unopened.items():
+            self._remember_unopened(tid, reason)
         self.restore(state.traces)
 
     def _snapshot(self, tr: _Trace) -> TraceSnapshot:

@@ -79,7 +79,7 @@ class FailedTraces:
     ) -> None:
         self.count = 0
         self.first: list[str] = list(first)[:SHOWN_FAILED]
-        self._recent = BoundedIds(FAILED_MEMORY)
+        self._recent: BoundedIds[bool] = BoundedIds(FAILED_MEMORY)
         for trace_id in recent:
             self.add(trace_id)
         if count is not None:

@@ -67,6 +67,19 @@ def _wait_for_checkpoint(cwd: Path, offset: int) -> None:
     raise AssertionError("no checkpoint covered the log")
 
 
+def _killed_after_view(cwd: Path) -> Path:
+    """The session log, its first call (view) checkpointed by a run that
+    was then killed (SIGKILL: no goodbye checkpoint)."""
+    (cwd / "p.yaml").write_text(POLICY)
+    log = cwd / "session.jsonl"
+    log.write_bytes(_events("view"))
+    p = _start(cwd)
+    _wait_for_checkpoint(cwd, log.stat().st_size)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)
+    return log
+
+
 def _final(p: subprocess.Popen[bytes]) -> tuple[dict[str, Any], bytes]:
     assert p.stdout is not None
     line = p.stdout.readline()
@@ -78,13 +91,7 @@ def _final(p: subprocess.Popen[bytes]) -> tuple[dict[str, Any], bytes]:
 
 @pytest.mark.parametrize("rotated_file_kept", [True, False])
 def test_rotation_while_down(tmp_path: Path, rotated_file_kept: bool) -> None:
-    (tmp_path / "p.yaml").write_text(POLICY)
-    log = tmp_path / "session.jsonl"
-    log.write_bytes(_events("view"))
-    p = _start(tmp_path)
-    _wait_for_checkpoint(tmp_path, log.stat().st_size)
-    p.send_signal(signal.SIGKILL)
-    p.communicate(timeout=30)
+    log = _killed_after_view(tmp_path)
 
     # While down: the agent goes on (edit), the log is rotated, the rest of
     # the session (bash, end) goes to a new file under the same name.
@@ -111,13 +118,7 @@ def test_copytruncate_while_down_reads_the_tail_from_the_copy(tmp_path: Path) ->
     """logrotate ``copytruncate`` while trajgrade was down: the log's unread
     tail is in the copy (another inode, the same first bytes); it is graded,
     then the truncated log from its start."""
-    (tmp_path / "p.yaml").write_text(POLICY)
-    log = tmp_path / "session.jsonl"
-    log.write_bytes(_events("view"))
-    p = _start(tmp_path)
-    _wait_for_checkpoint(tmp_path, log.stat().st_size)
-    p.send_signal(signal.SIGKILL)
-    p.communicate(timeout=30)
+    log = _killed_after_view(tmp_path)
 
     with log.open("ab") as f:
         f.write(_events("edit"))

@@ -47,6 +47,7 @@ from trajgrade.errors import InputError, Location
 from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
 from trajgrade.formats._fields import finite
 from trajgrade.formats._lines import RecordReader
+from trajgrade.formats._positions import Positions
 from trajgrade.formats._sniff import sniff_string
 from trajgrade.formats.vally import parse_timestamp
 from trajgrade.graders.agentv._args import js_number
@@ -66,7 +67,7 @@ class AgentvReader(RecordReader):
 
     def __init__(self, *, source: str, default_trace: str) -> None:
         super().__init__(source=source, default_trace=default_trace)
-        self._records = 0
+        self._positions = Positions(self._default)
         #: Calls seen per transcript trace (ids for calls that carry none).
         self._transcript_calls: dict[str, int] = {}
 
@@ -75,7 +76,7 @@ class AgentvReader(RecordReader):
     ) -> None:
         if not isinstance(record, dict):
             msg = f"expected a JSON object (an agentv trace record), got {type(record).__name__}"
-            errors.append(self.error(msg, n, trace=self._positional()))
+            errors.append(self.error(msg, n, trace=self._positions.next()))
         elif _is_transcript_line(record):
             self._transcript_line(record, n, events, errors)
         else:
@@ -89,13 +90,7 @@ class AgentvReader(RecordReader):
         if b'"message_index"' in line:
             tid = sniff_string(line, "test_id")
         msg = f"not valid JSON ({exc}); each line must be {self.expected}"
-        return self.error(msg, n, trace=tid or self._positional())
-
-    def _positional(self) -> str:
-        self._records += 1
-        if self._records == 1:
-            return self._default
-        return f"{self._default}#{self._records}"
+        return self.error(msg, n, trace=tid or self._positions.next())
 
     def _transcript_line(
         self,
@@ -124,7 +119,7 @@ class AgentvReader(RecordReader):
         return InputError(msg, location=where, trace_id=trace)
 
     def _trace_id(self, record: dict[str, Any]) -> str:
-        positional = self._positional()
+        positional = self._positions.next()
         tid = record.get("id")
         return tid if isinstance(tid, str) and tid else positional
 

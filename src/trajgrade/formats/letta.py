@@ -56,6 +56,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats._fields import BadField, opt_str
 from trajgrade.formats._lines import RecordReader
+from trajgrade.formats._positions import Positions
 from trajgrade.formats._sniff import sniff_trace_id
 from trajgrade.formats.vally import parse_timestamp
 
@@ -108,12 +109,12 @@ class LettaReader(RecordReader):
 
     def __init__(self, *, source: str, default_trace: str) -> None:
         super().__init__(source=source, default_trace=default_trace)
-        self._records = 0
+        self._positions = Positions(self._default)
 
     def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
         # Still a record: later positional trace names stay stable, and the
         # lost trajectory's trace ends in `error`.
-        positional = self._next_id()
+        positional = self._positions.next()
         tid = sniff_trace_id(line) or positional
         msg = f"not valid JSON ({exc}); each line must be {self.expected}"
         return self._error(msg, n, trace=tid)
@@ -129,17 +130,10 @@ class LettaReader(RecordReader):
         where = Location(file=self._source, line=n, field=field or None)
         return InputError(msg, location=where, trace_id=trace)
 
-    def _next_id(self) -> str:
-        """The positional name of the next record's trace."""
-        self._records += 1
-        if self._records == 1:
-            return self._default
-        return f"{self._default}#{self._records}"
-
     def _record(
         self, record: Any, n: int, events: list[Event], errors: list[InputError]
     ) -> None:
-        tid = self._next_id()
+        tid = self._positions.next()
         prefix, usage, agent_state = "", None, None
         record = _unwrap(record)
         if isinstance(record, dict):

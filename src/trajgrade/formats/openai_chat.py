@@ -58,6 +58,7 @@ from trajgrade.formats._openai_chat_messages import (
     run_events,
     run_id,
 )
+from trajgrade.formats._positions import Positions
 from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
@@ -70,18 +71,6 @@ __all__ = ("DOCUMENT", "FORMAT", "FORMATS", "ChatDocumentReader", "ChatLinesRead
 _MSWEA: Final = "```mswea_bash_command"
 
 
-class _Positions:
-    """The positional trace names of a source's unnamed conversations."""
-
-    def __init__(self, default: str) -> None:
-        self._default = default
-        self._count = 0
-
-    def next(self) -> str:
-        self._count += 1
-        return self._default if self._count == 1 else f"{self._default}#{self._count}"
-
-
 class ChatLinesReader(RecordReader):
     """``openai-chat``: one conversation per JSON line."""
 
@@ -90,7 +79,7 @@ class ChatLinesReader(RecordReader):
 
     def __init__(self, *, source: str, default_trace: str) -> None:
         super().__init__(source=source, default_trace=default_trace)
-        self._positions = _Positions(default_trace)
+        self._positions = Positions(default_trace)
 
     def undecodable(self, line: bytes, n: int, exc: Exception) -> InputError:
         positional = self._positions.next()  # later names stay stable
@@ -122,7 +111,7 @@ class ChatDocumentReader(DocumentReader):
 
     def __init__(self, *, source: str, default_trace: str) -> None:
         super().__init__(source=source, default_trace=default_trace)
-        self._positions = _Positions(default_trace)
+        self._positions = Positions(default_trace)
         #: The conversation of a ``{"messages"}`` document or bare message array.
         self._conv: Conversation | None = None
         self._index = 0

@@ -66,6 +66,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats._fields import BadField, opt_str
 from trajgrade.formats._lines import RecordReader
+from trajgrade.formats._positions import Positions
 from trajgrade.formats._sniff import sniff_trace_id
 from trajgrade.formats.vally import parse_timestamp
 
@@ -264,7 +265,7 @@ class OpenResponsesReader(RecordReader):
 
     def __init__(self, *, source: str, default_trace: str) -> None:
         super().__init__(source=source, default_trace=default_trace)
-        self._traces = 0
+        self._positions = Positions(self._default)
 
     def record(
         self, record: Any, n: int, events: list[Event], errors: list[InputError]
@@ -289,16 +290,10 @@ class OpenResponsesReader(RecordReader):
         tid = sniff_trace_id(line)
         whole = line.lstrip()[:1] == b"[" or any(k in line for k in _WHOLE_KEYS)
         if whole:
-            positional = self._next_trace()
+            positional = self._positions.next()
             tid = tid or positional
         msg = f"not valid JSON ({exc}); each line must be {self.expected}"
         return self.error(msg, n, trace=tid or self._default)
-
-    def _next_trace(self) -> str:
-        self._traces += 1
-        if self._traces == 1:
-            return self._default
-        return f"{self._default}#{self._traces}"
 
     def _trace(
         self,
@@ -308,7 +303,7 @@ class OpenResponsesReader(RecordReader):
         events: list[Event],
         errors: list[InputError],
     ) -> None:
-        positional = self._next_trace()
+        positional = self._positions.next()
         tid = record.get("trace_id") or record.get("id")
         if not isinstance(tid, str) or not tid:
             tid = positional

@@ -51,6 +51,7 @@ from trajgrade.formats._fields import (
     req_str,
 )
 from trajgrade.formats._lines import RecordReader
+from trajgrade.formats._positions import Positions
 from trajgrade.formats._sniff import sniff_trace_id
 
 __all__ = ("FORMAT", "FORMATS", "VallyReader", "parse_timestamp")
@@ -76,7 +77,7 @@ class VallyReader(RecordReader):
 
     def __init__(self, *, source: str, default_trace: str) -> None:
         super().__init__(source=source, default_trace=default_trace)
-        self._trajectories = 0
+        self._positions = Positions(self._default)
 
     def record(
         self, record: Any, n: int, events: list[Event], errors: list[InputError]
@@ -95,20 +96,14 @@ class VallyReader(RecordReader):
         # counted, so later unnamed trajectories keep their names.
         tid = sniff_trace_id(line)
         if tid is None and b'"events"' in line:
-            tid = self._next_trajectory()
+            tid = self._positions.next()
         msg = f"not valid JSON ({exc}); each line must be {self.expected}"
         return self.error(msg, n, trace=tid or self._default)
-
-    def _next_trajectory(self) -> str:
-        self._trajectories += 1
-        if self._trajectories == 1:
-            return self._default
-        return f"{self._default}#{self._trajectories}"
 
     def _trajectory(
         self, doc: dict[str, Any], n: int, events: list[Event], errors: list[InputError]
     ) -> None:
-        positional = self._next_trajectory()
+        positional = self._positions.next()
         tid = doc.get("id")
         if not isinstance(tid, str) or not tid:
             tid = positional

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-__all__ = ("FiniteFloat", "require_companions")
+__all__ = ("FiniteFloat", "given_once", "require_companions")
 
 
 class FiniteFloat(click.FloatRange):
@@ -40,3 +40,22 @@ def require_companions(pairs: dict[str, str]) -> None:
             flag, needed = flags.get(name, name), flags.get(companion, companion)
             msg = f"{flag} works with {needed} only; add {needed}, or drop {flag}"
             raise click.UsageError(msg)
+
+
+def given_once(fix: str) -> Any:
+    """A click callback for an option declared ``multiple=True`` only so that
+    a repeat can be seen: click keeps the last of a repeated option without a
+    word, and for ``-c`` that silently drops a policy (``-c base.yaml -c
+    extra.yaml`` grades with ``extra.yaml`` alone). Two or more values are a
+    usage error ending in ``fix``; one is returned as is, none as None."""
+
+    def check(
+        ctx: click.Context, param: click.Parameter, value: tuple[Any, ...]
+    ) -> Any:
+        if len(value) > 1:
+            shown = ", ".join(repr(v) for v in value)
+            msg = f"given {len(value)} times ({shown}); {fix}"
+            raise click.BadParameter(msg, ctx=ctx, param=param)
+        return value[0] if value else None
+
+    return check

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import click
 
-from trajgrade._click_types import FiniteFloat
+from trajgrade._click_types import FiniteFloat, given_once
 from trajgrade.actions import ActionOptions
 
 if TYPE_CHECKING:
@@ -97,7 +97,10 @@ def action_options(f: F | None = None, /, *, fail_fast: bool = True) -> Any:
                 "--on-fail",
                 "on_fail",
                 metavar="CMD",
-                default=None,
+                multiple=True,  # to refuse a repeat, which click would drop silently
+                callback=given_once(
+                    "one command per run: run both from one script or `sh -c`"
+                ),
                 help="Shell command run once per failed trace (fail or error), with the verdict as JSON on stdin and in TRAJGRADE_* variables.",
             ),
             click.option(

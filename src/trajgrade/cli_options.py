@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 
 # The commands' exit statuses have one home (re-exported for the CLI modules).
-from trajgrade._click_types import FiniteFloat
+from trajgrade._click_types import FiniteFloat, given_once
 from trajgrade.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ __all__ = (
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "ONE_POLICY",
     "allow_code_option",
     "check_format",
     "config_errors",
@@ -41,6 +42,12 @@ __all__ = (
 F = TypeVar("F", bound="Callable[..., Any]")
 
 
+#: The fix for a repeated ``-c``.
+ONE_POLICY: Final = (
+    "one policy file per run: put every grader in one file's `graders:` list"
+)
+
+
 def config_option(help: str = "Grader config (YAML or JSON).") -> Callable[[F], F]:  # noqa: A002
     return click.option(
         "-c",
@@ -48,6 +55,8 @@ def config_option(help: str = "Grader config (YAML or JSON).") -> Callable[[F], 
         "config_path",
         required=True,
         type=click.Path(dir_okay=False),
+        multiple=True,  # to refuse a repeat, which click would drop silently
+        callback=given_once(ONE_POLICY),
         help=help,
     )
 

@@ -14,8 +14,13 @@ import sys
 
 import click
 
-from trajgrade._click_types import FiniteFloat
-from trajgrade.cli_options import allow_code_option, config_option, load_policy
+from trajgrade._click_types import FiniteFloat, given_once
+from trajgrade.cli_options import (
+    ONE_POLICY,
+    allow_code_option,
+    config_option,
+    load_policy,
+)
 from trajgrade.http_options import edge_limits, http_limit_options
 
 __all__ = ("hook", "serve")
@@ -55,6 +60,8 @@ for _agent in _AGENTS:
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, exists=True),
+    multiple=True,  # to refuse a repeat, which click would drop silently
+    callback=given_once(ONE_POLICY),
     help="Grader policy the hook uses.",
 )
 @click.option(

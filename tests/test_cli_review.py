@@ -8,6 +8,8 @@ Real files and ``python -m trajgrade`` processes.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +77,60 @@ def test_hook_install_refuses_a_second_policy(tmp_path: Path, run_cli: Any) -> N
     out = run_cli("hook", "install", "gemini", "-c", policy, "-c", lenient, "--dry-run")
     assert out.returncode == 2, out.stderr
     assert "given 2 times" in out.stderr
+
+
+def _grade(cwd: Path, *args: str | Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trajgrade", "grade", "-q", "--output", "jsonl"]
+        + [str(a) for a in args],
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("missing/report.xml", "missing/report.xml: cannot write the JUnit report"),
+        ("-", "--junit -: stdout has the verdicts"),
+    ],
+    ids=["no-such-directory", "stdout"],
+)
+def test_a_junit_report_that_cannot_be_written_is_refused_at_start(
+    tmp_path: Path, where: str, expected: str
+) -> None:
+    """`--junit missing/report.xml` used to grade the whole run, then crash
+    with a traceback and status 1 (a pass read as a fail, the report lost);
+    `--junit -` wrote a file named "-". Now: status 2 before reading."""
+    _, lenient, log = _files(tmp_path)
+    proc = _grade(tmp_path, "-c", lenient, log, "--junit", where)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2, stderr
+    assert expected in stderr
+    assert "Traceback" not in stderr
+    assert stdout == ""  # nothing was graded
+    assert not (tmp_path / "-").exists()
+
+
+def test_a_junit_report_that_fails_at_the_end_is_status_2(tmp_path: Path) -> None:
+    """The directory vanishes during the run: the verdicts are out, the
+    report cannot be written; one error line naming it, status 2 (not a
+    traceback and status 1, nor 'cannot write verdicts to stdout')."""
+    policy, _, _ = _files(tmp_path)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    proc = _grade(tmp_path, "-c", policy, "--junit", reports / "r.xml")
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    proc.stdin.write(LOG)
+    proc.stdin.flush()
+    first = proc.stdout.readline()  # the early fail: start-up is over
+    assert '"outcome":"fail"' in first
+    reports.rmdir()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2, stderr
+    assert f"{reports / 'r.xml'}: cannot write the JUnit report" in stderr
+    assert "Traceback" not in stderr

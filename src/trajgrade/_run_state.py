@@ -469,9 +469,11 @@ class _Run:
         log_anomalies(self.log, ((a, Location()) for a in self.engine.anomalies))
         self.summary.anomalies += len(self.engine.anomalies)
         self.engine.anomalies.clear()
-        self.sink.close()
-        if self.decisions is not None:
-            self.decisions.close()
+        try:
+            self.sink.close()
+        finally:  # (a report that cannot be written still ends the run cleanly)
+            if self.decisions is not None:
+                self.decisions.close()
         stats = self.engine.statistics()
         s = self.summary
         s.events, s.traces = stats.events, stats.closed_traces

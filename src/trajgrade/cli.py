@@ -223,7 +223,7 @@ def grade(
     import anyio
 
     from trajgrade import log as tlog
-    from trajgrade.errors import InputError, SourceError, StateError
+    from trajgrade.errors import InputError, SinkError, SourceError, StateError
     from trajgrade.graders import BuildContext
     from trajgrade.runner import RunOptions, run
 
@@ -326,13 +326,13 @@ def grade(
                 summary = anyio.run(partial(run, **extra), suite, options, sink, logger)
         else:
             summary = anyio.run(partial(run, **extra), suite, options, sink, logger)
-    except (SourceError, StateError) as exc:
+    except (SourceError, StateError, SinkError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     except (OSError, BaseExceptionGroup) as exc:
         # A state directory that fails mid-run (a full disk) surfaces from
         # inside the task group: the same error and status as at start-up.
-        fatal = _found(exc, (SourceError, StateError))
+        fatal = _found(exc, (SourceError, StateError, SinkError))
         if fatal is not None:
             click.echo(f"error: {fatal}", err=True)
             sys.exit(EXIT_USAGE)

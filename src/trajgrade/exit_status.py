@@ -48,7 +48,7 @@ EXIT_FORCED: Final = 130
 EXIT_CODES: Final = {
     EXIT_OK: "every final verdict passed",
     EXIT_FAILED: "at least one final verdict is fail or error",
-    EXIT_USAGE: "usage or config error; an input that cannot be opened or read to its end",
+    EXIT_USAGE: "usage or config error; an input that cannot be opened or read to its end; a --junit report that cannot be written",
     EXIT_NOTHING: "nothing was graded: no trace got a verdict (every record was rejected, or the input held no events)",
     EXIT_FORCED: "a second SIGINT/SIGTERM forced an immediate exit",
 }

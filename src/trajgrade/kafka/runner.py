@@ -51,7 +51,7 @@ import anyio
 import click
 
 from trajgrade._signals import graceful_signals
-from trajgrade.errors import SourceError
+from trajgrade.errors import SinkError, SourceError
 from trajgrade.kafka.assignment import (
     ensure_internal_topics,
 )
@@ -113,6 +113,19 @@ def _explained(exc: BaseException) -> BaseException:
         return exc
     msg = f"the Kafka run cannot continue: {exc!r} while writing verdicts, guard decisions or state (check that the broker is healthy and that this client may write --verdicts-topic and the changelog); nothing after the last committed offsets is lost: it is graded again on restart, with identical verdict ids"
     return SourceError(msg)
+
+
+def _close(sink: Sink, grader: _Grader, log: Any) -> None:
+    """Close the command's sinks once the run ends, however it ends: the
+    ``--junit`` report is written then, and ``--export-otlp`` delivers what
+    it still holds. A report that cannot be written ends the run with
+    status 2 (unless something already does)."""
+    try:
+        sink.close()
+    except (SinkError, OSError) as exc:
+        log.error("sink_close_failed", reason=str(exc))
+        if grader.fatal is None:
+            grader.fatal = exc if isinstance(exc, SinkError) else SinkError(str(exc))
 
 
 def runner_for(
@@ -235,7 +248,10 @@ async def run_kafka(
     )
     out: VerdictSink = LocalSink(sink)
     if kafka.verdicts_topic is not None:
-        out = TopicSink(producer, kafka.verdicts_topic)
+        # The topic takes stdout's place; the telemetry sinks the command
+        # teed beside stdout (--junit, --export-otlp) still get everything.
+        also = getattr(sink, "more", ())
+        out = TopicSink(producer, kafka.verdicts_topic, also=also)
     grader = _Grader(suite, options, kafka, out, log, metrics)
     grader.producer, grader.admin = producer, admin
     if options.decisions is not None:
@@ -344,6 +360,7 @@ async def run_kafka(
             server.close()
         if grader.decision_file is not None:
             grader.decision_file.close()
+        _close(sink, grader, log)
     if grader.fatal is not None:
         raise _explained(grader.fatal)
     return grader.finish()

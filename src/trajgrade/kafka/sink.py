@@ -173,11 +173,14 @@ class LocalSink:
 
 
 class TopicSink:
-    """Verdicts to a Kafka topic, keyed by trace id, id in a header."""
+    """Verdicts to a Kafka topic, keyed by trace id, id in a header; and to
+    the ``also`` sinks (``--junit``, ``--export-otlp``), which the topic
+    replaces stdout beside, not them."""
 
-    def __init__(self, producer: Any, topic: str) -> None:
+    def __init__(self, producer: Any, topic: str, also: Sequence[Any] = ()) -> None:
         self._producer = producer
         self._topic = topic
+        self._also = list(also)
         self._enc = msgspec.json.Encoder()
         self._queued: list[Verdict] = []
         self._decisions: list[GuardDecision] = []
@@ -186,9 +189,14 @@ class TopicSink:
 
     def send(self, verdicts: Sequence[Verdict]) -> None:
         self._queued.extend(verdicts)
+        for s in self._also:
+            s.send(verdicts)
 
     def send_decisions(self, decisions: Sequence[GuardDecision]) -> None:
         self._decisions.extend(decisions)
+        for s in self._also:
+            if hasattr(s, "send_decisions"):
+                s.send_decisions(decisions)
 
     async def push(self) -> None:
         """Hand the queued records to the producer (encoded: a few hundred
@@ -220,5 +228,7 @@ class TopicSink:
 
     async def flush(self) -> None:
         await self.push()
+        for s in self._also:
+            s.flush()
         pending, self._pending = self._pending, []
         await acked(pending)

@@ -15,11 +15,13 @@ always parses.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, Final
 
+from trajgrade.errors import Location, SinkError
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 
     from trajgrade.verdicts import Verdict
 
-__all__ = ("JunitSink",)
+__all__ = ("JunitSink", "check_writable")
 
 _NOT_XML: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
@@ -36,8 +38,36 @@ def _clean(text: str) -> str:
     return _NOT_XML.sub("\ufffd", text)
 
 
+#: How to put a failed ``--junit`` right.
+_FIX: Final = "check --junit (a file in an existing directory you can write to)"
+
+
+def _unwritable(path: str, why: str) -> SinkError:
+    msg = f"cannot write the JUnit report: {why}; {_FIX}"
+    return SinkError(msg, location=Location(file=path))
+
+
+def check_writable(path: str) -> None:
+    """Raise :class:`SinkError` unless the report can be written at ``path``:
+    found at start-up, not after the whole run (where it used to be a
+    traceback, and status 1, with the report lost)."""
+    if path == "-":  # stdout has the verdicts; a file named "-" is never meant
+        msg = "--junit -: stdout has the verdicts; name a file, e.g. --junit report.xml"
+        raise SinkError(msg)
+    if os.path.isdir(path):
+        raise _unwritable(path, "it is a directory")
+    tmp = f"{path}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _unwritable(path, exc.strerror or str(exc)) from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
 class JunitSink:
-    """Collects final verdicts; writes the report on :meth:`close`."""
+    """Collects final verdicts; writes the report on :meth:`close` (a
+    :class:`SinkError` naming the file when it cannot)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -83,8 +113,13 @@ class JunitSink:
             detail.text = f"{evidence}\n(score {v.score}, at event {v.at_event}{', early' if v.early else ''})"
         root.attrib.update({k: str(n) for k, n in totals.items()})
         tmp = f"{self.path}.tmp"
-        ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
-        os.replace(tmp, self.path)
+        try:
+            ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # a partial report (a full disk) is not left behind
+            raise _unwritable(self.path, exc.strerror or str(exc)) from None
 
 
 def _count(el: ET.Element, key: str) -> None:

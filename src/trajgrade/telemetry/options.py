@@ -6,11 +6,13 @@ options and sink, so ``cli.py`` grows by a few lines only."""
 from __future__ import annotations
 
 import functools
+import sys
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 import msgspec
 
+from trajgrade.exit_status import EXIT_USAGE
 from trajgrade.http_options import edge_limits, http_limit_options
 from trajgrade.telemetry import OtlpOptions
 
@@ -184,9 +186,17 @@ class TeeSink:
             s.flush()
 
     def close(self) -> None:
-        self.first.close()
-        for s in self.more:
-            s.close()
+        # Every sink is closed even when one fails (a JUnit report that
+        # cannot be written must not cost the exporter its last deliveries);
+        # the first failure is raised after.
+        failed: Exception | None = None
+        for s in (self.first, *self.more):
+            try:
+                s.close()
+            except Exception as exc:  # re-raised below
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
 def wire(
@@ -218,8 +228,14 @@ def wire(
             options.idle_timeout = live_idle
     more: list[Any] = []
     if tel.junit is not None:
-        from trajgrade.telemetry.junit import JunitSink
+        from trajgrade.errors import SinkError
+        from trajgrade.telemetry.junit import JunitSink, check_writable
 
+        try:
+            check_writable(tel.junit)
+        except SinkError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
         more.append(JunitSink(tel.junit))
     if tel.export_url is not None:
         from trajgrade.telemetry.export import EvaluationExporter

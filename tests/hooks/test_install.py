@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +122,87 @@ def test_codex_session_end_timeout_is_within_codex_limit() -> None:
     }
     assert timeouts.pop("SessionEnd") == 3
     assert set(timeouts.values()) == {30}
+
+
+def _install(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``trajgrade hook install ARGS`` run in ``cwd`` (project settings)."""
+    return subprocess.run(
+        [sys.executable, "-m", "trajgrade", "hook", "install", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "HOME": str(cwd)},
+    )
+
+
+def test_a_policy_the_hook_cannot_load_is_not_installed(tmp_path: Path) -> None:
+    """A broken policy used to be installed with a warning and status 0:
+    every hook call then failed open, so the agent ran unguarded. Now the
+    errors are printed, the status is 2 and no settings file is written."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("graders:\n  - type: tool-calls\n    confg: {disallowed: [x]}\n")
+    out = _install(tmp_path, "gemini", "-c", policy)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "policy.yaml:3: graders[0].confg: unknown key `confg`" in out.stderr
+    assert "not installed: the hook cannot load this policy" in out.stderr
+    assert not (tmp_path / ".gemini").exists()
+
+
+def test_a_policy_with_code_needs_allow_code_and_passes_it_on(tmp_path: Path) -> None:
+    """A policy naming path.py:function loads only with --allow-code; install
+    refuses it without (the hook would refuse it on every call) and with it
+    registers a hook that has --allow-code too."""
+    (tmp_path / "checks.py").write_text(
+        "from trajgrade.graders.letta_tool import GradeResult, grader\n\n\n"
+        "@grader\n"
+        "def never(sample, submission):\n"
+        "    return GradeResult(score=1.0, rationale='ok')\n"
+    )
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "graders:\n  - type: letta-tool\n    config:\n"
+        "      function: checks.py:never\n      extractor: last_assistant\n"
+    )
+    refused = _install(tmp_path, "claude-code", "-c", policy)
+    assert refused.returncode == 2, refused.stderr
+    assert "--allow-code" in refused.stderr
+    done = _install(tmp_path, "claude-code", "-c", policy, "--allow-code")
+    assert done.returncode == 0, done.stderr
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    assert command.endswith(f"hook claude-code -c {policy} --allow-code")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--server", "localhost:8787"],
+            "Invalid value for --server: expected http://HOST:PORT",
+        ),
+        (
+            ["--server", "http://127.0.0.1:8787", "-c", "POLICY"],
+            "-c with --server: the daemon has the policy",
+        ),
+        (
+            ["--server", "http://127.0.0.1:8787", "--state-dir", "st"],
+            "--state-dir with --server: the daemon has the policy and the state",
+        ),
+    ],
+    ids=["no-scheme", "policy-with-server", "state-dir-with-server"],
+)
+def test_server_installs_the_hook_could_never_use_are_refused(
+    tmp_path: Path, args: list[str], expected: str
+) -> None:
+    """`--server localhost:8787` used to be installed (Claude Code got the
+    url `localhost:8787/hook/claude-code`, every call failed open), and -c
+    or --state-dir beside --server were dropped without a word."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("graders:\n  - type: tool-call-count\n    config: {max: 9}\n")
+    args = [str(policy) if a == "POLICY" else a for a in args]
+    out = _install(tmp_path, "claude-code", *args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert expected in out.stderr
+    assert not (tmp_path / ".claude").exists()

@@ -11,17 +11,23 @@ import os
 import shlex
 import shutil
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from trajgrade._click_types import FiniteFloat, given_once
 from trajgrade.cli_options import (
+    EXIT_USAGE,
     ONE_POLICY,
     allow_code_option,
+    config_errors,
     config_option,
     load_policy,
 )
 from trajgrade.http_options import edge_limits, http_limit_options
+
+if TYPE_CHECKING:
+    from trajgrade.config import Suite
 
 __all__ = ("hook", "serve")
 
@@ -87,7 +93,12 @@ for _agent in _AGENTS:
     "--server",
     "server_url",
     default=None,
-    help="Use a running `trajgrade serve` at this URL (http hooks for Claude Code, the thin client otherwise).",
+    help="Use a running `trajgrade serve` at this URL, http://HOST:PORT (http hooks for Claude Code, the thin client otherwise).",
+)
+@click.option(
+    "--allow-code",
+    is_flag=True,
+    help="Pass --allow-code to the hook (graders/extractors named as path.py:function).",
 )
 def install_cmd(
     agent: str,
@@ -97,14 +108,22 @@ def install_cmd(
     fail_closed: bool,
     state_dir: str | None,
     server_url: str | None,
+    allow_code: bool,
 ) -> None:
-    """Register trajgrade as AGENT's hook (merged; other hooks are kept)."""
+    """Register trajgrade as AGENT's hook (merged; other hooks are kept).
+    The policy is compiled first: one the hook could not load is refused."""
     from trajgrade.errors import ConfigError
     from trajgrade.hooks.install import install
 
     if config_path is None and server_url is None:
         msg = "give -c POLICY (or --server URL of a running `trajgrade serve`)"
         raise click.UsageError(msg)
+    suite = None
+    if server_url is not None:
+        _check_server(server_url, config_path, state_dir, allow_code)
+    else:
+        assert config_path is not None
+        suite = _compiled(config_path, allow_code)
     beside = os.path.join(os.path.dirname(sys.executable), "trajgrade")
     exe = shutil.which("trajgrade") or (
         beside if os.path.exists(beside) else "trajgrade"
@@ -122,6 +141,8 @@ def install_cmd(
         words += ["-c", os.path.abspath(config_path)]
         if state_dir:
             words += ["--state-dir", os.path.abspath(state_dir)]
+        if allow_code:
+            words.append("--allow-code")
     if fail_closed:
         words.append("--fail-closed")
     command = shlex.join(words)
@@ -133,8 +154,11 @@ def install_cmd(
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    if config_path is not None:
-        _agent_warnings(config_path, agent)
+    if suite is not None:
+        from trajgrade.graders.matching.agent_check import agent_warnings
+
+        for warning in agent_warnings(suite, agent):
+            click.echo(f"warning: {agent}: {warning}", err=True)
     if dry_run:
         click.echo(f"# would write {path}")
         click.echo(text, nl=False)
@@ -147,24 +171,59 @@ def install_cmd(
             )
 
 
-def _agent_warnings(config_path: str, agent: str) -> None:
-    """``trajgrade check --agent``'s warnings, for the policy being installed."""
+def _check_server(
+    url: str, config_path: str | None, state_dir: str | None, allow_code: bool
+) -> None:
+    """Usage errors for a ``--server`` install the hook could never use: a
+    URL the client refuses (every call would fail open), or options that
+    belong to the daemon (they would be dropped without a word)."""
+    from trajgrade.hooks.client import server_address
+
+    try:
+        server_address(url)
+        ok = url.startswith("http://")  # (an http hook's url needs the scheme)
+    except ValueError:
+        ok = False
+    if not ok:
+        msg = f"expected http://HOST:PORT, e.g. http://127.0.0.1:8787 (got {url!r})"
+        raise click.BadParameter(msg, param_hint="--server")
+    daemon = [
+        flag
+        for flag, given in (
+            ("-c", config_path),
+            ("--state-dir", state_dir),
+            ("--allow-code", allow_code),
+        )
+        if given
+    ]
+    if daemon:
+        msg = (
+            f"{', '.join(daemon)} with --server: the daemon has the policy and the "
+            f"state; give them to `trajgrade serve`, and drop them here"
+        )
+        raise click.UsageError(msg)
+
+
+def _compiled(config_path: str, allow_code: bool) -> Suite:
+    """The policy the hook will load, compiled now: a policy it cannot load
+    would make every hook call fail open (the agent runs unguarded), so it
+    is refused here, with every error, and nothing is written."""
     from trajgrade.config import load_suite
     from trajgrade.errors import ConfigError
     from trajgrade.graders import BuildContext
-    from trajgrade.graders.matching.agent_check import agent_warnings
 
-    try:  # no code is imported at install time; `check` reports errors
-        suite = load_suite(config_path, context=BuildContext(allow_code=False))
+    try:
+        return load_suite(config_path, context=BuildContext(allow_code=allow_code))
     except ConfigError as exc:
+        for line in config_errors(exc):
+            click.echo(f"error: {line}", err=True)
         click.echo(
-            f"warning: {config_path} not checked against {agent} ({exc}); "
-            f"run `trajgrade check -c {config_path} --agent {agent}`",
+            "error: not installed: the hook cannot load this policy, so every "
+            f"call would run unguarded; fix it (`trajgrade check -c {config_path}`) "
+            "and install again",
             err=True,
         )
-        return
-    for warning in agent_warnings(suite, agent):
-        click.echo(f"warning: {agent}: {warning}", err=True)
+        sys.exit(EXIT_USAGE)
 
 
 @click.command()

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Final
 
-__all__ = ("forward",)
+__all__ = ("forward", "server_address")
 
 #: Seconds to connect and to get the whole answer, however it trickles in;
 #: the agent's own hook timeout is longer (Claude Code 60 s, Codex the
@@ -32,7 +32,7 @@ ANSWER_MAX: Final = 1 << 20
 def forward(url: str, agent: str, body: bytes, *, fail_closed: bool) -> int:
     """Post ``body`` to the daemon at ``url``; print its answer; the exit status."""
     try:
-        host, port = _address(url)
+        host, port = server_address(url)
         status, headers, answer = _post(host, port, f"/hook/{agent}", body)
         if status != 200:
             detail = answer.decode("utf-8", "replace").strip()
@@ -49,7 +49,8 @@ def forward(url: str, agent: str, body: bytes, *, fail_closed: bool) -> int:
     return int(code)
 
 
-def _address(url: str) -> tuple[str, int]:
+def server_address(url: str) -> tuple[str, int]:
+    """(host, port) of ``--server``; ValueError naming the expected form."""
     rest = url.removeprefix("http://").rstrip("/")
     host, _, port = rest.rpartition(":")
     if not host or not port.isdigit() or "/" in host or int(port) > 65535:

@@ -134,3 +134,30 @@ def test_a_junit_report_that_fails_at_the_end_is_status_2(tmp_path: Path) -> Non
     assert proc.returncode == 2, stderr
     assert f"{reports / 'r.xml'}: cannot write the JUnit report" in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "companion"),
+    [
+        ("grade", ["--on-fail-timeout", "5"], "--on-fail"),
+        ("grade", ["--on-fail-concurrency", "2"], "--on-fail"),
+        ("run", ["--on-fail-timeout", "5"], "--on-fail"),
+        ("grade", ["--otlp-queue", "5"], "--otlp"),
+        ("grade", ["--otlp-max-body", "100000"], "--otlp"),
+        ("grade", ["--otlp-read-timeout", "3"], "--otlp"),
+        ("grade", ["--otlp-token-env", "TOKEN"], "--otlp"),
+        ("grade", ["--otlp-allow-remote"], "--otlp"),
+        ("grade", ["--export-otlp-header", "Authorization=Bearer x"], "--export-otlp"),
+    ],
+)
+def test_an_option_without_the_one_it_works_with_is_refused(
+    tmp_path: Path, run_cli: Any, command: str, option: list[str], companion: str
+) -> None:
+    """docs/reliability.md: an option given without the one it works with is
+    a usage error. These were ignored without a word (a token the operator
+    believed was required, a timeout believed to bound a command)."""
+    _, lenient, log = _files(tmp_path)
+    tail = [log] if command == "grade" else ["--", "true"]
+    out = run_cli(command, "-c", lenient, *option, *tail)
+    assert out.returncode == 2, out.stderr
+    assert f"{option[0]} works with {companion} only" in out.stderr

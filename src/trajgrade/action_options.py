@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import click
 
-from trajgrade._click_types import FiniteFloat, given_once
+from trajgrade._click_types import FiniteFloat, given_once, require_companions
 from trajgrade.actions import ActionOptions
 
 if TYPE_CHECKING:
@@ -87,6 +87,9 @@ def action_options(f: F | None = None, /, *, fail_fast: bool = True) -> Any:
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            require_companions(
+                {"on_fail_timeout": "on_fail", "on_fail_concurrency": "on_fail"}
+            )
             values = {k: kwargs.pop(k) for k in _OPTION_NAMES if k in kwargs}
             values["signal_targets"] = list(values.get("signal_targets") or [])
             kwargs["actions"] = ActionOptions(**values)

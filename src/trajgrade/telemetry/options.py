@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 import msgspec
 
+from trajgrade._click_types import require_companions
 from trajgrade.exit_status import EXIT_USAGE
 from trajgrade.http_options import edge_limits, http_limit_options
 from trajgrade.telemetry import OtlpOptions
@@ -115,12 +116,28 @@ _NAMES: Final = (
     "junit",
 )
 
+#: Options that do nothing without another (a usage error, not ignored).
+_COMPANIONS: Final = {
+    **dict.fromkeys(
+        (
+            "otlp_allow_remote",
+            "otlp_queue",
+            "otlp_max_body",
+            "otlp_read_timeout",
+            "otlp_token_env",
+        ),
+        "otlp",
+    ),
+    "export_headers": "export_url",
+}
+
 
 def telemetry_options(command: F) -> F:
     """Add the telemetry options to a click command (see :func:`current_telemetry`)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        require_companions(_COMPANIONS)
         v = {name: kwargs.pop(name) for name in _NAMES}
         otlp = None
         if v["otlp"] is not None:

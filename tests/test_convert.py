@@ -69,3 +69,14 @@ def test_stats_reads_stdin_and_reports_bad_lines() -> None:
         1,
     )
     assert b'"line":2' in proc.stderr
+
+
+def test_an_unknown_format_is_a_usage_error() -> None:
+    """`convert --format nope` and `stats --format nope` crashed with a
+    traceback and status 1; now they say what `grade` says, status 2."""
+    for command in ("convert", "stats"):
+        proc = _run(command, "--format", "nope", str(CLAUDE))
+        err = proc.stderr.decode()
+        assert proc.returncode == 2, err
+        assert "Invalid value for --format: unknown format 'nope'; known: auto," in err
+        assert "Traceback" not in err

@@ -13,6 +13,7 @@ from trajgrade.cli_options import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    check_format,
     config_option,
     format_option,
     load_policy,
@@ -87,6 +88,7 @@ def convert(inputs: tuple[str, ...], fmt: str) -> None:
     from trajgrade.convert import convert as run_convert
     from trajgrade.errors import SourceError
 
+    check_format(fmt)
     tlog.configure(level="warning")
     try:
         errors = run_convert(
@@ -116,6 +118,7 @@ def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
     from trajgrade.convert import stats as run_stats
     from trajgrade.errors import SourceError
 
+    check_format(fmt)
     tlog.configure(level="warning")
     try:
         rows, errors = run_stats(list(inputs) or ["-"], fmt=fmt, log=tlog.get_logger())

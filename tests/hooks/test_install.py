@@ -206,3 +206,29 @@ def test_server_installs_the_hook_could_never_use_are_refused(
     assert out.returncode == 2, out.stdout + out.stderr
     assert expected in out.stderr
     assert not (tmp_path / ".claude").exists()
+
+
+def test_a_symlinked_settings_file_is_updated_through_the_link(tmp_path: Path) -> None:
+    """Settings kept in a dotfiles repository and linked into place: the
+    link used to be replaced by a regular file (the repository's copy never
+    got the hooks, and the next dotfiles sync dropped them). Now the target
+    is updated, the link stays, and the file keeps its permissions."""
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('{"model": "x"}\n')
+    dotfiles.chmod(0o600)
+    link = tmp_path / "project" / ".claude" / "settings.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(dotfiles)
+    install(
+        "claude-code",
+        user=False,
+        command="trajgrade hook claude-code -c /p.yaml",
+        cwd=str(tmp_path / "project"),
+    )
+    assert link.is_symlink()
+    data = json.loads(dotfiles.read_text())
+    assert data["model"] == "x"
+    assert "PreToolUse" in data["hooks"]
+    assert dotfiles.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in dotfiles.parent.iterdir()) == [dotfiles.name]

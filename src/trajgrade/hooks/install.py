@@ -179,9 +179,23 @@ def install(
         raise ConfigError(msg, location=Location(file=path))
     new = json.dumps(merged(current, agent, command=command, url=url), indent=2) + "\n"
     if not dry_run:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.trajgrade.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(new)
-        os.replace(tmp, path)
+        _write(path, new)
     return path, new
+
+
+def _write(path: str, text: str) -> None:
+    """Replace the settings file atomically. A symlink (dotfiles kept in a
+    repository) is followed, so its target gets the update and the link
+    stays; the file keeps its permissions (a 0600 settings file stays 0600)."""
+    target = os.path.realpath(path)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    tmp = f"{target}.trajgrade.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    if mode is not None:
+        os.chmod(tmp, mode)
+    os.replace(tmp, target)

@@ -215,6 +215,10 @@ def _case(name: str, tmp_path: Path) -> tuple[bytes, list[str | os.PathLike[str]
         return pre[: len(pre) // 2], base, "unreadable payload"
     if name == "not-json":
         return b"<html>oops</html>", base, "unreadable payload"
+    if name == "no-event-name":  # was reported as an "internal error"
+        unnamed = {k: v for k, v in json.loads(pre).items() if k != "hook_event_name"}
+        reason = "unreadable payload: the hook payload has no string `hook_event_name`"
+        return json.dumps(unnamed).encode(), base, reason
     if name == "unknown-option":
         return pre, [*base, "--no-such-option"], "--no-such-option"
     if name == "config-error":
@@ -240,6 +244,7 @@ CASES = (
     "empty",
     "truncated",
     "not-json",
+    "no-event-name",
     "unknown-option",
     "config-error",
     "unusable-state-dir",

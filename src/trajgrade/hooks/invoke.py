@@ -198,6 +198,10 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
             msg = "the hook payload on stdin must be a JSON object"
             raise ValueError(msg)
         event = payload.get("hook_event_name")
+        if not isinstance(event, str) or not event:
+            # (a payload fault: not an "internal error", as it was reported)
+            msg = "the hook payload has no string `hook_event_name`"
+            raise ValueError(msg)
         session = payload.get("session_id")
         if not isinstance(session, str) or not session:
             msg = "the hook payload has no string `session_id`"

@@ -232,3 +232,30 @@ def test_a_symlinked_settings_file_is_updated_through_the_link(tmp_path: Path) -
     assert "PreToolUse" in data["hooks"]
     assert dotfiles.stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in dotfiles.parent.iterdir()) == [dotfiles.name]
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "gemini"])
+def test_installing_again_replaces_a_server_install(tmp_path: Path, agent: str) -> None:
+    """The --server install registers the thin client (`python …/client.py
+    AGENT --server URL`), which install did not know as its own: installing
+    again added a second set, so every call was forwarded, and graded,
+    twice (budgets and rate limits counted double), and a switch to a cold
+    hook (-c) kept the daemon's hooks beside it."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("graders:\n  - type: tool-call-count\n    config: {max: 9}\n")
+    folder = ".claude" if agent == "claude-code" else ".gemini"
+    for _ in range(2):
+        out = _install(tmp_path, agent, "--server", "http://127.0.0.1:8787")
+        assert out.returncode == 0, out.stderr
+    settings = tmp_path / folder / "settings.json"
+    hooks = json.loads(settings.read_text())["hooks"]
+    assert all(len(groups) == 1 for groups in hooks.values()), hooks
+    out = _install(tmp_path, agent, "-c", policy)
+    assert out.returncode == 0, out.stderr
+    hooks = json.loads(settings.read_text())["hooks"]
+    commands = [
+        h["command"] for groups in hooks.values() for g in groups for h in g["hooks"]
+    ]
+    assert all(len(groups) == 1 for groups in hooks.values()), hooks
+    assert "client.py" not in settings.read_text()
+    assert all(c.endswith(f"hook {agent} -c {policy}") for c in commands), commands

@@ -97,6 +97,10 @@ def _handler(
     return {"type": "command", "command": command}
 
 
+#: The thin client's path ends so (``hook install --server`` runs it as a script).
+_CLIENT: Final = os.path.join("trajgrade", "hooks", "client.py")
+
+
 def _ours(agent: str, handler: Any) -> bool:
     if not isinstance(handler, dict):
         return False
@@ -110,10 +114,18 @@ def _ours(agent: str, handler: Any) -> bool:
         words = shlex.split(cmd)
     except ValueError:
         return False
-    return any(
-        os.path.basename(w) == "trajgrade" and words[i + 1 : i + 3] == ["hook", agent]
-        for i, w in enumerate(words)
-    ) or ("-m" in words and "trajgrade" in words and agent in words)
+    return (
+        any(
+            (
+                os.path.basename(w) == "trajgrade"
+                and words[i + 1 : i + 3] == ["hook", agent]
+            )
+            # the thin client `--server` installs: python …/trajgrade/hooks/client.py AGENT
+            or (w.endswith(_CLIENT) and words[i + 1 : i + 2] == [agent])
+            for i, w in enumerate(words)
+        )
+        or ("-m" in words and "trajgrade" in words and agent in words)
+    )
 
 
 def merged(

@@ -259,3 +259,56 @@ def test_installing_again_replaces_a_server_install(tmp_path: Path, agent: str) 
     assert all(len(groups) == 1 for groups in hooks.values()), hooks
     assert "client.py" not in settings.read_text()
     assert all(c.endswith(f"hook {agent} -c {policy}") for c in commands), commands
+
+
+@pytest.mark.parametrize("server", [False, True], ids=["cold", "server"])
+def test_uninstall_removes_only_trajgrade_hooks(tmp_path: Path, server: bool) -> None:
+    """`hook uninstall` (there was none: the hooks had to be cut out of the
+    JSON by hand) removes trajgrade's entries, cold or --server, and keeps
+    every other setting and hook; a second run changes nothing."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("graders:\n  - type: tool-call-count\n    config: {max: 9}\n")
+    settings = tmp_path / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"type": "command", "command": "my-linter"}
+    before = {
+        "theme": "dark",
+        "hooks": {"BeforeTool": [{"matcher": ".*", "hooks": [mine]}]},
+    }
+    settings.write_text(json.dumps(before))
+    how = ["--server", "http://127.0.0.1:8787"] if server else ["-c", str(policy)]
+    assert _install(tmp_path, "gemini", *how).returncode == 0
+    assert "trajgrade" in settings.read_text()
+    dry = _uninstall(tmp_path, "gemini", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "# would write" in dry.stdout and "6 trajgrade hook(s) removed" in dry.stdout
+    assert "trajgrade" in settings.read_text()  # a dry run writes nothing
+    out = _uninstall(tmp_path, "gemini")
+    assert out.returncode == 0, out.stderr
+    assert "6 trajgrade hook(s) removed for gemini" in out.stdout
+    assert json.loads(settings.read_text()) == before
+    again = _uninstall(tmp_path, "gemini")
+    assert again.returncode == 0
+    assert "no trajgrade hooks for gemini; nothing changed" in again.stdout
+
+
+def test_uninstall_refuses_a_broken_settings_file(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text("{oops")
+    out = _uninstall(tmp_path, "claude-code")
+    assert out.returncode == 2
+    assert f"{settings}: not valid JSON" in out.stderr
+    assert settings.read_text() == "{oops"
+
+
+def _uninstall(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trajgrade", "hook", "uninstall", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "HOME": str(cwd)},
+    )

@@ -1,4 +1,4 @@
-"""Click commands: ``trajgrade hook …`` (help and ``install``) and ``trajgrade serve``.
+"""Click commands: ``trajgrade hook …`` (help, ``install``, ``uninstall``) and ``trajgrade serve``.
 
 ``trajgrade hook AGENT`` itself never runs through click: the console entry
 point (:mod:`trajgrade._entry`) sends it to :mod:`trajgrade.hooks.invoke`
@@ -169,6 +169,37 @@ def install_cmd(
                 "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
                 err=True,
             )
+
+
+@hook.command("uninstall")
+@click.argument("agent", type=click.Choice(_AGENTS))
+@click.option(
+    "--project/--user",
+    "project",
+    default=True,
+    show_default=True,
+    help="Project settings (cwd) or the user's.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the settings without them; write nothing."
+)
+def uninstall_cmd(agent: str, project: bool, dry_run: bool) -> None:
+    """Remove trajgrade's hooks for AGENT (other hooks and settings are kept)."""
+    from trajgrade.errors import ConfigError
+    from trajgrade.hooks.install import uninstall
+
+    try:
+        path, text, removed = uninstall(agent, user=not project, dry_run=dry_run)
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if not removed:
+        click.echo(f"{path}: no trajgrade hooks for {agent}; nothing changed")
+    elif dry_run:
+        click.echo(f"# would write {path} ({removed} trajgrade hook(s) removed)")
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"{path}: {removed} trajgrade hook(s) removed for {agent}")
 
 
 def _check_server(

@@ -15,6 +15,8 @@ Merging never clobbers: other keys and other hooks are kept; an entry whose
 command is a ``trajgrade hook <agent>`` command (or whose url is a
 ``/hook/<agent>`` url) is replaced in place, so installing twice changes
 nothing. A settings file that is not a JSON object is refused, untouched.
+``uninstall`` removes exactly those entries (and the groups and events they
+leave empty), nothing else.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, Final
 
 from trajgrade.errors import ConfigError, Location
 
-__all__ = ("EVENTS", "install", "merged", "settings_path")
+__all__ = ("EVENTS", "install", "merged", "settings_path", "uninstall", "without")
 
 #: Hook events registered per agent, and whether they take a tool matcher.
 EVENTS: Final[dict[str, tuple[tuple[str, str | None], ...]]] = {
@@ -165,6 +167,65 @@ def merged(
     return out
 
 
+def without(settings: dict[str, Any], agent: str) -> tuple[dict[str, Any], int]:
+    """``settings`` with trajgrade's hooks for ``agent`` removed (a new
+    dict), and how many entries went. Other hooks in the same groups stay;
+    groups and events left empty go."""
+    out = dict(settings)
+    hooks: dict[str, Any] = {}
+    removed = 0
+    for event, groups in (out.get("hooks") or {}).items():
+        if not isinstance(groups, list):
+            hooks[event] = groups
+            continue
+        kept = []
+        for g in groups:
+            if not isinstance(g, dict) or not isinstance(g.get("hooks"), list):
+                kept.append(g)
+                continue
+            others = [h for h in g["hooks"] if not _ours(agent, h)]
+            removed += len(g["hooks"]) - len(others)
+            if others or not g["hooks"]:
+                kept.append({**g, "hooks": others})
+        if kept or not groups:
+            hooks[event] = kept
+    if hooks:
+        out["hooks"] = hooks
+    else:
+        out.pop("hooks", None)
+    return out, removed
+
+
+def _read(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    try:
+        current = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        msg = f"not valid JSON ({exc}); fix or move the file, then run the command again"
+        raise ConfigError(msg, location=Location(file=path)) from None
+    if not isinstance(current, dict) or not isinstance(current.get("hooks", {}), dict):
+        msg = "expected a JSON object whose `hooks` is an object; fix the file, then run the command again"
+        raise ConfigError(msg, location=Location(file=path))
+    return current
+
+
+def uninstall(
+    agent: str, *, user: bool, dry_run: bool = False, cwd: str | None = None
+) -> tuple[str, str, int]:
+    """Remove trajgrade's registration from the settings file; (path, new
+    text, entries removed). A file without any is left untouched."""
+    path = settings_path(agent, user=user, cwd=cwd)
+    new, removed = without(_read(path), agent)
+    text = json.dumps(new, indent=2) + "\n"
+    if removed and not dry_run:
+        _write(path, text)
+    return path, text, removed
+
+
 def install(
     agent: str,
     *,
@@ -176,19 +237,7 @@ def install(
 ) -> tuple[str, str]:
     """Merge the registration into the settings file; (path, new text)."""
     path = settings_path(agent, user=user, cwd=cwd)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        text = ""
-    try:
-        current = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        msg = f"not valid JSON ({exc}); fix or move the file, then install again"
-        raise ConfigError(msg, location=Location(file=path)) from None
-    if not isinstance(current, dict) or not isinstance(current.get("hooks", {}), dict):
-        msg = "expected a JSON object whose `hooks` is an object; fix the file, then install again"
-        raise ConfigError(msg, location=Location(file=path))
+    current = _read(path)
     new = json.dumps(merged(current, agent, command=command, url=url), indent=2) + "\n"
     if not dry_run:
         _write(path, new)

@@ -205,7 +205,9 @@ def _read(path: str) -> dict[str, Any]:
     try:
         current = json.loads(text) if text.strip() else {}
     except ValueError as exc:
-        msg = f"not valid JSON ({exc}); fix or move the file, then run the command again"
+        msg = (
+            f"not valid JSON ({exc}); fix or move the file, then run the command again"
+        )
         raise ConfigError(msg, location=Location(file=path)) from None
     if not isinstance(current, dict) or not isinstance(current.get("hooks", {}), dict):
         msg = "expected a JSON object whose `hooks` is an object; fix the file, then run the command again"

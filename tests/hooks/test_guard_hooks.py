@@ -221,6 +221,8 @@ def _case(name: str, tmp_path: Path) -> tuple[bytes, list[str | os.PathLike[str]
         return json.dumps(unnamed).encode(), base, reason
     if name == "unknown-option":
         return pre, [*base, "--no-such-option"], "--no-such-option"
+    if name == "max-age-not-positive":  # -1 ("never"?) removed every session's state
+        return pre, [*base, "--max-age", "-1"], "--max-age must be a number"
     if name == "config-error":
         bad = tmp_path / "bad.yaml"
         bad.write_text("graders:\n  - type: no-such-grader\n")
@@ -246,6 +248,7 @@ CASES = (
     "not-json",
     "no-event-name",
     "unknown-option",
+    "max-age-not-positive",
     "config-error",
     "unusable-state-dir",
     "error-outcome",

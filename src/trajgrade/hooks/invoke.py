@@ -44,7 +44,7 @@ options:
   --server URL          forward to `trajgrade serve` at URL instead
   --verdicts PATH       append every verdict as a JSON line to PATH
   --decisions PATH      append every guard decision as a JSON line to PATH
-  --max-age SECONDS     remove session states untouched this long (default 7 days)
+  --max-age SECONDS     remove session states untouched this long (default 7 days; inf: never)
   --allow-code          allow path.py:function graders named in the policy
 """
 
@@ -109,8 +109,12 @@ def parse_args(argv: list[str]) -> HookOptions:
                 try:
                     opts.max_age = float(value)
                 except ValueError:
-                    msg = f"--max-age must be a number of seconds (got {value!r})"
-                    raise UsageError(msg) from None
+                    opts.max_age = -1.0
+                # 0 or less would remove every session's state, live ones
+                # (a blown budget, an abort) included, at each new session
+                if not opts.max_age > 0:  # (nan too)
+                    msg = f"--max-age must be a number of seconds above 0, e.g. 86400, or inf to keep states (got {value!r})"
+                    raise UsageError(msg)
             else:
                 setattr(opts, values[key], value)
         elif arg == "--fail-closed":
@@ -223,7 +227,9 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         return _fail(agent, event, opts.fail_closed, f"unreadable payload: {exc}")
     try:
         store = SessionStore(
-            state_dir, agent, **({"max_age": opts.max_age} if opts.max_age else {})
+            state_dir,
+            agent,
+            **({"max_age": opts.max_age} if opts.max_age is not None else {}),
         )
     except OSError as exc:
         problem = f"cannot use the state directory {state_dir}: {exc.strerror or exc}; {STATE_DIR_HINT}"

@@ -23,6 +23,7 @@ __all__ = (
     "Path",
     "convert_all",
     "duplicate_keys",
+    "explain",
     "line_map",
     "one_line",
     "parse_path",
@@ -62,6 +63,14 @@ def validation_error(
 def _validation_error_at(
     exc: msgspec.ValidationError, locate: Locate, base: Path, struct: type[Any]
 ) -> tuple[ConfigError, Path]:
+    message, rel = explain(exc, struct)
+    return ConfigError(message, location=locate((*base, *rel))), rel
+
+
+def explain(exc: msgspec.ValidationError, struct: type[Any]) -> tuple[str, Path]:
+    """msgspec's error converting into ``struct`` as trajgrade words it
+    (a did-you-mean for an unknown field, the choices for a bad enum value),
+    and the path of the offending field relative to ``struct``."""
     m = _AT.match(str(exc))
     assert m is not None
     message, rel = m["msg"], parse_path(m["path"] or "")
@@ -84,7 +93,7 @@ def _validation_error_at(
         message = f"missing required field `{missing.group(1)}`"
     if message.startswith("Expected") and rel:
         message = f"{message[0].lower()}{message[1:]} for `{rel[-1]}`"
-    return ConfigError(message, location=locate((*base, *rel))), rel
+    return message, rel
 
 
 def convert_all(

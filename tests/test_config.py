@@ -97,9 +97,12 @@ def test_json_config_is_accepted(tmp_path: Path) -> None:
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
-    """An unreadable config names the path and the flag to fix."""
-    with pytest.raises(ConfigError, match="cannot read config file"):
+    """An unreadable config names the path; the library names no CLI flag
+    (a program calling ``load_suite`` has no ``-c``)."""
+    with pytest.raises(ConfigError, match="cannot read config file") as err:
         load_config(tmp_path / "nope.yaml")
+    assert str(tmp_path / "nope.yaml") in str(err.value)
+    assert "--config" not in str(err.value)
 
 
 def test_layout_must_have_graders() -> None:

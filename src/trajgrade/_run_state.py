@@ -24,7 +24,7 @@ from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts, tall
 from trajgrade.pipeline import Grading, SourceDecoder
 from trajgrade.projection import reads_tool_results
 from trajgrade.reporting import log_anomalies, report_problems
-from trajgrade.sources.stream import trace_name
+from trajgrade.sources.stream import trace_name, unclosed_trace_name
 from trajgrade.state import STATE_VERSION, Checkpoint, Position, StateStore
 from trajgrade.tracking import TrackedInput, identity_matches
 from trajgrade.verdicts import Outcome, Verdict
@@ -271,11 +271,13 @@ class _Run:
 
             recover(self, key, pos)
             pos = None
-        # A file renamed under --watch keeps the trace it was read into.
+        # A file renamed under --watch keeps the trace it was read into; a
+        # new file at a path whose trace is over starts one of its own.
         trace = pos.trace if pos is not None and pos.trace and piece.offset else None
-        tracked = self.tracked(
-            path, key, trace or trace_name(self.options.trace_template, path)
-        )
+        if trace is None:
+            name = trace_name(self.options.trace_template, path)
+            trace = unclosed_trace_name(name, self.engine.is_closed)
+        tracked = self.tracked(path, key, trace)
         tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
         if piece.offset and pos is not None:
             try:

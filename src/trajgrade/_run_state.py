@@ -49,7 +49,7 @@ __all__: tuple[str, ...] = ()
 class _Run:
     def __init__(self, suite: Suite, options: RunOptions, sink: Sink, log: Any) -> None:
         self.engine = Engine(suite, samples=options.samples)
-        self.grading = Grading(self.engine)
+        self.grading = Grading(self.engine, decisions_inline=options.decisions == "-")
         self.suite = suite
         self.options = options
         self.sink = sink
@@ -171,7 +171,10 @@ class _Run:
         end of input; a part line cut off by a stop is unread, not broken."""
         self._dirty = True
         batch = tracked.stop() if cut else tracked.close()
-        self.emit(self.grading.feed(tracked.decoder, batch, now=self.now()))
+        for verdicts in self.grading.feed_batches(
+            tracked.decoder, batch, now=self.now()
+        ):
+            self.emit(verdicts)
         self.report()
         self.log.debug(
             "source_done",
@@ -333,7 +336,8 @@ class _Run:
                 batch = decoder.flush_trace(tid)
                 if batch.events:
                     # now=None: these events must not make the trace look active.
-                    self.emit(grading.feed(decoder, batch))
+                    for verdicts in grading.feed_batches(decoder, batch):
+                        self.emit(verdicts)
 
     # ------------------------------------------------------------ clock
     async def clock(self) -> None:

@@ -15,7 +15,7 @@ Channels (the agent's output stays byte-exact):
 * verdicts -> stderr, or ``--verdicts FILE`` (``-``: stdout, only when the
   agent's output goes to a file);
 * guard decisions -> ``--decisions FILE`` (``-``: stdout, under the same
-  condition; after the verdicts of the same read), else only the actions
+  condition; after the verdicts of the same event), else only the actions
   (stop, log) see them;
 * logs (why the agent was stopped, its exit status) -> stderr.
 
@@ -175,7 +175,7 @@ class _Wrap:
         actions: Actions,
     ) -> None:
         self.engine = Engine(suite)
-        self.grading = Grading(self.engine)
+        self.grading = Grading(self.engine, decisions_inline=options.decisions == "-")
         self.options = options
         self.out = agent_out
         self.sink = sink

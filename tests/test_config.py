@@ -77,6 +77,18 @@ def test_a_misspelt_layout_key_gets_a_did_you_mean() -> None:
     assert err == "policy.yaml:2: grader: no graders found: did you mean `graders`?"
 
 
+def test_a_bad_enum_value_lists_the_choices_with_a_did_you_mean() -> None:
+    """msgspec says only "Invalid enum value"; the error names the choices."""
+    (err,) = _errors(
+        "graders:\n  - type: cost-budget\n"
+        "    config: {max_usd: 1, unknown_model: warm}\n"
+    )
+    assert err == (
+        "policy.yaml:3: graders[0].config.unknown_model: `unknown_model` must be "
+        "one of deny, ignore, warn (got 'warm'); did you mean `warn`?"
+    )
+
+
 def test_json_config_is_accepted(tmp_path: Path) -> None:
     """A .json config file works like YAML."""
     path = tmp_path / "policy.json"
@@ -85,9 +97,12 @@ def test_json_config_is_accepted(tmp_path: Path) -> None:
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
-    """An unreadable config names the path and the flag to fix."""
-    with pytest.raises(ConfigError, match="cannot read config file"):
+    """An unreadable config names the path; the library names no CLI flag
+    (a program calling ``load_suite`` has no ``-c``)."""
+    with pytest.raises(ConfigError, match="cannot read config file") as err:
         load_config(tmp_path / "nope.yaml")
+    assert str(tmp_path / "nope.yaml") in str(err.value)
+    assert "--config" not in str(err.value)
 
 
 def test_layout_must_have_graders() -> None:

@@ -208,3 +208,28 @@ def test_a_file_renamed_under_watch_is_read_on_not_again(tmp_path: Path) -> None
         f.stop()
     assert {v["trace_id"] for v in f.out} == {"w/a.jsonl"}
     assert f.fail_at() == [3]
+
+
+def test_a_watched_file_deleted_and_created_again_is_a_new_trace(
+    tmp_path: Path,
+) -> None:
+    """A --watch file's trace ends when the file is deleted; a file created
+    again under its name is graded as a trace of its own, ``#2`` (its turns
+    used to go to the ended trace, dropped as late: a failing session got
+    no verdict at all)."""
+    sessions = tmp_path / "w"
+    sessions.mkdir()
+    (sessions / "a.jsonl").write_bytes(TURN)
+    f = Follower(tmp_path, "--watch", "w", "--glob", "*.jsonl")
+    try:
+        time.sleep(0.1)
+        (sessions / "a.jsonl").unlink()
+        f.until(lambda: any(v["trace_id"] == "w/a.jsonl" for v in f.out))
+        (sessions / "a.jsonl").write_bytes(TURN * 3)
+        f.until(lambda: f.fail_at() == [3])
+    finally:
+        f.stop()
+    assert [(v["trace_id"], v["outcome"]) for v in f.out if v["final"]] == [
+        ("w/a.jsonl", "pass"),
+        ("w/a.jsonl#2", "fail"),
+    ]

@@ -66,3 +66,71 @@ def test_signal_reaches_a_process_at_the_first_fail(tmp_path: Path) -> None:
     finally:
         victim.kill()
         victim.wait()
+
+
+DENY_AND_COUNT = """\
+graders:
+  - type: tool-calls
+    name: no-env
+    config:
+      disallowed: [{name: "^view$", path: "\\\\.env$"}]
+  - type: tool-call-count
+    name: few
+    config: {max: 1}
+"""
+
+
+def test_decisions_on_stdout_come_in_the_same_place_however_the_input_is_read(
+    tmp_path: Path,
+) -> None:
+    """``--decisions -``: one stream of verdicts and decisions, the same for
+    a file read whole and for a pipe written a line at a time (read whole,
+    every verdict of a chunk used to come before any of its decisions)."""
+    (tmp_path / "p.yaml").write_text(DENY_AND_COUNT)
+    view = '{"type":"tool_call","trace_id":"%s","name":"view","call_id":"%s","args":{"path":".env"}}\n'
+    lines = [view % (t, c) for c, t in enumerate("abab")]
+    lines += [
+        '{"type":"trace_end","trace_id":"a"}\n',
+        '{"type":"trace_end","trace_id":"b"}\n',
+    ]
+    (tmp_path / "e.jsonl").write_text("".join(lines))
+    args = ("-c", "p.yaml", "--decisions", "-")
+    whole = grade(*args, "e.jsonl", cwd=tmp_path)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "-q",
+            "--output",
+            "jsonl",
+            *args,
+            "-",
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    for line in lines:
+        proc.stdin.write(line.encode())
+        proc.stdin.flush()
+        time.sleep(0.05)  # each line its own read
+    out, _ = proc.communicate(timeout=60)
+    piped = out.splitlines()
+    assert proc.returncode == 1
+    kinds = [
+        (x.get("type", "verdict"), x["trace_id"], x.get("at_event"))
+        for x in map(json.loads, whole.stdout.splitlines())
+    ]
+    # Each event's verdicts, then its decisions (a retried view is denied
+    # again; past the count's budget every call gets the abort too).
+    assert kinds[:5] == [
+        ("verdict", "a", 1),
+        ("decision", "a", 1),
+        ("verdict", "b", 1),
+        ("decision", "b", 1),
+        ("verdict", "a", 2),
+    ]
+    assert whole.stdout.splitlines() == piped

@@ -436,3 +436,35 @@ def test_invalid_utf8_in_a_json_document_is_a_located_error(data: bytes) -> None
     got = grade_bytes(suite(POLICY), data, source="doc.json")
     assert got.errors
     assert all(e.location.file == "doc.json" for e in got.errors)
+
+
+def test_a_stop_after_only_rejected_records_is_not_a_pass(work: Path) -> None:
+    """SIGTERM to a follower that read nothing but records it rejected:
+    exit 5 (nothing graded), as the same file graded whole; it was 0, a
+    false green for a service fed garbage. Stopped before any record, 0."""
+    import signal
+    import time
+
+    (work / "g.jsonl").write_bytes(b"garbage\nmore garbage\n")
+    (work / "empty.jsonl").write_bytes(b"")
+    statuses = []
+    for name, seen in (
+        ("g.jsonl", b"input_rejected"),
+        ("empty.jsonl", b"follow_started"),
+    ):
+        argv = ["grade", "-c", "p.yaml", "--log-level", "info", "--follow", name]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trajgrade", *argv],
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stderr is not None
+        err = b""
+        deadline = time.monotonic() + 30
+        while seen not in err and time.monotonic() < deadline:
+            err += proc.stderr.readline()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        statuses.append(proc.returncode)
+    assert statuses == [5, 0]

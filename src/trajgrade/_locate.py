@@ -23,6 +23,7 @@ __all__ = (
     "Path",
     "convert_all",
     "duplicate_keys",
+    "explain",
     "line_map",
     "one_line",
     "parse_path",
@@ -62,6 +63,14 @@ def validation_error(
 def _validation_error_at(
     exc: msgspec.ValidationError, locate: Locate, base: Path, struct: type[Any]
 ) -> tuple[ConfigError, Path]:
+    message, rel = explain(exc, struct)
+    return ConfigError(message, location=locate((*base, *rel))), rel
+
+
+def explain(exc: msgspec.ValidationError, struct: type[Any]) -> tuple[str, Path]:
+    """msgspec's error converting into ``struct`` as trajgrade words it
+    (a did-you-mean for an unknown field, the choices for a bad enum value),
+    and the path of the offending field relative to ``struct``."""
     m = _AT.match(str(exc))
     assert m is not None
     message, rel = m["msg"], parse_path(m["path"] or "")
@@ -72,13 +81,19 @@ def _validation_error_at(
         close = difflib.get_close_matches(field, sorted(_field_names(struct)), n=1)
         hint = f"; did you mean `{close[0]}`?" if close else "; remove it"
         message = f"unknown field `{field}`{hint}"
+    invalid = re.match(r"Invalid enum value (.+)", message)
+    if invalid and rel and (choices := _choices(struct, rel)):
+        got = invalid.group(1)
+        close = difflib.get_close_matches(got.strip("'\""), choices, n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        message = f"`{rel[-1]}` must be one of {', '.join(choices)} (got {got}){hint}"
     missing = re.match(r"Object missing required field `(.+)`", message)
     if missing:
         rel = (*rel, missing.group(1))
         message = f"missing required field `{missing.group(1)}`"
     if message.startswith("Expected") and rel:
         message = f"{message[0].lower()}{message[1:]} for `{rel[-1]}`"
-    return ConfigError(message, location=locate((*base, *rel))), rel
+    return message, rel
 
 
 def convert_all(
@@ -156,6 +171,40 @@ def _struct_types(t: msgspec.inspect.Type) -> Iterator[type[Any]]:
                 yield from _struct_types(x)
         elif inner is not None:
             yield from _struct_types(inner)
+
+
+def _choices(struct: type[Any], rel: Path) -> list[str]:
+    """The values allowed at ``rel`` in ``struct`` (an enum or a literal),
+    so a bad one is answered with the list, not msgspec's bare "Invalid
+    enum value"."""
+    types: list[msgspec.inspect.Type] = [msgspec.inspect.type_info(struct)]
+    for seg in rel:
+        found: list[msgspec.inspect.Type] = []
+        for t in _alternatives(types):
+            if isinstance(seg, str) and isinstance(t, msgspec.inspect.StructType):
+                found += [f.type for f in t.fields if f.encode_name == seg]
+            elif isinstance(seg, str) and isinstance(t, msgspec.inspect.DictType):
+                found.append(t.value_type)
+            elif isinstance(seg, int) and hasattr(t, "item_type"):
+                found.append(t.item_type)
+        types = found
+    values: list[str] = []
+    for t in _alternatives(types):
+        if isinstance(t, msgspec.inspect.EnumType):
+            values += [str(m.value) for m in t.cls]
+        elif isinstance(t, msgspec.inspect.LiteralType):
+            values += [str(v) for v in t.values]
+    return values
+
+
+def _alternatives(
+    types: list[msgspec.inspect.Type],
+) -> Iterator[msgspec.inspect.Type]:
+    for t in types:
+        if isinstance(t, msgspec.inspect.UnionType):
+            yield from t.types
+        else:
+            yield t
 
 
 def render(path: Path) -> str:

@@ -24,7 +24,7 @@ from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts, tall
 from trajgrade.pipeline import Grading, SourceDecoder
 from trajgrade.projection import reads_tool_results
 from trajgrade.reporting import log_anomalies, report_problems
-from trajgrade.sources.stream import trace_name
+from trajgrade.sources.stream import trace_name, unclosed_trace_name
 from trajgrade.state import STATE_VERSION, Checkpoint, Position, StateStore
 from trajgrade.tracking import TrackedInput, identity_matches
 from trajgrade.verdicts import Outcome, Verdict
@@ -49,7 +49,7 @@ __all__: tuple[str, ...] = ()
 class _Run:
     def __init__(self, suite: Suite, options: RunOptions, sink: Sink, log: Any) -> None:
         self.engine = Engine(suite, samples=options.samples)
-        self.grading = Grading(self.engine)
+        self.grading = Grading(self.engine, decisions_inline=options.decisions == "-")
         self.suite = suite
         self.options = options
         self.sink = sink
@@ -171,7 +171,10 @@ class _Run:
         end of input; a part line cut off by a stop is unread, not broken."""
         self._dirty = True
         batch = tracked.stop() if cut else tracked.close()
-        self.emit(self.grading.feed(tracked.decoder, batch, now=self.now()))
+        for verdicts in self.grading.feed_batches(
+            tracked.decoder, batch, now=self.now()
+        ):
+            self.emit(verdicts)
         self.report()
         self.log.debug(
             "source_done",
@@ -271,11 +274,13 @@ class _Run:
 
             recover(self, key, pos)
             pos = None
-        # A file renamed under --watch keeps the trace it was read into.
+        # A file renamed under --watch keeps the trace it was read into; a
+        # new file at a path whose trace is over starts one of its own.
         trace = pos.trace if pos is not None and pos.trace and piece.offset else None
-        tracked = self.tracked(
-            path, key, trace or trace_name(self.options.trace_template, path)
-        )
+        if trace is None:
+            name = trace_name(self.options.trace_template, path)
+            trace = unclosed_trace_name(name, self.engine.is_closed)
+        tracked = self.tracked(path, key, trace)
         tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
         if piece.offset and pos is not None:
             try:
@@ -331,7 +336,8 @@ class _Run:
                 batch = decoder.flush_trace(tid)
                 if batch.events:
                     # now=None: these events must not make the trace look active.
-                    self.emit(grading.feed(decoder, batch))
+                    for verdicts in grading.feed_batches(decoder, batch):
+                        self.emit(verdicts)
 
     # ------------------------------------------------------------ clock
     async def clock(self) -> None:

@@ -94,8 +94,8 @@ class Actions:
     """Carries out the on-fail actions of one run.
 
     ``marks`` maps grader names to their ``on_fail:`` marking
-    (``Suite.on_fail``); graders marked ``report`` never trip ``--fail-fast``
-    or ``--signal``. Without it every grader counts.
+    (``Suite.on_fail``); graders marked ``report`` or ``warn`` never trip
+    ``--fail-fast`` or ``--signal``. Without it every grader counts.
     """
 
     def __init__(

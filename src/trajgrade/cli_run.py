@@ -65,7 +65,7 @@ __all__ = ("run",)
     type=click.Choice(["marked", "abort", "never"]),
     default="marked",
     show_default=True,
-    help="Which fails stop the agent: graders marked on_fail abort or deny, only abort, or never.",
+    help="Which fails stop the agent: graders marked on_fail abort, deny or ask (marked), only abort, or never.",
 )
 @click.option(
     "--grace",

@@ -194,7 +194,7 @@ def load_config(path: str | os.PathLike[str]) -> SuiteConfig:
         with open(name, "rb") as f:
             data = f.read()
     except OSError as exc:
-        msg = f"cannot read config file: {exc.strerror or exc}; check the path given to -c/--config"
+        msg = f"cannot read config file: {exc.strerror or exc}; check the path"
         raise ConfigError(msg, location=Location(file=name)) from None
     return decode_config(
         data,

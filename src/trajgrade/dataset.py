@@ -38,7 +38,7 @@ def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, 
         with open(name, "rb") as f:
             data = f.read()
     except OSError as exc:
-        msg = f"cannot read dataset: {exc.strerror or exc}; check the --dataset path"
+        msg = f"cannot read dataset: {exc.strerror or exc}; check the path"
         raise InputError(msg, location=Location(file=name)) from None
     rows: list[tuple[int | None, Any]]
     if name.endswith(".jsonl"):

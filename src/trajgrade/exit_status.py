@@ -149,9 +149,12 @@ def exit_code(summary: RunSummary) -> int:
         return EXIT_USAGE
     if not summary.all_passed:
         return EXIT_FAILED
-    if not any(summary.verdicts.values()) and not summary.interrupted:
+    if not any(summary.verdicts.values()) and (
+        not summary.interrupted or (summary.input_errors and not summary.events)
+    ):
         # (A service stopped by a signal before any trace arrived is not a
-        # failed check: it was asked to stop.)
+        # failed check: it was asked to stop. One that had read only records
+        # it rejected graded nothing: never a false green.)
         return EXIT_NOTHING
     return EXIT_OK
 

@@ -32,8 +32,13 @@ EMIT_EVENTS: Final = 1024
 class Grading:
     """Feeds decoded batches into one engine; reports what happened."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, decisions_inline: bool = False) -> None:
         self.engine = engine
+        #: :meth:`feed_batches`' parts. One event when guard decisions share
+        #: the verdicts' stream (``decisions_inline``: ``--decisions -``), so
+        #: that stream holds each event's verdicts, then its decisions,
+        #: however the input was read (a whole file, a pipe line by line).
+        self.part_events = 1 if decisions_inline else EMIT_EVENTS
         self.errors: list[InputError] = []
         self.anomalies: list[tuple[Anomaly, Location]] = []
 
@@ -50,15 +55,17 @@ class Grading:
         batch: Batch,
         *,
         now: float | None = None,
-        events: int = EMIT_EVENTS,
+        events: int | None = None,
     ) -> Iterator[list[Verdict]]:
-        """:meth:`feed` in parts of ``events`` events: a runner writes each
-        part's verdicts before the next part is fed (a chunk in which
-        thousands of traces end), the same verdicts in the same order."""
+        """:meth:`feed` in parts of ``events`` events (default
+        ``part_events``): a runner writes each part's verdicts before the next
+        part is fed (a chunk in which thousands of traces end), the same
+        verdicts in the same order."""
         engine = self.engine
         self.errors += batch.errors
         rejects = _in_line_order(batch) if batch.errors else []
-        todo, step = batch.events, max(1, events)
+        todo = batch.events
+        step = max(1, self.part_events if events is None else events)
         n, k, start = len(todo), 0, 0
         while True:
             # A bad record taints its trace where it stands among the events:

@@ -175,7 +175,7 @@ class _Wrap:
         actions: Actions,
     ) -> None:
         self.engine = Engine(suite)
-        self.grading = Grading(self.engine)
+        self.grading = Grading(self.engine, decisions_inline=options.decisions == "-")
         self.options = options
         self.out = agent_out
         self.sink = sink

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from tests._support import call, end, finals, one, result, suite
 
-from trajgrade import BuildContext, Engine, compile_suite, decode_config
+from trajgrade import BuildContext, ConfigError, Engine, compile_suite, decode_config
 from trajgrade.config import Suite
 from trajgrade.events import (
     OPEN_CALLS_MAX,
@@ -25,9 +25,11 @@ from trajgrade.events import (
     ToolCall,
     ToolResult,
     TurnStart,
+    Usage,
 )
 from trajgrade.graders.agentv._score import SUBSET_LISTED_MAX
 from trajgrade.graders.letta._extract import EXTRACT_MAX
+from trajgrade.graders.vally.metric_threshold import MAX_BUDGET
 from trajgrade.verdicts import Outcome, Verdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "letta"
@@ -200,3 +202,29 @@ def test_extraction_below_the_bound_is_unchanged(extractor: str) -> None:
     engine.feed_many([_say("needle"), ToolCall(trace_id="t", name="needle")])
     (v,) = [v for v in engine.finish() if v.grader == name]
     assert v.outcome is Outcome.PASS
+
+
+# ------------------------------------------------------------ budgets
+def test_a_token_total_past_64_bits_cannot_break_a_checkpoint() -> None:
+    """Two usage events of the largest counts a line can hold (2**64 - 1
+    each way) under the largest budget: the total is either kept (under
+    twice the budget, well within msgpack's 64 bits) or the trace's fail is
+    final and its state gone, so a checkpoint can always be written. A
+    budget of 2**64 made the total unwritable (OverflowError)."""
+    huge = 2**64 - 1
+    s = one("token-budget", f"max: {MAX_BUDGET}")
+    engine = Engine(s)
+    sealed = engine.feed(Usage(trace_id="t", input_tokens=MAX_BUDGET + 1))
+    assert [(v.outcome, v.final) for v in sealed] == [(Outcome.FAIL, False)]
+    assert _state_bytes(engine)
+    final = engine.feed(Usage(trace_id="t", input_tokens=huge, output_tokens=huge))
+    assert [(v.outcome, v.final) for v in final] == [(Outcome.FAIL, True)]
+    assert _state_bytes(engine)
+
+
+def test_a_budget_past_what_vally_holds_exactly_is_refused() -> None:
+    """vally's budgets are JavaScript numbers: exact up to 2**53 - 1."""
+    with pytest.raises(
+        ConfigError, match=r"config\.max: expected `int` <= 9007199254740991"
+    ):
+        one("token-budget", f"max: {MAX_BUDGET + 1}")

@@ -238,6 +238,29 @@ def test_config_errors_name_the_field(config: str, field: str) -> None:
     assert f"config.{field}" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        (
+            "{after: {nme: Read}, forbid: A}",
+            "after.nme: unknown field `nme`; did you mean `name`?",
+        ),
+        (
+            "{after: {secret: arg}, forbid: A}",
+            "after.secret: `secret` must be one of any, args, result (got 'arg'); did you mean `args`?",
+        ),
+    ],
+)
+def test_an_after_trigger_is_checked_like_every_other_matcher(
+    config: str, error: str
+) -> None:
+    """`after` is parsed apart (a matcher or a secret trigger); its errors
+    still name the field and the fix, as forbid's and require's do."""
+    with pytest.raises(ConfigError) as info:
+        grader("flow", config)
+    assert str(info.value).endswith(f"config.{error}")
+
+
 def test_real_session_fetches_a_url_it_took_from_a_search_result() -> None:
     """claude-code/spotter_v2.1.38_tool_heavy.jsonl: the agent WebFetches a
     GitHub issue URL that its WebSearch result listed."""

@@ -415,7 +415,7 @@ def test_code_in_a_file_needs_allow_code() -> None:
     """path.py:func is refused without --allow-code, naming the fix."""
     with pytest.raises(
         ConfigError,
-        match=r"graders\.json_ok\.function: .*pass --allow-code to run code named in the config, or register it as a `trajgrade\.letta_functions` entry point",
+        match=r"graders\.json_ok\.function: .*pass --allow-code \(in Python, BuildContext\(allow_code=True\)\) to run code named in the config, or register it as a `trajgrade\.letta_functions` entry point",
     ):
         load_suite(FIXTURES / "suite.yaml")
 

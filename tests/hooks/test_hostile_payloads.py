@@ -93,6 +93,8 @@ def test_tool_input_nested_too_deep_is_denied_fail_open_too(
     reason, _ = _cold(tmp_path, agent, _deep(agent))
     assert reason is not None
     assert "nested deeper than 128 levels" in reason
+    # The hook runs fail-open: the reason must not claim otherwise.
+    assert "fail-closed" not in reason
     # The same call, shallow, is allowed: the depth alone refuses it.
     shallow = json.dumps(_gate(agent, "true")).encode()
     assert _cold(tmp_path, agent, shallow)[0] is None

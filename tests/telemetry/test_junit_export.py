@@ -11,7 +11,11 @@ from hypothesis import strategies as st
 from junitparser import Error, Failure, JUnitXml
 from tests.telemetry._grade import OtlpSink
 
-from trajgrade.telemetry.export import EvaluationExporter, decision_record
+from trajgrade.telemetry.export import (
+    EvaluationExporter,
+    decision_record,
+    verdict_record,
+)
 from trajgrade.telemetry.junit import JunitSink
 from trajgrade.verdicts import Action, GuardDecision, Outcome, Verdict, verdict_id
 
@@ -96,6 +100,27 @@ def test_export_retries_a_503_then_delivers() -> None:
     assert rec["trace_id"] == "5b8efff798038103d269b633813fc60c"  # an OTel trace id
     assert rec["attributes"]["gen_ai.evaluation.explanation"] == "why"
     assert (exp.sent, exp.dropped) == (1, 0)
+
+
+def test_verdict_record_has_the_attributes_docs_telemetry_lists() -> None:
+    """docs/telemetry.md names each attribute of a verdict's record."""
+    rec = verdict_record(_verdict("s1", "g", Outcome.FAIL, "why"))
+    assert rec.event_name == "gen_ai.evaluation.result"
+    assert {a.key for a in rec.attributes} == {
+        "gen_ai.evaluation.name",
+        "gen_ai.evaluation.score.value",
+        "gen_ai.evaluation.score.label",
+        "gen_ai.evaluation.explanation",
+        "trajgrade.trace_id",
+        "trajgrade.grader.type",
+        "trajgrade.at_event",
+        "trajgrade.verdict.id",
+        "trajgrade.verdict.final",
+        "trajgrade.verdict.early",
+    }
+    docs = (Path(__file__).parents[2] / "docs/telemetry.md").read_text()
+    for a in rec.attributes:
+        assert f"`{a.key}`" in docs, a.key
 
 
 def test_export_queue_is_bounded_and_never_blocks() -> None:

@@ -223,7 +223,7 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
             event = _event_of(raw)
         outright = refused_outright(exc)
         if outright is not None:  # what the agent wrote: denied fail-open too
-            return _fail(agent, event, True, outright)
+            return _fail(agent, event, True, outright, outright=True)
         return _fail(agent, event, opts.fail_closed, f"unreadable payload: {exc}")
     try:
         store = SessionStore(
@@ -344,9 +344,19 @@ def _suite(opts: HookOptions, state_dir: str) -> Suite:
 
 
 def _fail(
-    agent: str, event: Any, fail_closed: bool, problem: str, *, notice: bool = False
+    agent: str,
+    event: Any,
+    fail_closed: bool,
+    problem: str,
+    *,
+    notice: bool = False,
+    outright: bool = False,
 ) -> int:
     """Answer after a failure to grade: nothing (fail-open) or a deny.
+
+    ``outright``: ``problem`` is a refusal of what the agent wrote, denied
+    whatever the mode; its text is the reason (as ``serve`` answers it), not
+    a claim that the hook runs fail-closed.
 
     Fail-closed with no readable event name (an empty or garbled payload),
     the answer is the gate's deny: the call the agent may be waiting on must
@@ -360,7 +370,9 @@ def _fail(
     if fail_closed and not name:
         name = GATES.get(agent, "")
     deny = (
-        f"trajgrade could not grade this call and runs fail-closed: {problem}"
+        problem
+        if outright
+        else f"trajgrade could not grade this call and runs fail-closed: {problem}"
         if fail_closed
         else None
     )

@@ -20,9 +20,15 @@ import anyio.to_thread
 from trajgrade.errors import Location, SourceError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
 
-__all__ = ("CHUNK_BYTES", "StreamSource", "open_source", "trace_name")
+__all__ = (
+    "CHUNK_BYTES",
+    "StreamSource",
+    "open_source",
+    "trace_name",
+    "unclosed_trace_name",
+)
 
 #: Bytes per read: large enough that per-read overhead vanishes, small enough
 #: that a live pipe is not held back (a pipe read returns what is there).
@@ -135,3 +141,17 @@ def open_source(name: str, *, trace_template: str = "{path}") -> StreamSource:
         msg = "is a directory; pass the log files inside it (for example dir/*.jsonl)"
         raise SourceError(msg, location=Location(file=name))
     return StreamSource(name, fd, owned=True, default_trace=trace)
+
+
+def unclosed_trace_name(name: str, is_closed: Callable[[str], bool]) -> str:
+    """``name``, or ``name#2``, ``name#3``, … (the first that is not closed):
+    the default trace of a file found anew at a path whose trace is over (a
+    ``--watch`` file deleted and created again), whose events would be
+    dropped as late under the old name. The same ``#n`` suffixes as a
+    file's n-th unnamed trace (``formats._positions``)."""
+    if not is_closed(name):
+        return name
+    n = 2
+    while is_closed(f"{name}#{n}"):
+        n += 1
+    return f"{name}#{n}"

@@ -90,7 +90,8 @@ def _from_file(spec: str, role: Role, *, allow_code: bool, base_dir: str | None)
     if not allow_code:
         msg = (
             f"{spec!r} names code in a file, and code named in a config runs only "
-            f"when allowed: pass --allow-code to run code named in the config, or "
+            f"when allowed: pass --allow-code (in Python, BuildContext(allow_code=True)) "
+            f"to run code named in the config, or "
             f"register it as a `{_GROUP[role]}` entry point"
         )
         raise _fail(role, msg)

@@ -60,11 +60,18 @@ def read_after(
             return None, msgspec.convert(raw, SecretTrigger).secret
         spec: MatcherSpec = msgspec.convert(raw, MatcherSpec)
     except msgspec.ValidationError as exc:
-        errors.add(
-            "after",
-            "after must be a tool matcher (a name regex or {name, args, command, path, result}) "
-            f"or {{secret: args|result|any}}: {exc}",
-        )
+        from trajgrade._locate import explain, render
+        from trajgrade.graders.matching._tool_match import ToolMatch
+
+        secret = isinstance(raw, dict) and "secret" in raw
+        message, rel = explain(exc, SecretTrigger if secret else ToolMatch)
+        if not rel:  # the whole entry is of the wrong shape: say what fits
+            message = (
+                "after must be a tool matcher (a name regex, or {name, kind, args, "
+                "command, path, url, program, result}) or {secret: args|result|any}; "
+                f"{message[:1].lower()}{message[1:]}"
+            )
+        errors.add(render(("after", *rel)), message)
         return None, None
     return compile_matcher(spec, "after", timeout, errors, allow_result=True), None
 

@@ -51,7 +51,11 @@ __all__ = (
     "parse_duration_ms",
 )
 
-NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
+#: A budget vally (JavaScript) holds exactly: up to Number.MAX_SAFE_INTEGER.
+#: It also keeps a running total within what a checkpoint (msgpack, 64
+#: bits) can hold: a total is kept only while under twice the budget.
+MAX_BUDGET: Final = 2**53 - 1
+NonNegativeInt = Annotated[int, msgspec.Meta(ge=0, le=MAX_BUDGET)]
 
 
 class CountConfig(ConfigBase):

@@ -221,6 +221,8 @@ def _case(name: str, tmp_path: Path) -> tuple[bytes, list[str | os.PathLike[str]
         return json.dumps(unnamed).encode(), base, reason
     if name == "unknown-option":
         return pre, [*base, "--no-such-option"], "--no-such-option"
+    if name == "policy-given-twice":  # the second -c silently replaced the first
+        return pre, [*base, "-c", good], "-c given twice"
     if name == "max-age-not-positive":  # -1 ("never"?) removed every session's state
         return pre, [*base, "--max-age", "-1"], "--max-age must be a number"
     if name == "config-error":
@@ -248,6 +250,7 @@ CASES = (
     "not-json",
     "no-event-name",
     "unknown-option",
+    "policy-given-twice",
     "max-age-not-positive",
     "config-error",
     "unusable-state-dir",

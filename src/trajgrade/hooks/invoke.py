@@ -97,6 +97,7 @@ def parse_args(argv: list[str]) -> HookOptions:
         "--decisions": "decisions",
         "--max-age": "max_age",
     }
+    given: dict[str, str] = {}
     it = iter(argv)
     for arg in it:
         key, eq, inline = arg.partition("=")
@@ -105,6 +106,15 @@ def parse_args(argv: list[str]) -> HookOptions:
             if value is None:
                 msg = f"{key} needs a value"
                 raise UsageError(msg)
+            if values[key] in given:
+                # A repeat would silently replace the first: with -c, a
+                # policy's rules dropped (the other commands refuse it too).
+                first = given[values[key]]
+                msg = f"{key} given twice ({first!r}, {value!r}); give it once"
+                if values[key] == "config":
+                    msg += ": one policy per hook, every grader in one file's `graders:` list"
+                raise UsageError(msg)
+            given[values[key]] = value
             if values[key] == "max_age":
                 try:
                     opts.max_age = float(value)

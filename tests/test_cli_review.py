@@ -161,3 +161,37 @@ def test_an_option_without_the_one_it_works_with_is_refused(
     out = run_cli(command, "-c", lenient, *option, *tail)
     assert out.returncode == 2, out.stderr
     assert f"{option[0]} works with {companion} only" in out.stderr
+
+
+@pytest.mark.parametrize("template", ["", "{path.upper}", "{0}", "{trace}"])
+def test_a_trace_id_template_that_cannot_name_a_trace_is_refused(
+    tmp_path: Path, run_cli: Any, template: str
+) -> None:
+    """`--trace-id ''` named every trace the empty string and
+    `{path.upper}` a method's repr: refused before anything is read."""
+    _, lenient, log = _files(tmp_path)
+    out = run_cli("grade", "-q", "-c", lenient, "--trace-id", template, log)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Invalid value for '--trace-id'" in out.stderr
+    assert out.stdout == ""
+
+
+def test_parent_names_the_directory_of_a_file_in_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    """`{parent}` of `x.jsonl` (no directory given) was the empty string."""
+    work = tmp_path / "runs"
+    work.mkdir()
+    (work / "p.yaml").write_text(LENIENT)
+    (work / "x.jsonl").write_text('{"type":"tool_call","name":"ls"}\n')
+    grade = (sys.executable, "-m", "trajgrade", "grade", "-q", "--output", "jsonl")
+    out = subprocess.run(
+        [*grade, "-c", "p.yaml", "--trace-id", "{parent}/{stem}", "x.jsonl"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert '"trace_id":"runs/x"' in out.stdout

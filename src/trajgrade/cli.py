@@ -36,6 +36,7 @@ from trajgrade.cli_options import (
     EXIT_USAGE,
     allow_code_option,
     check_format,
+    check_trace_template,
     config_option,
     format_option,
     load_policy,
@@ -135,6 +136,7 @@ def main() -> None:
     default="{path}",
     show_default=True,
     help="Trace id of events that carry none: a template with {path}, {name}, {stem}, {parent}.",
+    callback=check_trace_template,
 )
 @click.option(
     "--threshold",

@@ -26,6 +26,7 @@ __all__ = (
     "ONE_POLICY",
     "allow_code_option",
     "check_format",
+    "check_trace_template",
     "config_errors",
     "config_option",
     "format_option",
@@ -157,3 +158,16 @@ def check_format(fmt: str) -> None:
     if fmt != "auto" and fmt not in BUILTIN:
         msg = f"unknown format {fmt!r}; known: auto, {', '.join(sorted(BUILTIN))}"
         raise click.BadParameter(msg, param_hint="--format")
+
+
+def check_trace_template(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--trace-id``: refused at start-up, not when a watched file appears."""
+    from trajgrade.sources.stream import trace_template_problem
+
+    problem = trace_template_problem(value)
+    if problem is not None:
+        msg = (
+            f"{problem}; use a template with {{path}}, {{name}}, {{stem}} or {{parent}}"
+        )
+        raise click.BadParameter(msg, ctx=ctx, param=param)
+    return value

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import string
 import sys
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Final
@@ -27,6 +28,7 @@ __all__ = (
     "StreamSource",
     "open_source",
     "trace_name",
+    "trace_template_problem",
     "unclosed_trace_name",
 )
 
@@ -93,31 +95,56 @@ class StreamSource:
             os.close(self._fd)
 
 
+#: The fields of a ``--trace-id`` template.
+TRACE_FIELDS: Final = ("path", "name", "stem", "parent")
+
+
+def trace_template_problem(template: str) -> str | None:
+    """What is wrong with a ``--trace-id`` template, or None: only the
+    plain fields (``{path.upper}`` would format a method's repr), and some
+    text or a field (``''`` names every trace the empty string)."""
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        return f"{exc}"
+    fields = [f for _, f, _, _ in parts if f is not None]
+    bad = [f for f in fields if f not in TRACE_FIELDS]
+    if bad:
+        return f"unknown field {{{bad[0]}}}"
+    if not template:
+        return "it is empty"
+    return None
+
+
 def trace_name(template: str, source: str) -> str:
     """The default trace id of a source from a ``--trace-id`` template.
 
     Fields: ``{path}`` (as given), ``{name}`` (file name), ``{stem}`` (file
-    name without its last extension), ``{parent}`` (directory name). For
-    stdin every field is ``-``.
+    name without its last extension), ``{parent}`` (the name of the
+    directory it is in, also for a path relative to the working directory).
+    For stdin every field is ``-``.
     """
     if source == "-":
-        fields = dict.fromkeys(("path", "name", "stem", "parent"), "-")
+        fields = dict.fromkeys(TRACE_FIELDS, "-")
     else:
         p = PurePath(source)
         fields = {
             "path": source,
             "name": p.name,
             "stem": p.stem,
-            "parent": p.parent.name,
+            "parent": PurePath(os.path.abspath(source)).parent.name,
         }
-    try:
-        return template.format(**fields)
-    except (KeyError, IndexError, ValueError) as exc:
-        msg = (
-            f"bad --trace-id template {template!r} ({exc}); use {{path}}, {{name}}, "
-            "{stem} or {parent}"
-        )
-        raise SourceError(msg) from None
+    problem = trace_template_problem(template)
+    if problem is None:
+        try:
+            name = template.format(**fields)
+        except ValueError as exc:  # a format spec such as {path:d}
+            name, problem = "", str(exc)
+        if name:
+            return name
+        problem = problem or f"it gives {source} an empty trace id"
+    msg = f"bad --trace-id template {template!r} ({problem}); use {{path}}, {{name}}, {{stem}} or {{parent}}"
+    raise SourceError(msg)
 
 
 def open_source(name: str, *, trace_template: str = "{path}") -> StreamSource:

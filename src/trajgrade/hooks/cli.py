@@ -59,6 +59,16 @@ for _agent in _AGENTS:
     hook.add_command(_forwarder(_agent))
 
 
+#: Which settings file: the project's (cwd) or the user's.
+_settings_option = click.option(
+    "--project/--user",
+    "project",
+    default=True,
+    show_default=True,
+    help="Project settings (cwd) or the user's.",
+)
+
+
 @hook.command("install")
 @click.argument("agent", type=click.Choice(_AGENTS))
 @click.option(
@@ -70,13 +80,7 @@ for _agent in _AGENTS:
     callback=given_once(ONE_POLICY),
     help="Grader policy the hook uses.",
 )
-@click.option(
-    "--project/--user",
-    "project",
-    default=True,
-    show_default=True,
-    help="Project settings (cwd) or the user's.",
-)
+@_settings_option
 @click.option(
     "--dry-run", is_flag=True, help="Print the merged settings; write nothing."
 )
@@ -173,13 +177,7 @@ def install_cmd(
 
 @hook.command("uninstall")
 @click.argument("agent", type=click.Choice(_AGENTS))
-@click.option(
-    "--project/--user",
-    "project",
-    default=True,
-    show_default=True,
-    help="Project settings (cwd) or the user's.",
-)
+@_settings_option
 @click.option(
     "--dry-run", is_flag=True, help="Print the settings without them; write nothing."
 )

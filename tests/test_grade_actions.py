@@ -15,9 +15,12 @@ POLICY = str(EXAMPLES / "policy.yaml")
 SESSION = str(EXAMPLES / "session.jsonl")
 
 
+GRADE = (sys.executable, "-m", "trajgrade", "grade", "-q", "--output", "jsonl")
+
+
 def grade(*args: str, **kw: object) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "trajgrade", "grade", "-q", "--output", "jsonl", *args],
+        [*GRADE, *args],
         capture_output=True,
         timeout=60,
         check=False,
@@ -97,17 +100,7 @@ def test_decisions_on_stdout_come_in_the_same_place_however_the_input_is_read(
     args = ("-c", "p.yaml", "--decisions", "-")
     whole = grade(*args, "e.jsonl", cwd=tmp_path)
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trajgrade",
-            "grade",
-            "-q",
-            "--output",
-            "jsonl",
-            *args,
-            "-",
-        ],
+        [*GRADE, *args, "-"],
         cwd=tmp_path,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -126,8 +126,17 @@ def test_codex_session_end_timeout_is_within_codex_limit() -> None:
 
 def _install(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
     """``trajgrade hook install ARGS`` run in ``cwd`` (project settings)."""
+    return _hook(cwd, "install", *args)
+
+
+def _uninstall(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _hook(cwd, "uninstall", *args)
+
+
+def _hook(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``trajgrade hook ARGS`` in ``cwd``, with ``cwd`` as the home directory."""
     return subprocess.run(
-        [sys.executable, "-m", "trajgrade", "hook", "install", *map(str, args)],
+        [sys.executable, "-m", "trajgrade", "hook", *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -300,15 +309,3 @@ def test_uninstall_refuses_a_broken_settings_file(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert f"{settings}: not valid JSON" in out.stderr
     assert settings.read_text() == "{oops"
-
-
-def _uninstall(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trajgrade", "hook", "uninstall", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "HOME": str(cwd)},
-    )

@@ -157,7 +157,7 @@ def install_cmd(
         )
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     if suite is not None:
         from trajgrade.graders.matching.agent_check import agent_warnings
 

@@ -195,3 +195,42 @@ def test_parent_names_the_directory_of_a_file_in_the_working_directory(
     )
     assert out.returncode == 0, out.stderr
     assert '"trace_id":"runs/x"' in out.stdout
+
+
+#: A record no reader knows: logged as a warning (`input_rejected`).
+GARBAGE = "not json\n"
+
+
+@pytest.mark.parametrize("command", ["grade", "run"])
+@pytest.mark.parametrize(
+    ("flags", "logged"),
+    [
+        (["-q", "--log-level", "error"], False),
+        (["--log-level", "error", "-q"], False),
+        (["-q"], True),
+        (["-q", "--log-level", "debug"], True),
+        (["--log-level", "error"], False),
+    ],
+    ids=["q-then-error", "error-then-q", "q-alone", "q-debug", "error-alone"],
+)
+def test_an_explicit_log_level_wins_over_quiet(
+    tmp_path: Path, run_cli: Any, command: str, flags: list[str], logged: bool
+) -> None:
+    """`-q --log-level error` used to log warnings (-q set the level to
+    warning whatever --log-level said). The explicit level wins; -q only
+    changes the default, on every command that has both."""
+    policy, _, _ = _files(tmp_path)
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text(GARBAGE)
+    if command == "grade":
+        args: list[str | Path] = ["grade", *flags, "-c", policy, garbage]
+    else:
+        agent = [sys.executable, "-c", f"print({GARBAGE.strip()!r})"]
+        sink = ["--agent-output", "/dev/null"]
+        args = ["run", *flags, "-c", policy, *sink, "--", *agent]
+    out = run_cli(*args)
+    assert out.returncode in (0, 5), out.stderr
+    assert ('"input_rejected"' in out.stderr) is logged, out.stderr
+    if flags[-1] == "debug":  # -q drops the summary, not the detail
+        assert '"source_done"' in out.stderr or '"agent_' in out.stderr, out.stderr
+        assert '"run_finished"' not in out.stderr, out.stderr

@@ -40,6 +40,7 @@ from trajgrade.cli_options import (
     config_option,
     format_option,
     load_policy,
+    log_level,
     log_level_option,
     max_line_bytes_option,
     output_option,
@@ -192,7 +193,9 @@ def main() -> None:
     default=None,
     help='Also write every guard decision (a call a rule denies, asks about or warns of; a run abort) as a JSON line with "type": "decision" to PATH (appended; \'-\': stdout, between the verdicts). See docs/guard.md.',
 )
-@quiet_option("No summary or status line; only warnings and errors are logged.")
+@quiet_option(
+    "No summary or status line; only warnings and errors are logged (unless --log-level says otherwise)."
+)
 @action_options
 @kafka_options  # kafka
 @telemetry_options
@@ -205,7 +208,7 @@ def grade(
     tick_interval: float,
     regex_timeout: float,
     max_line_bytes: int,
-    log_level: str,
+    given_level: str | None,
     dataset_path: str | None,
     dataset_key: str,
     allow_code: bool,
@@ -233,7 +236,7 @@ def grade(
         from trajgrade.kafka.runner import runner_for  # kafka
 
         run = runner_for(kafka, inputs=inputs)  # kafka
-    tlog.configure(level="warning" if quiet else log_level)
+    tlog.configure(level=log_level(given_level, quiet=quiet))
     logger = tlog.get_logger()
     check_format(fmt)
     suite = load_policy(

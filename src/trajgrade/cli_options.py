@@ -31,6 +31,7 @@ __all__ = (
     "config_option",
     "format_option",
     "load_policy",
+    "log_level",
     "log_level_option",
     "max_line_bytes_option",
     "output_option",
@@ -114,16 +115,29 @@ allow_code_option: Final = click.option(
 
 log_level_option: Final = click.option(
     "--log-level",
+    "given_level",
     type=click.Choice(["debug", "info", "warning", "error"]),
-    default="info",
-    show_default=True,
+    default=None,
+    help="Least severe log line written to stderr.  [default: info; warning with -q]",
 )
 
 
 def quiet_option(
-    help: str = "Only warnings and errors are logged.",  # noqa: A002
+    help: str = "No run summary; only warnings and errors are logged (unless --log-level says otherwise).",  # noqa: A002
 ) -> Callable[[F], F]:
     return click.option("-q", "--quiet", is_flag=True, help=help)
+
+
+def log_level(given: str | None, *, quiet: bool) -> str:
+    """The level to log at: a ``--log-level`` given wins over ``-q``.
+
+    ``-q`` only changes the default: the explicit option is the more precise
+    word. ``-q --log-level error`` logs errors only, and ``-q --log-level
+    debug`` drops the summary but keeps the detail.
+    """
+    if given is not None:
+        return given
+    return "warning" if quiet else "info"
 
 
 def config_errors(exc: Exception) -> list[str]:

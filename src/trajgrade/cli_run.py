@@ -19,6 +19,7 @@ from trajgrade.cli_options import (
     config_option,
     format_option,
     load_policy,
+    log_level,
     log_level_option,
     max_line_bytes_option,
     output_option,
@@ -103,7 +104,7 @@ def run(
     max_line_bytes: int,
     trace_id: str | None,
     allow_code: bool,
-    log_level: str,
+    given_level: str | None,
     quiet: bool,
     actions: Any,
 ) -> None:
@@ -127,7 +128,7 @@ def run(
     from trajgrade.graders import BuildContext
     from trajgrade.wrapper import WrapOptions, wrap
 
-    tlog.configure(level="warning" if quiet else log_level)
+    tlog.configure(level=log_level(given_level, quiet=quiet))
     logger = tlog.get_logger()
     check_format(fmt)
     for given, hint in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
@@ -200,14 +201,15 @@ def run(
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
     stopped = summary.stopped_by
-    logger.info(
-        "run_finished",
-        agent_exit=summary.agent_exit,
-        exit_code=summary.exit_code,
-        stopped_by=None if stopped is None else stopped.grader,
-        traces=summary.traces,
-        events=summary.events,
-        verdicts={str(k): v for k, v in summary.verdicts.items()},
-        input_errors=summary.input_errors,
-    )
+    if not quiet:  # -q drops the summary, as on `grade`, whatever the level
+        logger.info(
+            "run_finished",
+            agent_exit=summary.agent_exit,
+            exit_code=summary.exit_code,
+            stopped_by=None if stopped is None else stopped.grader,
+            traces=summary.traces,
+            events=summary.events,
+            verdicts={str(k): v for k, v in summary.verdicts.items()},
+            input_errors=summary.input_errors,
+        )
     sys.exit(summary.exit_code)

@@ -6,6 +6,8 @@ Real files and ``python -m trajgrade`` processes.
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,48 @@ def test_config_mistakes_are_located_and_explained(
     assert len(errors) == 1, out.stderr
     assert expected in errors[0]
     assert "Traceback" not in out.stderr
+
+
+def _not_a_config(tmp_path: Path, kind: str) -> tuple[Path, str]:
+    """A -c argument that is no YAML text, and what its error must say."""
+    if kind == "binary":  # a real program, as `-c /bin/ls` gives
+        path = Path(sys.executable).resolve()
+        return path, f"{path}: not a text file (a NUL byte at byte "
+    if kind == "control-character":
+        path = tmp_path / "policy.yaml"
+        path.write_bytes(b"graders:\n  - type: turn-count\x7f\n")
+        return path, f"{path}:2: not valid YAML: character U+007F (column 21)"
+    return tmp_path, f"'{tmp_path}' is a directory"
+
+
+@pytest.mark.parametrize("kind", ["binary", "control-character", "directory"])
+@pytest.mark.parametrize("command", ["check", "grade"])
+def test_a_config_that_is_not_yaml_text_names_the_file(
+    tmp_path: Path, run_cli: Any, kind: str, command: str
+) -> None:
+    """`check -c /bin/ls` used to blame PyYAML's buffer (`in "<unicode
+    string>", position 0`); the error names the file, the line and column
+    when it has them, with status 2 like any config error."""
+    path, expected = _not_a_config(tmp_path, kind)
+    args = ["-"] if command == "grade" else []
+    out = run_cli(command, "-c", path, *args, input="")
+    assert out.returncode == 2, out.stderr
+    assert expected in out.stderr, out.stderr
+    assert "<unicode string>" not in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_the_hook_names_a_binary_config(run_cli: Any) -> None:
+    """The hook reports a config error to the agent (fail-open); its message
+    names the file too."""
+    binary = Path(sys.executable).resolve()
+    payload = json.dumps(
+        {"session_id": "s", "hook_event_name": "SessionStart", "cwd": "/"}
+    )
+    out = run_cli("hook", "claude-code", "-c", binary, input=payload)
+    assert out.returncode == 0, out.stderr
+    assert f"{binary}: not a text file" in out.stdout, out.stdout
+    assert "<unicode string>" not in out.stdout + out.stderr
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ __all__ = (
     "convert_all",
     "duplicate_keys",
     "explain",
+    "line_column",
     "line_map",
     "one_line",
     "parse_path",
@@ -248,6 +249,12 @@ def yaml_line(exc: Exception) -> int | None:
         return int(mark.line) + 1
     m = re.search(r"line (\d+)", str(exc))
     return int(m.group(1)) if m else None
+
+
+def line_column(text: str, position: int) -> tuple[int, int]:
+    """The 1-based line and column of ``text[position]``."""
+    line_start = text.rfind("\n", 0, position) + 1
+    return text.count("\n", 0, position) + 1, position - line_start + 1
 
 
 def one_line(exc: Exception) -> str:

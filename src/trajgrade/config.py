@@ -32,6 +32,7 @@ from trajgrade._locate import (
 from trajgrade._locate import (
     convert_all,
     duplicate_keys,
+    line_column,
     line_map,
     one_line,
     parse_path,
@@ -222,6 +223,13 @@ def decode_config(
     from trajgrade import _yaml
     from trajgrade._config_layouts import _read_layout
 
+    nul = data.find(b"\0") if isinstance(data, bytes) else -1
+    if nul >= 0:  # YAML and JSON text never has one: a binary file
+        msg = (
+            f"not a text file (a NUL byte at byte {nul}): "
+            "a config is YAML or JSON text; check the path"
+        )
+        raise ConfigError(msg, location=Location(file=name))
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     node: yaml.Node | None = None
     try:
@@ -237,6 +245,16 @@ def decode_config(
             if schema is not _yaml.Schema.YAML_1_2:
                 node = _yaml.compose(text, schema)
             doc = _yaml.construct(node, schema)
+    except yaml.reader.ReaderError as exc:
+        # PyYAML names its own buffer and an offset in it ("<unicode
+        # string>", position 0): give the file's line and column instead.
+        row, column = line_column(text, exc.position)
+        msg = (
+            f"not valid YAML: character U+{exc.character:04X} (column {column}) "
+            "is not allowed in YAML; remove it, or check the path if this is "
+            "not a config file"
+        )
+        raise ConfigError(msg, location=Location(file=name, line=row)) from None
     except (msgspec.DecodeError, UnicodeDecodeError, yaml.YAMLError) as exc:
         line = yaml_line(exc)
         if line is None and isinstance(exc, msgspec.DecodeError):

@@ -75,6 +75,7 @@ EDGE_PARTS = frozenset(
         "metrics",
         "log",
         "status",
+        "stdin_hint",
         "reporting",
         "cli",
         "cli_inspect",

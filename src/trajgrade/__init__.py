@@ -44,7 +44,7 @@ Edges:
 * ``telemetry/``, ``metrics``, ``log``, ``status``, ``reporting``  OTLP,
   Prometheus, structured logs, the status line
 * ``cli``, ``cli_inspect``, ``cli_run``, ``cli_options``, ``_click_types``,
-  ``_entry``, ``__main__``  the command line
+  ``stdin_hint``, ``_entry``, ``__main__``  the command line
 * ``convert``, ``dataset``, ``exit_status``, ``agents_reference``, ``_gc``,
   ``_malloc``, ``_signals``, ``_version``, ``examples/``  the rest of the tooling
 

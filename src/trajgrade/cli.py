@@ -53,6 +53,7 @@ from trajgrade.kafka.options import (  # kafka
     current_metrics_options,
     kafka_options,
 )
+from trajgrade.stdin_hint import hint_stdin, stdin_is_terminal
 from trajgrade.telemetry.options import current_telemetry, telemetry_options, wire
 
 if TYPE_CHECKING:
@@ -273,11 +274,9 @@ def grade(
     if usage is not None:
         raise click.UsageError(usage)
     pretty = output == "pretty" or (output == "auto" and sys.stdout.isatty())
-    from_terminal = (
-        not inputs and not watch_dirs and bool(sys.stdin and sys.stdin.isatty())
-    )
+    from_terminal = not inputs and not watch_dirs and stdin_is_terminal()
     if from_terminal and not quiet:  # else it looks like a hang
-        click.echo(STDIN_HINT, err=True)
+        hint_stdin("grade")
     sink: Any
     status = None
     if pretty and sys.stdout.isatty() and not quiet:
@@ -363,12 +362,6 @@ def grade(
     )
     sys.exit(exit_code(summary))
 
-
-#: Shown when `grade` was given no input and stdin is a terminal.
-STDIN_HINT: Final = (
-    "trajgrade: reading events from stdin; type or paste JSON lines and end with "
-    "Ctrl-D, or pipe a log in (tail -f LOG | trajgrade grade ...), or name files"
-)
 
 #: Idle timeout of live traces when --idle-timeout is not given.
 LIVE_IDLE_TIMEOUT: Final = 600.0

@@ -90,6 +90,7 @@ def convert(inputs: tuple[str, ...], fmt: str) -> None:
 
     check_format(fmt)
     tlog.configure(level="warning")
+    _hint_when_terminal("convert", inputs)
     try:
         errors = run_convert(
             list(inputs) or ["-"], fmt=fmt, out=sys.stdout.buffer, log=tlog.get_logger()
@@ -120,6 +121,7 @@ def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
 
     check_format(fmt)
     tlog.configure(level="warning")
+    _hint_when_terminal("stats", inputs)
     try:
         rows, errors = run_stats(list(inputs) or ["-"], fmt=fmt, log=tlog.get_logger())
     except SourceError as exc:
@@ -131,3 +133,11 @@ def stats(inputs: tuple[str, ...], fmt: str, as_json: bool) -> None:
     else:
         print_stats(rows)
     sys.exit(EXIT_FAILED if errors else EXIT_OK)
+
+
+def _hint_when_terminal(command: str, inputs: tuple[str, ...]) -> None:
+    """Say so when stdin (no file, or '-') is a terminal: else it looks like a hang."""
+    from trajgrade.stdin_hint import hint_stdin, stdin_is_terminal
+
+    if (not inputs or "-" in inputs) and stdin_is_terminal():
+        hint_stdin(command)

@@ -149,11 +149,11 @@ def main(agent: str, argv: list[str]) -> int:
         opts = parse_args(argv)
     except UsageError as exc:
         sys.stderr.write(f"trajgrade hook: error: {exc}\n{USAGE}")
-        raw = _read_stdin()
+        raw = _read_stdin(agent)
         return _fail(
             agent, _event_of(raw), "--fail-closed" in argv, f"bad arguments: {exc}"
         )
-    raw = _read_stdin()
+    raw = _read_stdin(agent)
     if opts.server is not None:
         from trajgrade.hooks.client import forward
 
@@ -166,7 +166,11 @@ def main(agent: str, argv: list[str]) -> int:
         )
 
 
-def _read_stdin() -> bytes:
+def _read_stdin(agent: str) -> bytes:
+    from trajgrade.stdin_hint import hint_stdin, stdin_is_terminal
+
+    if stdin_is_terminal():  # a person, not the agent: say what is awaited
+        hint_stdin("hook", agent=agent)
     try:
         return sys.stdin.buffer.read()
     except (OSError, ValueError):

@@ -8,6 +8,7 @@ Real files and ``python -m trajgrade`` processes.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -234,3 +235,74 @@ def test_an_explicit_log_level_wins_over_quiet(
     if flags[-1] == "debug":  # -q drops the summary, not the detail
         assert '"source_done"' in out.stderr or '"agent_' in out.stderr, out.stderr
         assert '"run_finished"' not in out.stderr, out.stderr
+
+
+#: AI GO! coverage: the calls a trace must make come from its dataset row.
+SCORERS = """\
+scorers:
+  - type: function_call_coverage
+    function_calls: "{{ sample.function_calls }}"
+"""
+CALLS = "".join(
+    f'{{"trace_id":"{t}","type":"tool_call","name":"search","call_id":"c1"}}\n'
+    for t in ("t1", "t2", "t3")
+)
+
+
+def _rows(*ids: str) -> str:
+    return "".join(f'{{"id": "{i}", "function_calls": ["search"]}}\n' for i in ids)
+
+
+@pytest.mark.parametrize(
+    ("ids", "expected"),
+    [
+        (
+            ("calls.jsonl-1", "calls.jsonl-2"),  # keys that fit no trace id
+            "2 of 2 rows matched no trace; 3 of 3 traces had no row (e.g. 't1')",
+        ),
+        (("t1", "t2", "t9"), "1 of 3 rows matched no trace; 1 of 3 traces had no row"),
+        (("t1", "t2", "t3"), None),
+    ],
+    ids=["none-match", "some-match", "all-match"],
+)
+def test_dataset_rows_that_match_no_trace_are_reported(
+    tmp_path: Path, ids: tuple[str, ...], expected: str | None
+) -> None:
+    """A dataset whose rows fit no trace id was taken without a word: the
+    graders that need a row gave `error` verdicts and nothing said why. The
+    run now warns in the log and in its summary, naming the file and the
+    counts; the verdicts stay as they were."""
+    (tmp_path / "scorers.yaml").write_text(SCORERS)
+    (tmp_path / "calls.jsonl").write_text(CALLS)
+    (tmp_path / "rows.jsonl").write_text(_rows(*ids))
+    args = ["-c", "scorers.yaml", "--dataset", "rows.jsonl", "calls.jsonl"]
+    jsonl = _grade(tmp_path, *args)
+    out, err = jsonl.communicate(timeout=60)
+    outcomes = {v["trace_id"]: v["outcome"] for v in map(json.loads, out.splitlines())}
+    assert outcomes == {
+        t: ("pass" if t in ids else "error") for t in ("t1", "t2", "t3")
+    }
+    warnings = [
+        r
+        for r in map(json.loads, err.splitlines())
+        if r["event"] == "dataset_unmatched"
+    ]
+    pretty = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "grade", "--output", "pretty", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if expected is None:
+        assert warnings == [], err
+        assert "warning:" not in pretty.stdout
+        return
+    [warning] = warnings  # -q keeps warnings
+    assert warning["level"] == "warning"
+    assert warning["dataset"] == "rows.jsonl"
+    assert f"dataset rows.jsonl: {expected}" in warning["reason"]
+    assert "check --dataset-key" in warning["reason"]
+    summary = pretty.stdout.split("\n\n")[-1]  # the closing summary
+    assert f"warning: dataset rows.jsonl: {expected}" in summary, pretty.stdout

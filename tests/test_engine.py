@@ -257,3 +257,26 @@ def test_ticking_in_batches_gives_the_same_verdicts_in_the_same_order() -> None:
     assert [v for b in later for v in b] == whole.tick(109.0)
     # (kept open: a failed budget refuses the traces' later calls)
     assert whole.open_traces() == batched.open_traces()
+
+
+def test_dataset_rows_and_traces_that_found_no_match_are_counted() -> None:
+    """Rows are counted once however many times their trace is seen; a
+    checkpoint's traces (open or closed) count as matched after a restore,
+    so a resumed run does not report rows its first part used."""
+    rows = {"x": {"n": 1}, "y": {"n": 2}, "unused": {"n": 3}}
+    engine = Engine(suite(POLICY), samples=rows)
+    assert Engine(suite(POLICY)).dataset_match() is None  # no dataset
+    engine.feed_all([call("a", "1", trace="x"), end("x"), call("a", "2", trace="z")])
+    engine.feed_all([call("a", "3", trace="z"), call("a", "4", trace="w")])
+    match = engine.dataset_match()
+    assert match is not None
+    assert (match.rows, match.rows_matched, match.rows_unmatched) == (3, 1, 2)
+    assert (match.traces_with_row, match.traces_without_row) == (1, 2)
+    assert match.example_trace == "z"
+    # y opened before the checkpoint: a restored engine knows its row found it.
+    engine.feed(call("a", "5", trace="y"))
+    resumed = Engine(suite(POLICY), samples=rows)
+    resumed.load(engine.checkpoint())
+    again = resumed.dataset_match()
+    assert again is not None
+    assert (again.rows_matched, again.traces_with_row) == (2, 0)

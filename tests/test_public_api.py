@@ -30,6 +30,7 @@ CORE_PARTS = frozenset(
         "engine_checkpoint",
         "engine_clock",
         "engine_input",
+        "engine_dataset",
         "packing",
         "guarding",
         "routing",

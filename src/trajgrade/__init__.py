@@ -12,9 +12,10 @@ Core (start at the top):
 * ``verdicts``      outcomes, decisions, verdicts and the finality rule
 * ``errors``        typed errors that carry the place and the fix
 * ``engine``, ``engine_state``, ``engine_checkpoint``, ``engine_clock``,
-  ``engine_input``, ``guarding``, ``routing``, ``packing``  per-trace grader
-  state and its checkpoints, verdicts, ticks by deadline and idle timeouts,
-  events built in code checked before they are graded, a decision
+  ``engine_input``, ``engine_dataset``, ``guarding``, ``routing``,
+  ``packing``  per-trace grader state and its checkpoints, verdicts, ticks
+  by deadline and idle timeouts, events built in code checked before they
+  are graded, which dataset rows found their trace, a decision
   for every tool call, the compiled routes (which graders an event can
   concern), idle traces' states packed into bytes
 * ``graders/``      the grader contract and registry; ``matching/`` (regexes,

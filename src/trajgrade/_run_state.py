@@ -486,6 +486,7 @@ class _Run:
         s.late_events, s.settled_events = stats.late_events, stats.settled_events
         s.failed_traces, s.failed_count = self._failed.first, self._failed.count
         s.verdicts = {Outcome(k): n for k, n in s.verdicts.items()}
+        s.dataset = self.engine.dataset_match()
         return s
 
 

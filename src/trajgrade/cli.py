@@ -349,6 +349,22 @@ def grade(
         sys.exit(EXIT_FAILED)
     from trajgrade.exit_status import exit_code, report
 
+    notes = []
+    if dataset_path is not None and summary.dataset is not None:
+        from trajgrade.dataset import unmatched_note
+
+        match = summary.dataset
+        note = unmatched_note(match, path=dataset_path, key=dataset_key)
+        if note is not None:  # verdicts stand; the log and summary say why
+            logger.warning(
+                "dataset_unmatched",
+                dataset=dataset_path,
+                rows_unmatched=match.rows_unmatched,
+                traces_without_row=match.traces_without_row,
+                reason=note,
+            )
+            notes.append(note)
+
     # After the readable summary, on the same terminal, the log line says
     # nothing new; it stays for log pipelines (stderr not a terminal).
     summarised = pretty and sys.stdout.isatty() and sys.stderr.isatty()
@@ -359,6 +375,7 @@ def grade(
         quiet=quiet,
         echo=click.echo,
         summarised=summarised,
+        notes=notes,
     )
     sys.exit(exit_code(summary))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import yaml
@@ -24,7 +24,10 @@ from trajgrade._depth import decode_bounded
 from trajgrade._locate import one_line, yaml_line
 from trajgrade.errors import InputError, Location
 
-__all__ = ("load_dataset",)
+if TYPE_CHECKING:
+    from trajgrade.engine_dataset import DatasetMatch
+
+__all__ = ("load_dataset", "unmatched_note")
 
 
 def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, Any]:
@@ -84,3 +87,28 @@ def load_dataset(path: str | os.PathLike[str], *, key: str = "id") -> dict[str, 
             raise InputError(msg, location=where)
         out[ident] = dict(row)
     return out
+
+
+def unmatched_note(match: DatasetMatch, *, path: str, key: str) -> str | None:
+    """The warning for rows that found no trace and traces that found no
+    row, with the likely fix; None when every row and trace found its match.
+
+    A run with a dataset whose keys fit no trace id is otherwise silent: the
+    graders that need a row give ``error`` verdicts, and nothing says why.
+    """
+    missed = []
+    if match.rows_unmatched:
+        missed.append(f"{match.rows_unmatched} of {match.rows} rows matched no trace")
+    if match.traces_without_row:
+        traces = match.traces_with_row + match.traces_without_row
+        example = f" (e.g. {match.example_trace!r})" if match.example_trace else ""
+        missed.append(
+            f"{match.traces_without_row} of {traces} traces had no row{example}"
+        )
+    if not missed:
+        return None
+    return (
+        f"dataset {path}: {'; '.join(missed)}. A row is matched by its {key!r} field, "
+        "as text, to the trace id: check --dataset-key, and --trace-id for logs "
+        "whose events carry no trace id"
+    )

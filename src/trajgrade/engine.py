@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 from trajgrade.bounded_ids import BoundedIds
 from trajgrade.engine_checkpoint import Checkpoints
 from trajgrade.engine_clock import Clock
+from trajgrade.engine_dataset import DatasetRows
 from trajgrade.engine_input import CheckedInput
 from trajgrade.engine_state import (
     CLOSED_MEMORY,
@@ -94,7 +95,7 @@ _GONE: Final = object()
 GUARD_MEMORY: Final = 65_536
 
 
-class Engine(CheckedInput, Checkpoints, Clock):
+class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
     """Grades any number of interleaved traces with one compiled Suite.
 
     The Suite may be shared by engines in many threads; an engine is one
@@ -114,6 +115,7 @@ class Engine(CheckedInput, Checkpoints, Clock):
         #: Dataset rows by trace id; a trace's row reaches its graders as a
         #: ``trace_start`` event with ``metadata["sample"]`` when it opens.
         self._samples = samples
+        self._init_rows()  # (which rows found a trace: engine_dataset)
         self._graders = suite.graders
         self._traces: dict[str, _Trace] = {}
         #: Closed ids (bounded, oldest forgotten first): late events dropped.
@@ -198,8 +200,8 @@ class Engine(CheckedInput, Checkpoints, Clock):
                 tr = self._open(tid, now)
                 if self._unopened:
                     tr.tainted = self._unopened.pop(tid)
-                if self._samples is not None and tid in self._samples:
-                    out.extend(self._introduce(tr, self._samples[tid]))
+                if (row := self._row_of(tid)) is not None:
+                    out.extend(self._introduce(tr, row))
                     if tr.live == 0 and not self._keep(tr):
                         self._forget(tr, ended=False)
                         continue

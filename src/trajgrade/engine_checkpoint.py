@@ -40,6 +40,7 @@ class Checkpoints:
         def _catch_up(self, tr: _Trace) -> list[Any]: ...
         def _caught_up(self, tr: _Trace, states: list[Any]) -> list[Any]: ...
         def _remember_unopened(self, trace_id: str, reason: str) -> None: ...
+        def _rows_seen(self, trace_ids: Iterable[str]) -> None: ...
 
     def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
         """One open trace's state as plain data."""
@@ -81,6 +82,9 @@ class Checkpoints:
         for tid, reason in state.unopened.items():
             self._remember_unopened(tid, reason)
         self.restore(state.traces)
+        # (their dataset rows found them in the run that wrote the checkpoint)
+        self._rows_seen(tid for tid, _ in state.closed)
+        self._rows_seen(snap.trace_id for snap in state.traces)
 
     def _snapshot(self, tr: _Trace) -> TraceSnapshot:
         # Up to the latest tick, as ticking every trace would have it (by

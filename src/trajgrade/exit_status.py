@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade.bounded_ids import BoundedIds
+from trajgrade.engine_dataset import DatasetMatch
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
@@ -135,6 +136,8 @@ class RunSummary(msgspec.Struct, kw_only=True):
     #: Dropped events: after their trace ended / after every verdict was final.
     late_events: int = 0
     settled_events: int = 0
+    #: With ``--dataset``: how its rows and the traces met.
+    dataset: DatasetMatch | None = None
 
     @property
     def all_passed(self) -> bool:
@@ -182,6 +185,7 @@ def report(
     quiet: bool,
     echo: Callable[[str], None],
     summarised: bool = False,
+    notes: Iterable[str] = (),
 ) -> None:
     """The terminal summary (pretty output) and the ``run_finished`` log line
     (at debug level when ``summarised``: the summary on the same terminal
@@ -209,9 +213,13 @@ def report(
             echo(f"not passed: {shown}" + (f" (+{n_more} more)" if n_more > 0 else ""))
         if not any(summary.verdicts.values()):
             echo(f"nothing was graded (exit status {EXIT_NOTHING})")
+        for note in notes:  # (warnings logged already; said again here)
+            echo(f"warning: {note}")
     if not quiet:
+        dataset = summary.dataset
         (logger.debug if summarised else logger.info)(
             "run_finished",
+            **({} if dataset is None else {"dataset": msgspec.to_builtins(dataset)}),
             traces=summary.traces,
             events=summary.events,
             verdicts={str(k): v for k, v in summary.verdicts.items()},

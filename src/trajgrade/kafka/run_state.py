@@ -371,4 +371,7 @@ class _RunState:
         s.late_events = sum(t.late_events for t in stats)
         s.settled_events = sum(t.settled_events for t in stats)
         s.failed_traces, s.failed_count = self.failed.first, self.failed.count
+        for worker in every.values():  # (one dataset, one share per partition)
+            if (match := worker.engine.dataset_match()) is not None:
+                s.dataset = match if s.dataset is None else s.dataset.merged(match)
         return s

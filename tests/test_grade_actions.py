@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -127,3 +129,66 @@ def test_decisions_on_stdout_come_in_the_same_place_however_the_input_is_read(
         ("verdict", "a", 2),
     ]
     assert whole.stdout.splitlines() == piped
+
+
+def _gone_pid() -> int:
+    """The PID of a process that has exited (and been reaped)."""
+    gone = subprocess.Popen(["true"])
+    gone.wait(timeout=10)
+    return gone.pid
+
+
+@pytest.mark.parametrize("command", ["grade", "run"])
+def test_signal_to_no_such_process_is_refused_at_start(command: str) -> None:
+    """`--signal PID` of no running process used to be found out only at the
+    first fail (a `signal_failed` line, the process to stop left running):
+    now a usage error at start-up naming the PID and the fix."""
+    pid = _gone_pid()
+    argv = [sys.executable, "-m", "trajgrade", command, "-c", POLICY]
+    argv += ["--signal", f"{pid}:INT"]
+    argv += [SESSION] if command == "grade" else ["--", "cat", SESSION]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 2, p.stderr
+    assert (
+        f"Invalid value for '--signal': '{pid}:INT': no process {pid} is running"
+        in p.stderr
+    )
+    assert "give the PID of the running process" in p.stderr
+    assert p.stdout == ""  # nothing was graded
+
+
+def _foreign_process() -> tuple[subprocess.Popen[bytes] | None, int, list[str]]:
+    """A process of another user (started here, or PID 1), its PID, and the
+    argv prefix that runs trajgrade without the right to signal it (as root:
+    without CAP_KILL, which setpriv drops from the bounding set)."""
+    if os.geteuid() != 0:
+        if os.stat("/proc/1").st_uid == os.geteuid():
+            pytest.skip("PID 1 is this user's: no process of another user to try")
+        return None, 1, []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("needs setpriv (util-linux) to drop CAP_KILL as root")
+    nobody = subprocess.Popen(["sleep", "30"], user=65534, group=65534, extra_groups=[])
+    return nobody, nobody.pid, [setpriv, "--bounding-set=-kill", "--"]
+
+
+def test_signal_to_a_process_that_cannot_be_signalled_is_refused_at_start() -> None:
+    """Another user's process: the same usage error, saying why."""
+    target, pid, prefix = _foreign_process()
+    try:
+        argv = [*prefix, sys.executable, "-m", "trajgrade", "grade", "-c", POLICY]
+        p = subprocess.run(
+            [*argv, "--signal", str(pid), SESSION],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        if target is not None:
+            target.kill()
+            target.wait(timeout=10)
+    assert p.returncode == 2, p.stderr
+    assert (
+        f"process {pid} belongs to another user, so it cannot be signalled" in p.stderr
+    )

@@ -18,7 +18,7 @@ from trajgrade.actions import ActionOptions
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ("action_options", "parse_signal_target")
+__all__ = ("action_options", "check_signal_target", "parse_signal_target")
 
 F = TypeVar("F", bound="Callable[..., Any]")
 
@@ -49,13 +49,31 @@ def parse_signal_target(text: str) -> tuple[int, int]:
         raise ValueError(msg) from None
 
 
+def check_signal_target(text: str, pid: int) -> None:
+    """Raise ValueError with the fix when ``pid`` cannot be signalled now:
+    found at start-up, not at the first fail, when it is too late to act."""
+    import os
+
+    try:
+        os.kill(pid, 0)  # (signal 0: the checks of a send, nothing sent)
+    except ProcessLookupError:
+        msg = f"{text!r}: no process {pid} is running; give the PID of the running process to stop (e.g. `$(pgrep -n NAME)`)"
+        raise ValueError(msg) from None
+    except PermissionError:
+        msg = f"{text!r}: process {pid} belongs to another user, so it cannot be signalled; run trajgrade as that user, or give a process of your own"
+        raise ValueError(msg) from None
+
+
 def _signal_targets(
     ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 ) -> list[tuple[int, int]]:
     try:
-        return [parse_signal_target(v) for v in value]
+        targets = [parse_signal_target(v) for v in value]
+        for text, (pid, _) in zip(value, targets, strict=True):
+            check_signal_target(text, pid)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return targets
 
 
 _OPTION_NAMES: Final = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -309,3 +310,83 @@ def test_uninstall_refuses_a_broken_settings_file(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert f"{settings}: not valid JSON" in out.stderr
     assert settings.read_text() == "{oops"
+
+
+def _other_trajgrade(where: Path) -> Path:
+    """Another installation's `trajgrade` (an older one first on PATH)."""
+    where.mkdir()
+    other = where / "trajgrade"
+    other.write_text("#!/bin/sh\necho 'another trajgrade' >&2\nexit 3\n")
+    other.chmod(0o755)
+    return other
+
+
+def test_install_registers_the_running_trajgrade_not_the_one_on_path(
+    tmp_path: Path,
+) -> None:
+    """The hook command was `shutil.which("trajgrade")`: another installation
+    first on PATH got every hook call, with other code than the policy was
+    checked with. Now the running installation is registered (its console
+    script beside the interpreter), with a warning naming the other one."""
+    other = _other_trajgrade(tmp_path / "elsewhere")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("graders:\n  - type: tool-call-count\n    config: {max: 5}\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "hook", "install", "gemini", "-c", policy],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={
+            **os.environ,
+            "HOME": str(tmp_path),
+            "PATH": f"{other.parent}:/usr/bin:/bin",
+        },
+    )
+    assert out.returncode == 0, out.stderr
+    settings = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
+    command = settings["hooks"]["BeforeTool"][0]["hooks"][0]["command"]
+    ours = Path(sys.executable).parent / "trajgrade"
+    expected = [str(ours)] if ours.exists() else [sys.executable, "-m", "trajgrade"]
+    assert shlex.split(command) == [*expected, "hook", "gemini", "-c", str(policy)]
+    assert f"the `trajgrade` on PATH ({other}) is another installation" in out.stderr
+    # The registered command is this trajgrade's hook: it answers a call.
+    payload = {"session_id": "s", "hook_event_name": "BeforeTool", "cwd": str(tmp_path)}
+    payload |= {"tool_name": "run_shell_command", "tool_input": {"command": "ls"}}
+    state = ["--state-dir", str(tmp_path / "state")]
+    call = subprocess.run(
+        [*shlex.split(command), *state],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert call.returncode == 0, call.stderr
+    assert "another trajgrade" not in call.stderr
+
+
+def test_without_a_console_script_the_hook_runs_python_m_trajgrade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An interpreter with no `trajgrade` beside it (a user-site install) is
+    registered as `python -m trajgrade`; a `trajgrade` on PATH run by the same
+    interpreter's directory is the same installation (no warning), any other
+    one gets the warning."""
+    from trajgrade.hooks.cli import this_trajgrade
+
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.symlink_to(sys.executable)
+    same = tmp_path / "scripts"
+    same.mkdir()
+    (same / "trajgrade").write_text(f"#!{python}\nfrom trajgrade._entry import main\n")
+    (same / "trajgrade").chmod(0o755)
+    monkeypatch.setenv("PATH", str(same))
+    words = this_trajgrade(str(python), warn=True)
+    assert words == [str(python), "-m", "trajgrade"]
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("PATH", str(_other_trajgrade(tmp_path / "elsewhere").parent))
+    assert this_trajgrade(str(python), warn=True) == words
+    assert "is another installation than this one" in capsys.readouterr().err

@@ -128,11 +128,7 @@ def install_cmd(
     else:
         assert config_path is not None
         suite = _compiled(config_path, allow_code)
-    beside = os.path.join(os.path.dirname(sys.executable), "trajgrade")
-    exe = shutil.which("trajgrade") or (
-        beside if os.path.exists(beside) else "trajgrade"
-    )
-    words = [exe, "hook", agent]
+    words = [*this_trajgrade(warn=server_url is None), "hook", agent]
     if server_url is not None:
         # The client run as a script imports nothing of trajgrade: a
         # forwarded call costs little more than the interpreter start.
@@ -173,6 +169,46 @@ def install_cmd(
                 "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
                 err=True,
             )
+
+
+def this_trajgrade(executable: str | None = None, *, warn: bool = False) -> list[str]:
+    """The command of the trajgrade that is running, for the agent to run:
+    the console script beside the interpreter (a venv's or pipx's ``bin/``),
+    else ``python -m trajgrade`` (both take the hook's fast path). The
+    ``trajgrade`` on PATH may be another installation (an older release
+    first on PATH), whose hook would grade with other code than the policy
+    was checked with here; with ``warn``, say so when it is."""
+    executable = executable or sys.executable
+    beside = os.path.join(os.path.dirname(executable), "trajgrade")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        words = [beside]
+    else:
+        words = [executable, "-m", "trajgrade"]
+    found = shutil.which("trajgrade")
+    if warn and found is not None and not _same_installation(found, words):
+        click.echo(
+            f"warning: the `trajgrade` on PATH ({found}) is another installation "
+            f"than this one; the hook runs this one ({shlex.join(words)})",
+            err=True,
+        )
+    return words
+
+
+def _same_installation(script: str, words: list[str]) -> bool:
+    """Whether ``script`` runs the trajgrade that ``words`` run: the same
+    file, or a script whose interpreter is in the same ``bin/`` directory
+    (an interpreter's own path, resolved, is the base Python's for a venv)."""
+    if len(words) == 1:
+        return os.path.realpath(script) == os.path.realpath(words[0])
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False
+    interpreter = first[2:].split(maxsplit=1)[:1] if first.startswith(b"#!") else []
+    return bool(interpreter) and os.path.realpath(
+        os.path.dirname(os.fsdecode(interpreter[0]))
+    ) == os.path.realpath(os.path.dirname(words[0]))
 
 
 @hook.command("uninstall")

@@ -488,3 +488,40 @@ def test_junit_report_of_a_kafka_run(kafka_bootstrap: str, tmp_path: Path) -> No
         assert path.exists(), f"no report from the {name} run"
         xml = JUnitXml.fromfile(str(path))
         assert (xml.tests, xml.failures, xml.errors) == (len(expected), failed, 0)
+
+
+def test_dataset_rows_unmatched_on_a_kafka_run(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """`--dataset` on a Kafka run: at the stop, one warning counts the rows
+    that matched no trace and the traces with no row over every partition."""
+    topic = k.unique("dataset")
+    k.create_topic(kafka_bootstrap, topic, 2)
+    events = k.corpus(2)  # traces c0-… and c1-…, two per copy
+    k.produce(kafka_bootstrap, topic, k.keyed(events))
+    traces = sorted({ev["trace_id"] for ev in events})
+    rows = tmp_path / "rows.jsonl"
+    # One row fits a trace; the other two are keyed as no trace is.
+    rows.write_text(
+        f'{{"id": "{traces[0]}"}}\n{{"id": "session-1"}}\n{{"id": "session-2"}}\n'
+    )
+    g = k.Grader(
+        tmp_path,
+        "dataset",
+        [
+            *("--kafka-bootstrap", kafka_bootstrap, "--topic", topic),
+            *("--group", k.unique("g"), "--dataset", str(rows)),
+        ],
+    )
+    try:
+        k.wait_for_finals(g, len(k.reference(events)))
+    finally:
+        g.stop()
+    [warning] = [e for e in g.logs() if e.get("event") == "dataset_unmatched"]
+    assert (warning["rows_unmatched"], warning["traces_without_row"]) == (
+        2,
+        len(traces) - 1,
+    )
+    assert f"dataset {rows}: 2 of 3 rows matched no trace" in warning["reason"]
+    [finished] = [e for e in g.logs() if e.get("event") == "run_finished"]
+    assert finished["dataset"]["traces_with_row"] == 1

@@ -98,18 +98,12 @@ def fake_model_fixture(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
 
 
 def _run_claude(
-    exe: Path, port: int, work: Path, home: Path, hook: str
+    exe: Path, port: int, work: Path, home: Path, hook: str | None
 ) -> list[dict[str, object]]:
-    (home / ".claude").mkdir(parents=True)
-    entry = [{"hooks": [{"type": "command", "command": hook}]}]
-    hooks: dict[str, Any] = {
-        e: [{**entry[0], "matcher": "*"}]
-        for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")
-    }
-    hooks |= dict.fromkeys(
-        ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"), entry
-    )
-    (home / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
+    """One ``claude -p`` session; ``hook`` registered for every event, or
+    None: ``home``'s settings are there already (``hook install``)."""
+    if hook is not None:
+        _register(home, hook)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "TERM": "dumb",
@@ -148,6 +142,20 @@ def _run_claude(
     lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
     assert lines, proc.stderr[-2000:]
     return lines
+
+
+def _register(home: Path, hook: str) -> None:
+    """``hook`` as Claude Code's command hook for every event it has."""
+    (home / ".claude").mkdir(parents=True)
+    entry = [{"hooks": [{"type": "command", "command": hook}]}]
+    hooks: dict[str, Any] = {
+        e: [{**entry[0], "matcher": "*"}]
+        for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+    }
+    hooks |= dict.fromkeys(
+        ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"), entry
+    )
+    (home / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
 
 
 def _hook(policy: Path, state: Path, verdicts: Path) -> str:

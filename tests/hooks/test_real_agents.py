@@ -33,8 +33,9 @@ CLAUDE_VERSION = "2.1.197"
 HARNESS = FIXTURES / "claude-code" / "harness"
 
 
-def _claude() -> Path:
-    prefix = AGENTS_DIR / "cc"
+def _claude(version: str = CLAUDE_VERSION) -> Path:
+    """The ``claude`` binary of ``version`` (installed once from npm)."""
+    prefix = AGENTS_DIR / ("cc" if version == CLAUDE_VERSION else f"cc-{version}")
     exe = prefix / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
     if exe.exists():
         return exe
@@ -52,7 +53,7 @@ def _claude() -> Path:
                 "--no-audit",
                 "--no-fund",
                 "--ignore-scripts",
-                f"@anthropic-ai/claude-code@{CLAUDE_VERSION}",
+                f"@anthropic-ai/claude-code@{version}",
             ],
             cwd=prefix,
             capture_output=True,
@@ -66,7 +67,7 @@ def _claude() -> Path:
         )
     if proc.returncode != 0 or not exe.exists():
         pytest.skip(
-            f"real-agent test skipped: npm could not install @anthropic-ai/claude-code@{CLAUDE_VERSION}: {proc.stderr[-300:]}"
+            f"real-agent test skipped: npm could not install @anthropic-ai/claude-code@{version}: {proc.stderr[-300:]}"
         )
     return exe
 

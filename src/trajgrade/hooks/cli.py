@@ -158,7 +158,12 @@ def install_cmd(
     url = f"{server_url.rstrip('/')}/hook/{agent}" if http and server_url else None
     try:
         path, text = install(
-            agent, user=not project, command=command, url=url, dry_run=dry_run
+            agent,
+            user=not project,
+            command=command,
+            url=url,
+            dry_run=dry_run,
+            fail_closed=fail_closed,
         )
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)

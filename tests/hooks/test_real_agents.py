@@ -30,6 +30,8 @@ pytestmark = pytest.mark.slow
 
 AGENTS_DIR = Path(os.environ.get("TRAJGRADE_AGENTS_DIR", "/tmp/trajgrade-agents"))
 CLAUDE_VERSION = "2.1.197"
+#: The newest Claude Code checked too (the guard; ``onFailure`` on hooks).
+LATEST_CLAUDE = "2.1.331"
 HARNESS = FIXTURES / "claude-code" / "harness"
 
 

@@ -28,14 +28,12 @@ from typing import Any
 import pytest
 from tests.hooks._agents import fake_server, requests
 from tests.hooks.test_real_agents import HARNESS as CC_HARNESS
-from tests.hooks.test_real_agents import _claude, _run_claude
+from tests.hooks.test_real_agents import LATEST_CLAUDE, _claude, _run_claude
 from tests.hooks.test_real_agents_guard import Trap
 from tests.hooks.test_real_agents_guard import trap_fixture as trap_fixture
 
 pytestmark = pytest.mark.slow
 
-#: The first Claude Code with ``onFailure`` on hooks that we test against.
-ON_FAILURE_VERSION = "2.1.331"
 POLICY = "graders:\n  - type: tool-call-count\n    config: {max: 50}\n"
 
 
@@ -129,5 +127,5 @@ def test_a_hook_that_cannot_start_blocks_the_call(
         if not on_failure:
             h.pop("onFailure", None)
     (home / ".claude/settings.json").write_text(json.dumps(settings))
-    _curl_session(trap, tmp_path, ON_FAILURE_VERSION)
+    _curl_session(trap, tmp_path, LATEST_CLAUDE)
     assert _ran(trap) is not on_failure

@@ -289,6 +289,7 @@ def _with_args(tools: dict[str, Tool], keys: dict[str, str]) -> dict[str, Tool]:
 _CLAUDE_ARGS: Final = {
     "Bash": "command description timeout run_in_background dangerouslyDisableSandbox",
     "Read": "file_path offset limit pages allow_large",
+    "NotebookRead": "notebook_path cell_id",
     "Write": "file_path content",
     "Edit": "file_path old_string new_string replace_all",
     "MultiEdit": "file_path edits",
@@ -324,6 +325,9 @@ _CODEX_ARGS: Final = {
 _GEMINI_ARGS: Final = {
     "run_shell_command": "command description dir_path is_background",
     "read_file": "absolute_path file_path offset limit",
+    # 0.61 (include); `paths` in earlier versions.
+    "read_many_files": "include exclude recursive useDefaultExcludes "
+    "file_filtering_options paths",
     "write_file": "file_path content",
     "replace": "file_path old_string new_string instruction expected_replacements",
     "list_directory": "dir_path ignore file_filtering_options",

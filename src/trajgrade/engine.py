@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 from trajgrade.bounded_ids import BoundedIds
 from trajgrade.engine_checkpoint import Checkpoints
 from trajgrade.engine_clock import Clock
-from trajgrade.engine_dataset import DatasetRows
+from trajgrade.engine_dataset import NO_ROW, DatasetRows
 from trajgrade.engine_input import CheckedInput
 from trajgrade.engine_state import (
     CLOSED_MEMORY,
@@ -200,7 +200,7 @@ class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
                 tr = self._open(tid, now)
                 if self._unopened:
                     tr.tainted = self._unopened.pop(tid)
-                if (row := self._row_of(tid)) is not None:
+                if (row := self._row_of(tid)) is not NO_ROW:
                     out.extend(self._introduce(tr, row))
                     if tr.live == 0 and not self._keep(tr):
                         self._forget(tr, ended=False)

@@ -17,7 +17,10 @@ import msgspec
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-__all__ = ("DatasetMatch", "DatasetRows")
+__all__ = ("NO_ROW", "DatasetMatch", "DatasetRows")
+
+#: (a row may be None: the engine's caller gives any mapping of rows)
+NO_ROW: Any = object()
 
 
 class DatasetMatch(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,16 +64,16 @@ class DatasetRows:
         self._example_trace: str | None = None
 
     def _row_of(self, trace_id: str) -> Any:
-        """A newly opened trace's row (None without one), counted."""
+        """A newly opened trace's row (``NO_ROW`` without one), counted."""
         samples = self._samples
         if samples is None:
-            return None
-        row = samples.get(trace_id)
-        if row is None:
+            return NO_ROW
+        row = samples.get(trace_id, NO_ROW)
+        if row is NO_ROW:
             self._n_without_row += 1
             if self._example_trace is None:
                 self._example_trace = trace_id
-            return None
+            return NO_ROW
         self._rows_matched.add(trace_id)
         self._n_with_row += 1
         return row

@@ -54,6 +54,8 @@ EDGE_PARTS = frozenset(
     {
         "api",
         "api_async",
+        "api_state",
+        "_api_checks",
         "_agent_group",
         "_agent_output",
         "_click_types",

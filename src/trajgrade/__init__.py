@@ -33,8 +33,9 @@ Core (start at the top):
 
 Edges:
 
-* ``api``, ``api_async``  StreamGrader: the pipeline for embedding (feed,
-  finish, checkpoints; live async sources)
+* ``api``, ``api_async``, ``api_state``, ``_api_checks``  StreamGrader: the
+  pipeline for embedding (feed, finish; live async sources; checkpoints;
+  the checks of its arguments)
 * ``runner``, ``_run_state``, ``sources/``, ``sinks/``, ``tracking``,
   ``rotation``, ``state``  grade files, pipes and followed logs; checkpoints
 * ``kafka/``        grade a Kafka topic: consumer loop, grading steps, output

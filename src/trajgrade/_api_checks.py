@@ -1,0 +1,80 @@
+"""StreamGrader's checks at the edge: one call at a time, and the options
+and arguments a careless caller could get wrong (refused when given, not
+deep inside a later call)."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+from trajgrade.errors import ConcurrentUseError, ConfigError, Location
+
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable, Mapping
+
+__all__ = ("check_options", "escaped", "exclusive")
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class _Locked(Protocol):
+    _lock: threading.Lock
+
+
+_S = TypeVar("_S", bound=_Locked)
+
+
+def exclusive(
+    method: Callable[Concatenate[_S, _P], _R],
+) -> Callable[Concatenate[_S, _P], _R]:
+    """One call at a time: a StreamGrader is one stream's state, and two
+    threads feeding it at once would corrupt it silently; they get
+    ConcurrentUseError instead (a lock taken without waiting: no contention
+    in correct use)."""
+
+    @functools.wraps(method)
+    def call(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not self._lock.acquire(blocking=False):
+            msg = (
+                f"StreamGrader.{method.__name__}() was called while another call on "
+                f"this grader is running (another thread, or a callback inside a "
+                f"call); give each thread its own StreamGrader (they may share one "
+                f"Suite: StreamGrader(suite)), or serialise the calls with a lock"
+            )
+            raise ConcurrentUseError(msg)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._lock.release()
+
+    return call
+
+
+def escaped(item: Mapping[str, Any]) -> bytes | None:
+    """A mapping holding lone surrogates as JSON with ``\\uXXXX`` escapes,
+    which the decoders read as U+FFFD as they do in a log line (None when
+    it holds what JSON cannot)."""
+    import json
+
+    try:
+        return json.dumps(item, ensure_ascii=True, allow_nan=False).encode()
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def check_options(fmt: object, source: object, max_line_bytes: object) -> None:
+    """Options a typo would otherwise turn into an error at every feed."""
+    from trajgrade.formats import BUILTIN
+
+    if fmt != "auto" and fmt not in BUILTIN:
+        known = ", ".join(sorted(BUILTIN))
+        msg = f"unknown input format {fmt!r}; known formats: {known} (or 'auto')"
+        raise ConfigError(msg, location=Location(field="fmt"))
+    if not isinstance(source, str) or not source:
+        msg = f"source must be a non-empty str (it names the default trace), got {source!r}"
+        raise TypeError(msg)
+    if type(max_line_bytes) is not int or max_line_bytes < 1:
+        msg = f"max_line_bytes must be a positive int, got {max_line_bytes!r}"
+        raise ValueError(msg)

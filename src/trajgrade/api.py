@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade._api_checks import check_options, escaped, exclusive
-from trajgrade.api_async import AsyncStreams
+from trajgrade.api_async import AsyncStreams, Stream
 from trajgrade.api_state import Checkpointing
 from trajgrade.config import OnFail, Suite, compile_suite, decode_config, load_suite
 from trajgrade.engine import Anomaly, Engine
@@ -91,6 +91,7 @@ class StreamGrader(Checkpointing, AsyncStreams):
         self._grading = Grading(self.engine)
         self._lock = threading.Lock()
         self._undelivered: deque[Verdict] = deque()  # (api_async)
+        self._streams: list[Stream] = []  # (api_async)
         self._fmt = fmt
         self._source = source
         self._max = max_line_bytes
@@ -156,6 +157,13 @@ class StreamGrader(Checkpointing, AsyncStreams):
         type (``ToolCall(name=None)``) is a bad record too: kept in
         ``errors``, its trace tainted.
         """
+        return self._feed(item, source, None)
+
+    def _feed(
+        self, item: Feedable, source: str | None, traces: set[str] | None
+    ) -> list[Verdict]:
+        """:meth:`feed`; ``traces`` (an async stream's): gets the ids of
+        the traces fed."""
         if isinstance(item, _EVENT_CLASSES):
             try:
                 event = checked(item)
@@ -166,6 +174,8 @@ class StreamGrader(Checkpointing, AsyncStreams):
             out = self.engine.feed_many(
                 [event], now=now, default_trace=source or self._source
             )
+            if traces is not None:
+                traces.add(event.trace_id or source or self._source)
             self._collect()
             return out
         if isinstance(item, Mapping):
@@ -193,7 +203,7 @@ class StreamGrader(Checkpointing, AsyncStreams):
             raise ValueError(msg)
         if not line.endswith(b"\n"):
             line += b"\n"
-        return self._feed_bytes(line, source)
+        return self._feed_bytes(line, source, traces)
 
     @exclusive
     def feed_bytes(self, chunk: bytes, *, source: str | None = None) -> list[Verdict]:
@@ -206,12 +216,18 @@ class StreamGrader(Checkpointing, AsyncStreams):
                 f"or give one record to feed()"
             )
             raise TypeError(msg)
-        return self._feed_bytes(bytes(chunk), source)
+        return self._feed_bytes(bytes(chunk), source, None)
 
-    def _feed_bytes(self, chunk: bytes, source: str | None) -> list[Verdict]:
+    def _feed_bytes(
+        self, chunk: bytes, source: str | None, traces: set[str] | None
+    ) -> list[Verdict]:
         decoder = self._decoder(source or self._source)
         now = time.time() if self._clocked else None
-        out = self._grading.feed(decoder, decoder.feed(chunk), now=now)
+        batch = decoder.feed(chunk)
+        if traces is not None:
+            default = decoder.default_trace
+            traces.update([e.trace_id or default for e in batch.events])
+        out = self._grading.feed(decoder, batch, now=now)
         self._collect()
         return out
 
@@ -300,14 +316,39 @@ class StreamGrader(Checkpointing, AsyncStreams):
         return out
 
     # ------------------------------------------------------------ internals
-    def _feed_any(self, item: Feedable, source: str | None) -> list[Verdict]:
+    @exclusive
+    def _feed_any(
+        self, item: Feedable, source: str | None, traces: set[str]
+    ) -> list[Verdict]:
+        """One item of an async stream (api_async); ``traces`` gets the ids
+        of the traces it fed."""
         out: list[Verdict] = []
         if self._clocked:
-            out.extend(self.tick())
+            out.extend(self.engine.tick(time.time()))
         if isinstance(item, bytes | bytearray | memoryview):
-            out.extend(self.feed_bytes(bytes(item), source=source))
+            out.extend(self._feed_bytes(bytes(item), source, traces))
         else:
-            out.extend(self.feed(item, source=source))
+            out.extend(self._feed(item, source, traces))
+        return out
+
+    @exclusive
+    def _end_stream(
+        self, source: str | None, traces: set[str], keep: set[str], *, close: bool
+    ) -> list[Verdict]:
+        """The end of an async stream while others still run on this grader:
+        its source's partial last line (``close``: no other stream reads
+        that source) and its ``traces``, but not the others' (``keep``)
+        (api_async)."""
+        out: list[Verdict] = []
+        decoder = self._decoders.pop(source or self._source, None) if close else None
+        if decoder is not None:
+            batch = decoder.close()
+            traces.update([e.trace_id or decoder.default_trace for e in batch.events])
+            out += self._grading.feed(decoder, batch)
+        mine = [t for t in self.engine.open_traces() if t in traces and t not in keep]
+        for part in self.engine.end_batches(mine):
+            out += part
+        self._collect()
         return out
 
     def _decoder(self, source: str) -> SourceDecoder:

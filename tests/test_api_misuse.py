@@ -4,13 +4,19 @@ none crashes a grader or changes another trace's verdicts."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import enum
 import json
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trajgrade import (
     ConcurrentUseError,
@@ -26,6 +32,7 @@ from trajgrade import (
     Verdict,
     grade_bytes,
 )
+from trajgrade.events import checked
 
 POLICY = """\
 graders:
@@ -71,7 +78,7 @@ def _alone() -> list[Verdict]:
     return [v for ev in OTHER for v in grader.feed(ev)] + grader.finish()
 
 
-@pytest.mark.parametrize(("event", "field"), [*BAD, (NOT_JSON, None)])
+@pytest.mark.parametrize(("event", "field"), [*BAD, (NOT_JSON, "args.command")])
 def test_a_badly_built_event_is_a_bad_record(event: Any, field: str | None) -> None:
     """StreamGrader.feed keeps it in errors (naming the field and the fix),
     taints its trace, and the other trace's verdicts do not change."""
@@ -383,3 +390,83 @@ def test_record_errors_name_the_library_options_not_cli_flags() -> None:
         "give StreamGrader its fmt= (the names: `trajgrade formats`)",
         "raise StreamGrader's max_line_bytes= if such records are expected",
     ]
+
+
+# ------------------------------------------------------------------ JSON values
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+#: JSON values as Python may hold them: tuples for arrays, str enums.
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+    | st.just(Colour.RED),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+#: Python values a log line cannot hold. msgspec writes several as something
+#: else (bytes and memoryview as base64 text, a datetime, UUID or Decimal as a
+#: string, a nested NaN as null), so `rm -rf /` given as bytes in a mapping
+#: was graded as "cm0gLXJmIC8=" and passed; built into an event, they reached
+#: the graders as they were.
+NOT_LINE_VALUES: list[tuple[Any, str]] = [
+    ({"command": b"rm -rf /"}, "args.command"),
+    ({"command": memoryview(b"rm -rf /")}, "args.command"),
+    ({"command": "rm", "when": dt.datetime(2025, 1, 1, tzinfo=dt.UTC)}, "args.when"),
+    ({"command": "rm", "id": uuid.UUID(int=1)}, "args.id"),
+    ({"command": "rm", "n": decimal.Decimal("1.5")}, "args.n"),
+    ({"command": "rm", "flags": {"-r", "-f"}}, "args.flags"),
+    ({"command": "rm", "opts": {"x": [1, float("nan")]}}, "args.opts.x[1]"),
+    ({"command": "rm", "opts": {"x": {1: "y"}}}, "args.opts.x"),
+]
+
+
+@pytest.mark.parametrize("as_mapping", [False, True])
+@pytest.mark.parametrize(("args", "field"), NOT_LINE_VALUES)
+def test_values_a_line_cannot_hold_are_refused_at_their_path(
+    args: dict[str, Any], field: str, as_mapping: bool
+) -> None:
+    """Built into an event or a mapping: a bad record naming the value's
+    path, its trace tainted; the call is never graded as something else
+    (a pass), and the grader goes on with other traces."""
+    grader = StreamGrader.from_text(POLICY)
+    call = {"trace_id": "a", "name": "bash", "call_id": "c", "args": args}
+    if as_mapping:
+        got = grader.feed({"type": "tool_call", **call})
+    else:
+        got = grader.feed(ToolCall(**call))
+    assert got == [] and grader.take_decisions() == []
+    [err] = grader.errors
+    assert err.location.field == field and err.trace_id == "a"
+    assert "give values JSON can hold" in err.message
+    got = [v for ev in OTHER for v in grader.feed(ev)] + grader.finish()
+    assert _key([v for v in got if v.trace_id == "b"]) == _key(_alone())
+    assert {v.outcome for v in got if v.trace_id == "a"} == {Outcome.ERROR}
+
+
+@given(value=JSON_VALUES)
+def test_an_event_holding_json_values_is_graded_as_its_line(value: Any) -> None:
+    """Whatever JSON values (tuples and str/int enums included) an event
+    built in code holds, the graders see what its JSON line decodes to."""
+    event = ToolCall(trace_id="t", name="bash", args={"v": value})
+    line = msgspec.json.encode(event)
+    assert checked(event) == msgspec.json.decode(line, type=ToolCall)
+
+
+@given(value=JSON_VALUES, bad=st.sampled_from([b"x", {1}, float("inf"), object()]))
+def test_a_value_no_line_holds_is_named_wherever_it_is(value: Any, bad: Any) -> None:
+    """One such value anywhere (under any nesting) is an InputError naming
+    its path."""
+    event = ToolCall(trace_id="t", name="bash", args={"v": [value, {"k": bad}]})
+    with pytest.raises(InputError) as caught:
+        checked(event)
+    assert caught.value.location.field == "args.v[1].k"

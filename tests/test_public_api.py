@@ -46,6 +46,7 @@ CORE_PARTS = frozenset(
         "_digest",
         "_depth",
         "_surrogates",
+        "_json_values",
         "bounded_ids",
     }
 )

@@ -28,8 +28,9 @@ Core (start at the top):
   events -> engine; decoded chunks and their lines; batches into the engine
   with their errors located; the decode of only what a suite reads
 * ``_locate``, ``_yaml``, ``_digest``, ``_depth``, ``_surrogates``,
-  ``bounded_ids``  their helpers (error locations, YAML 1.1/1.2, ids,
-  nesting limits, lone surrogate escapes, bounded memories of recent ids)
+  ``_json_values``, ``bounded_ids``  their helpers (error locations, YAML
+  1.1/1.2, ids, nesting limits, lone surrogate escapes, the values a JSON
+  line holds, bounded memories of recent ids)
 
 Edges:
 

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade._api_checks import check_options, escaped, exclusive
+from trajgrade._json_values import JSON_FIX, Problem, json_problem
 from trajgrade.api_async import AsyncStreams, Stream
 from trajgrade.api_state import Checkpointing
 from trajgrade.config import OnFail, Suite, compile_suite, decode_config, load_suite
@@ -179,15 +180,19 @@ class StreamGrader(Checkpointing, AsyncStreams):
             self._collect()
             return out
         if isinstance(item, Mapping):
+            record = item if type(item) is dict else dict(item)
+            # (msgspec would write bytes as base64 text, a NaN as null: a
+            # record a line could not hold is refused, not graded as that)
+            problem, _ = json_problem(record)
+            if problem is not None:
+                return self._refuse(record, source, problem)
             try:
-                line = _ENC.encode(item)
+                line = _ENC.encode(record)
             except UnicodeEncodeError:  # a lone surrogate (json.loads of a Node log)
-                as_json = escaped(item)
+                as_json = escaped(record)
                 if as_json is None:
-                    return self._refuse(item, source, TypeError("not JSON"))
+                    return self._refuse(record, source, Problem("", "not JSON"))
                 line = as_json
-            except (RecursionError, TypeError, ValueError, msgspec.EncodeError) as exc:
-                return self._refuse(item, source, exc)
         elif isinstance(item, str):
             try:
                 line = item.encode()
@@ -366,14 +371,15 @@ class StreamGrader(Checkpointing, AsyncStreams):
         return decoder
 
     def _refuse(
-        self, item: Mapping[str, Any], source: str | None, exc: Exception
+        self, item: Mapping[str, Any], source: str | None, problem: Problem
     ) -> list[Verdict]:
         """A mapping that is not JSON (or too deep to write) is a bad record:
-        kept in ``errors``, its trace tainted, never raised."""
+        kept in ``errors`` (naming the value's path), its trace tainted,
+        never raised."""
         trace = item.get("trace_id")
-        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
-        where = Location(file=source or self._source)
-        msg = f"the record cannot be read as JSON ({reason})"
+        where = Location(file=source or self._source, field=problem.path or None)
+        at = f" at {problem.path}" if problem.path else ""
+        msg = f"the record cannot be read as JSON{at}: {problem.what}; {JSON_FIX}"
         return self._lost(
             msg, where, (trace if isinstance(trace, str) else "") or source
         )

@@ -3,7 +3,7 @@
 A mixin of :class:`trajgrade.engine.Engine`: ``feed`` and ``feed_all``, the
 entry points for events a caller builds. msgspec does not check field types
 when an event is constructed, so these check each one
-(:func:`trajgrade.events.checked`, about a microsecond) and lose a bad one
+(:func:`trajgrade.events.checked`, one or two microseconds) and lose a bad one
 as an unreadable record is lost: its trace is tainted (its open graders end
 in ``error``) and an ``invalid_event`` anomaly says what is wrong. The
 per-event loop, ``feed_many``, takes events as they are: decoders check

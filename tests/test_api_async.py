@@ -242,3 +242,19 @@ async def test_a_stream_that_ends_first_leaves_the_others_traces_open(
     }
     assert grader.engine.statistics().late_events == 0
     assert grader.engine.open_traces() == [] and grader.errors == []
+
+
+async def test_a_source_that_is_not_a_str_is_refused_before_the_first_item() -> None:
+    grader = StreamGrader.from_text(POLICY)
+    read: list[Any] = []
+
+    async def items() -> AsyncIterator[Any]:
+        read.append(EVENTS[0])
+        yield EVENTS[0]
+
+    with pytest.raises(TypeError, match="source must be a str"):
+        async for _ in grader.grade_stream(items(), source=5):  # type: ignore[arg-type]
+            pass
+    with pytest.raises(TypeError, match="source must be a str"):
+        await grader.grade_stream_to(items(), print, source=5)  # type: ignore[arg-type]
+    assert read == [] and grader.finish() == []

@@ -470,3 +470,25 @@ def test_a_value_no_line_holds_is_named_wherever_it_is(value: Any, bad: Any) -> 
     with pytest.raises(InputError) as caught:
         checked(event)
     assert caught.value.location.field == "args.v[1].k"
+
+
+@pytest.mark.parametrize("source", [5, b"agent-1", ("a",)])
+def test_a_source_that_is_not_a_str_is_refused_before_anything_is_fed(
+    source: Any,
+) -> None:
+    """A connection number as ``source`` opened a trace whose id was an int:
+    every later finish() raised AttributeError (all final verdicts lost)."""
+    grader = StreamGrader.from_text(POLICY)
+    first = grader.feed(OTHER[0])
+    feeds = [
+        lambda: grader.feed(Usage(input_tokens=5), source=source),
+        lambda: grader.feed({"type": "usage", "input_tokens": 5}, source=source),
+        lambda: grader.feed_bytes(b'{"type":"usage"}\n', source=source),
+        lambda: grader.close_source(source),
+    ]
+    for feed in feeds:
+        with pytest.raises(TypeError, match=r"source must be a str .* got "):
+            feed()
+    got = [v for ev in OTHER[1:] for v in grader.feed(ev)] + grader.finish()
+    assert grader.errors == [] and grader.engine.statistics().events == len(OTHER)
+    assert _key(first + got) == _key(_alone())

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import threading
     from collections.abc import Callable, Mapping
 
-__all__ = ("check_options", "escaped", "exclusive")
+__all__ = ("check_options", "check_source", "escaped", "exclusive")
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -78,3 +78,15 @@ def check_options(fmt: object, source: object, max_line_bytes: object) -> None:
     if type(max_line_bytes) is not int or max_line_bytes < 1:
         msg = f"max_line_bytes must be a positive int, got {max_line_bytes!r}"
         raise ValueError(msg)
+
+
+def check_source(source: object) -> None:
+    """A feed's ``source`` names a trace: a str (or None, the grader's own).
+    An int (a connection number) opened a trace whose id was not a str,
+    and every later finish() raised, losing all the final verdicts."""
+    if source is not None and type(source) is not str:
+        msg = (
+            f"source must be a str (it names the source's default trace) or None, "
+            f"got {source!r}; pass str({source!r}) to name it by that"
+        )
+        raise TypeError(msg)

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade._api_checks import check_options, escaped, exclusive
+from trajgrade._api_checks import check_options, check_source, escaped, exclusive
 from trajgrade._json_values import JSON_FIX, Problem, json_problem
 from trajgrade.api_async import AsyncStreams, Stream
 from trajgrade.api_state import Checkpointing
@@ -165,6 +165,7 @@ class StreamGrader(Checkpointing, AsyncStreams):
     ) -> list[Verdict]:
         """:meth:`feed`; ``traces`` (an async stream's): gets the ids of
         the traces fed."""
+        check_source(source)
         if isinstance(item, _EVENT_CLASSES):
             try:
                 event = checked(item)
@@ -226,6 +227,7 @@ class StreamGrader(Checkpointing, AsyncStreams):
     def _feed_bytes(
         self, chunk: bytes, source: str | None, traces: set[str] | None
     ) -> list[Verdict]:
+        check_source(source)
         decoder = self._decoder(source or self._source)
         now = time.time() if self._clocked else None
         batch = decoder.feed(chunk)
@@ -267,6 +269,7 @@ class StreamGrader(Checkpointing, AsyncStreams):
         graded and its line reader let go (each holds about 1 KB until then,
         or until :meth:`finish`). Its traces stay open until their
         ``trace_end``, :meth:`end_trace` or :meth:`finish`."""
+        check_source(source)
         decoder = self._decoders.pop(source, None)
         if decoder is None:
             return []

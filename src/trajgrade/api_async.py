@@ -15,6 +15,8 @@ import inspect
 from collections import deque
 from typing import TYPE_CHECKING, Final
 
+from trajgrade._api_checks import check_source
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 
@@ -107,6 +109,7 @@ class AsyncStreams:
         Several streams may run at once on one grader (one per source):
         each yields only the verdicts of its own items.
         """
+        check_source(source)  # (before the first item is read)
         pending: deque[Verdict] = deque()
         stream = Stream(source)
         self._streams.append(stream)
@@ -140,6 +143,7 @@ class AsyncStreams:
         over for :meth:`take_undelivered`."""
         import anyio
 
+        check_source(source)
         if not tick_interval > 0:  # (0 would spin the clock: a busy loop)
             msg = f"tick_interval must be a positive number of seconds, got {tick_interval!r}"
             raise ValueError(msg)

@@ -492,3 +492,59 @@ def test_a_source_that_is_not_a_str_is_refused_before_anything_is_fed(
     got = [v for ev in OTHER[1:] for v in grader.feed(ev)] + grader.finish()
     assert grader.errors == [] and grader.engine.statistics().events == len(OTHER)
     assert _key(first + got) == _key(_alone())
+
+
+def _aborted_checkpoint() -> bytes:
+    """Two traces, one aborted (a blown token budget) and one with a call open."""
+    grader = StreamGrader.from_text(POLICY)
+    grader.feed(Usage(trace_id="t", input_tokens=2000))
+    grader.feed(
+        ToolCall(trace_id="u", name="bash", call_id="c", args={"command": "ls"})
+    )
+    return grader.checkpoint()
+
+
+SAVED = _aborted_checkpoint()
+
+
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, len(SAVED) - 1), st.integers(0, 255)), max_size=4
+    ),
+    cut=st.integers(0, len(SAVED)),
+)
+def test_a_corrupted_checkpoint_is_refused_or_restores_a_working_grader(
+    edits: list[tuple[int, int]], cut: int
+) -> None:
+    """Bytes flipped or cut anywhere: an InputError/ConfigError that changes
+    nothing (a flipped byte in a string was a UnicodeDecodeError), or a
+    grader that grades, guards and finishes (an abort naming a grader the
+    policy lacks passed, then an IndexError came out of a later feed)."""
+    data = bytearray(SAVED[:cut])
+    for at, byte in edits:
+        if at < len(data):
+            data[at] = byte
+    grader = StreamGrader.from_text(POLICY)
+    try:
+        grader.restore(bytes(data))
+    except (InputError, ConfigError):
+        assert grader.engine.open_traces() == []
+        return
+    for tid in ("t", "u", "v"):
+        grader.feed(
+            ToolCall(trace_id=tid, name="bash", call_id="k", args={"command": "rm x"})
+        )
+    assert {d.call_id for d in grader.take_decisions()} >= {"k"}
+    grader.checkpoint()
+    grader.finish()
+
+
+def test_an_abort_naming_a_grader_the_policy_lacks_is_refused() -> None:
+    version, fingerprint, (traces, closed, unopened) = msgspec.msgpack.decode(SAVED)
+    [aborted] = [t for t in traces if t[9] is not None]
+    aborted[9][0] = 99
+    data = msgspec.msgpack.encode([version, fingerprint, [traces, closed, unopened]])
+    grader = StreamGrader.from_text(POLICY)
+    with pytest.raises(InputError, match="its abort names grader 99 of 3"):
+        grader.restore(data)
+    assert grader.engine.open_traces() == []

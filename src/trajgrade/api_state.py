@@ -87,7 +87,7 @@ class Checkpointing:
             raise StateError(msg)
         try:
             head = msgspec.msgpack.decode(data, type=_Header)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except ValueError as exc:  # (msgspec's errors, and a str's bad UTF-8)
             msg = f"not a StreamGrader checkpoint ({exc}); pass bytes from checkpoint()"
             raise InputError(msg) from None
         if head.version != _CHECKPOINT_VERSION:

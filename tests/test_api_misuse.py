@@ -548,3 +548,46 @@ def test_an_abort_naming_a_grader_the_policy_lacks_is_refused() -> None:
     with pytest.raises(InputError, match="its abort names grader 99 of 3"):
         grader.restore(data)
     assert grader.engine.open_traces() == []
+
+
+# ------------------------------------------------------------------ grade_bytes
+RM_LINE = b'{"trace_id":"t","type":"tool_call","name":"bash","call_id":"c","args":{"command":"rm -rf /"}}\n'
+
+
+def test_grade_bytes_takes_any_bytes_like_input_and_refuses_text() -> None:
+    """A bytearray or memoryview (what a socket or mmap gives) crashed with
+    "can't concat int to bytes"; text is a TypeError naming the fix."""
+    suite = StreamGrader.from_text(POLICY).suite
+    want = _key(grade_bytes(suite, RM_LINE).verdicts)
+    assert want and {v[2] for v in want} >= {Outcome.FAIL}
+    for data in (
+        bytearray(RM_LINE),
+        memoryview(RM_LINE),
+        [RM_LINE[:9], memoryview(RM_LINE[9:])],
+        iter([bytearray(RM_LINE)]),
+    ):
+        assert _key(grade_bytes(suite, data).verdicts) == want  # type: ignore[arg-type]
+    for text, what in (
+        (RM_LINE.decode(), "not a str"),
+        ([RM_LINE.decode()], "chunk 0"),
+    ):
+        with pytest.raises(TypeError, match=rf"grade_bytes\(\) .*{what}.*encode"):
+            grade_bytes(suite, text)  # type: ignore[arg-type]
+
+
+def test_grade_bytes_refuses_options_a_typo_would_break() -> None:
+    """As StreamGrader does: max_line_bytes=0 skipped every line (every
+    trace in error), source=None and fmt="jsonl" failed at the first record;
+    its record errors name its own options, not the CLI's flags."""
+    suite = StreamGrader.from_text(POLICY).suite
+    with pytest.raises(ConfigError, match=r"unknown input format 'jsonl'"):
+        grade_bytes(suite, RM_LINE, fmt="jsonl")
+    with pytest.raises(TypeError, match="source must be a non-empty str"):
+        grade_bytes(suite, RM_LINE, source=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_line_bytes must be a positive int"):
+        grade_bytes(suite, RM_LINE, max_line_bytes=0)
+    result = grade_bytes(suite, b'{"foo": 1}\n' + RM_LINE, max_line_bytes=64)
+    assert [e.message.split("; ")[-1] for e in result.errors] == [
+        "give grade_bytes its fmt= (the names: `trajgrade formats`)",
+        "raise grade_bytes' max_line_bytes= if such records are expected",
+    ]

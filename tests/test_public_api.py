@@ -47,6 +47,7 @@ CORE_PARTS = frozenset(
         "_depth",
         "_surrogates",
         "_json_values",
+        "_input_options",
         "bounded_ids",
     }
 )

@@ -28,9 +28,10 @@ Core (start at the top):
   events -> engine; decoded chunks and their lines; batches into the engine
   with their errors located; the decode of only what a suite reads
 * ``_locate``, ``_yaml``, ``_digest``, ``_depth``, ``_surrogates``,
-  ``_json_values``, ``bounded_ids``  their helpers (error locations, YAML
-  1.1/1.2, ids, nesting limits, lone surrogate escapes, the values a JSON
-  line holds, bounded memories of recent ids)
+  ``_json_values``, ``_input_options``, ``bounded_ids``  their helpers
+  (error locations, YAML 1.1/1.2, ids, nesting limits, lone surrogate
+  escapes, the values a JSON line holds, the library's input options,
+  bounded memories of recent ids)
 
 Edges:
 

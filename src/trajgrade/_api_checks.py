@@ -7,13 +7,13 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from trajgrade.errors import ConcurrentUseError, ConfigError, Location
+from trajgrade.errors import ConcurrentUseError
 
 if TYPE_CHECKING:
     import threading
     from collections.abc import Callable, Mapping
 
-__all__ = ("check_options", "check_source", "escaped", "exclusive")
+__all__ = ("check_source", "escaped", "exclusive")
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -62,22 +62,6 @@ def escaped(item: Mapping[str, Any]) -> bytes | None:
         return json.dumps(item, ensure_ascii=True, allow_nan=False).encode()
     except (TypeError, ValueError, RecursionError):
         return None
-
-
-def check_options(fmt: object, source: object, max_line_bytes: object) -> None:
-    """Options a typo would otherwise turn into an error at every feed."""
-    from trajgrade.formats import BUILTIN
-
-    if fmt != "auto" and fmt not in BUILTIN:
-        known = ", ".join(sorted(BUILTIN))
-        msg = f"unknown input format {fmt!r}; known formats: {known} (or 'auto')"
-        raise ConfigError(msg, location=Location(field="fmt"))
-    if not isinstance(source, str) or not source:
-        msg = f"source must be a non-empty str (it names the default trace), got {source!r}"
-        raise TypeError(msg)
-    if type(max_line_bytes) is not int or max_line_bytes < 1:
-        msg = f"max_line_bytes must be a positive int, got {max_line_bytes!r}"
-        raise ValueError(msg)
 
 
 def check_source(source: object) -> None:

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade._api_checks import check_options, check_source, escaped, exclusive
+from trajgrade._api_checks import check_source, escaped, exclusive
+from trajgrade._input_options import check_input_options
 from trajgrade._json_values import JSON_FIX, Problem, json_problem
 from trajgrade.api_async import AsyncStreams, Stream
 from trajgrade.api_state import Checkpointing
@@ -85,7 +86,7 @@ class StreamGrader(Checkpointing, AsyncStreams):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         guarding: bool = True,
     ) -> None:
-        check_options(fmt, source, max_line_bytes)
+        check_input_options(fmt, source, max_line_bytes)
         self.suite = suite
         self._samples = samples
         self.engine = Engine(suite, samples=samples, guarding=guarding)

@@ -591,3 +591,12 @@ def test_grade_bytes_refuses_options_a_typo_would_break() -> None:
         "give grade_bytes its fmt= (the names: `trajgrade formats`)",
         "raise grade_bytes' max_line_bytes= if such records are expected",
     ]
+
+
+@pytest.mark.parametrize("timeout", [None, 0, -1.0, float("nan"), float("inf"), "1"])
+def test_a_regex_timeout_that_is_no_time_limit_is_refused(timeout: Any) -> None:
+    """None or inf turned the regex time box (the ReDoS guard) off, so one
+    hostile value could hang the grader; 0 or less timed out every match."""
+    with pytest.raises(ValueError, match="regex_timeout must be a positive, finite"):
+        StreamGrader.from_text(POLICY, regex_timeout=timeout)
+    assert StreamGrader.from_text(POLICY, regex_timeout=1).suite

@@ -600,3 +600,14 @@ def test_a_regex_timeout_that_is_no_time_limit_is_refused(timeout: Any) -> None:
     with pytest.raises(ValueError, match="regex_timeout must be a positive, finite"):
         StreamGrader.from_text(POLICY, regex_timeout=timeout)
     assert StreamGrader.from_text(POLICY, regex_timeout=1).suite
+
+
+def test_feed_all_feeds_nothing_when_one_item_is_not_an_event() -> None:
+    """A dict among the events raised TypeError after the events before it
+    (up to the last badly typed one) had been graded and guarded."""
+    engine = Engine(StreamGrader.from_text(POLICY).suite)
+    rm = ToolCall(trace_id="t", name="bash", call_id="c", args={"command": "rm -rf /"})
+    with pytest.raises(TypeError, match="is not an event"):
+        engine.feed_all([rm, BAD[1][0], rm, {"type": "usage"}])  # type: ignore[list-item]
+    assert engine.statistics().events == 0 and engine.decisions == []
+    assert engine.anomalies == []

@@ -75,6 +75,7 @@ PROMPTS: dict[str, list[str]] = {
     LONG: ["Work on bead spotter-dov", "continue"],  # not 755 (summary), 1502 (task)
     SUBAGENT: [],  # its first line is the parent agent's task, not a person's
     "live_v2.1.197_transcript.jsonl": ["do the task"],
+    "live_v2.1.331_transcript.jsonl": ["do the task"],
 }
 
 

@@ -109,3 +109,37 @@ def test_hook_install_warns_too(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "warning: gemini: legacy: disallowed[1] " in proc.stderr
     assert "would write" in proc.stdout
+
+
+FLOW = """\
+graders:
+  - type: flow
+    name: typo
+    config:
+      after: {kind: read}
+      bind: file_pth
+      forbid: {kind: shell}
+      if_bound: comand
+  - type: flow
+    name: fine
+    config:
+      after: {kind: read}
+      bind: path
+      forbid: {kind: write}
+      unless_bound: file_path
+"""
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "gemini"])
+def test_a_flow_binding_that_no_tool_of_its_matcher_takes(agent: str) -> None:
+    """A misspelt ``bind`` binds nothing and a misspelt ``if_bound`` never
+    refuses: the rule silently guards nothing. Views (``path``) and real
+    arguments (``file_path`` of the write tools) are fine."""
+    got = agent_warnings(suite(FLOW), agent)
+    assert len(got) == 2, got
+    bind, if_bound = got
+    assert bind.startswith("typo: bind: 'file_pth' is an argument none of")
+    assert "selected by after {kind: 'read'}" in bind
+    assert bind.endswith(f"so nothing is ever bound on {agent}")
+    assert if_bound.startswith("typo: if_bound: 'comand'")
+    assert if_bound.endswith(f"so it never refuses a call on {agent}")

@@ -3,6 +3,8 @@ normalisation and how they meet vally's configuration-error rule."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -27,6 +29,8 @@ from trajgrade.graders.matching._views import (
     view_of,
 )
 from trajgrade.verdicts import Outcome
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _call(
@@ -82,6 +86,29 @@ def test_every_kind_is_declared_and_every_view_spec_is_known() -> None:
 def test_real_tool_names_have_their_kind(name: str, kind: str) -> None:
     assert kinds_of_name(name) == {kind}
     assert call_kind(_call(name, {})) == kind
+
+
+def test_every_tool_claude_code_2_1_331_offers_has_its_kind_and_arguments() -> None:
+    """The tools and argument schemas the recorded 2.1.331 session sent the
+    model (its transcript's ``api-request-shape``): each has a kind, and
+    each schema property is one of its known arguments."""
+    from trajgrade.graders.matching._agents import AGENTS
+
+    fixture = FIXTURES / "claude-code" / "live_v2.1.331_transcript.jsonl"
+    shapes = [
+        r["shape"]
+        for r in map(json.loads, fixture.read_text().splitlines())
+        if r.get("type") == "api-request-shape"
+    ]
+    offered = {
+        t["name"]: set(t["input_schema"].get("properties", {}))
+        for t in shapes[0]["tools"]
+        if t["name"] != "DeferredToolPlaceholder"  # "never call this tool"
+    }
+    assert len(offered) == 11, sorted(offered)
+    for name, props in offered.items():
+        assert kinds_of_name(name), name
+        assert props <= set(AGENTS["claude-code"][name].args), name
 
 
 def test_an_editor_command_decides_the_kind() -> None:

@@ -111,6 +111,22 @@ def test_http_url_for_claude_code() -> None:
     assert after["hooks"]["SessionStart"][0]["hooks"][0]["type"] == "command"
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini"])
+def test_fail_closed_asks_claude_code_to_block_a_failed_gate(agent: str) -> None:
+    """``onFailure: block`` on Claude Code's PreToolUse hook only: on Stop
+    it would keep the agent going; other agents have no such key."""
+    hooks = merged({}, agent, command="trajgrade hook x", fail_closed=True)["hooks"]
+    marked = {
+        event
+        for event, groups in hooks.items()
+        for g in groups
+        for h in g["hooks"]
+        if "onFailure" in h
+    }
+    assert marked == ({"PreToolUse"} if agent == "claude-code" else set())
+    assert "onFailure" not in str(merged({}, agent, command="trajgrade hook x"))
+
+
 def test_codex_session_end_timeout_is_within_codex_limit() -> None:
     """Codex clamps a SessionEnd hook above 3 s (with a warning in every
     ``codex exec --json`` stream); the other events keep 30 s."""

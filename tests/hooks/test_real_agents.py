@@ -30,11 +30,14 @@ pytestmark = pytest.mark.slow
 
 AGENTS_DIR = Path(os.environ.get("TRAJGRADE_AGENTS_DIR", "/tmp/trajgrade-agents"))
 CLAUDE_VERSION = "2.1.197"
+#: The newest Claude Code checked too (the guard; ``onFailure`` on hooks).
+LATEST_CLAUDE = "2.1.331"
 HARNESS = FIXTURES / "claude-code" / "harness"
 
 
-def _claude() -> Path:
-    prefix = AGENTS_DIR / "cc"
+def _claude(version: str = CLAUDE_VERSION) -> Path:
+    """The ``claude`` binary of ``version`` (installed once from npm)."""
+    prefix = AGENTS_DIR / ("cc" if version == CLAUDE_VERSION else f"cc-{version}")
     exe = prefix / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
     if exe.exists():
         return exe
@@ -52,7 +55,7 @@ def _claude() -> Path:
                 "--no-audit",
                 "--no-fund",
                 "--ignore-scripts",
-                f"@anthropic-ai/claude-code@{CLAUDE_VERSION}",
+                f"@anthropic-ai/claude-code@{version}",
             ],
             cwd=prefix,
             capture_output=True,
@@ -66,7 +69,7 @@ def _claude() -> Path:
         )
     if proc.returncode != 0 or not exe.exists():
         pytest.skip(
-            f"real-agent test skipped: npm could not install @anthropic-ai/claude-code@{CLAUDE_VERSION}: {proc.stderr[-300:]}"
+            f"real-agent test skipped: npm could not install @anthropic-ai/claude-code@{version}: {proc.stderr[-300:]}"
         )
     return exe
 
@@ -98,18 +101,12 @@ def fake_model_fixture(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
 
 
 def _run_claude(
-    exe: Path, port: int, work: Path, home: Path, hook: str
+    exe: Path, port: int, work: Path, home: Path, hook: str | None
 ) -> list[dict[str, object]]:
-    (home / ".claude").mkdir(parents=True)
-    entry = [{"hooks": [{"type": "command", "command": hook}]}]
-    hooks: dict[str, Any] = {
-        e: [{**entry[0], "matcher": "*"}]
-        for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")
-    }
-    hooks |= dict.fromkeys(
-        ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"), entry
-    )
-    (home / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
+    """One ``claude -p`` session; ``hook`` registered for every event, or
+    None: ``home``'s settings are there already (``hook install``)."""
+    if hook is not None:
+        _register(home, hook)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "TERM": "dumb",
@@ -148,6 +145,20 @@ def _run_claude(
     lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
     assert lines, proc.stderr[-2000:]
     return lines
+
+
+def _register(home: Path, hook: str) -> None:
+    """``hook`` as Claude Code's command hook for every event it has."""
+    (home / ".claude").mkdir(parents=True)
+    entry = [{"hooks": [{"type": "command", "command": hook}]}]
+    hooks: dict[str, Any] = {
+        e: [{**entry[0], "matcher": "*"}]
+        for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+    }
+    hooks |= dict.fromkeys(
+        ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"), entry
+    )
+    (home / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
 
 
 def _hook(policy: Path, state: Path, verdicts: Path) -> str:

@@ -36,8 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from tests.hooks._agents import fake_server, hook_command, requests
+from tests.hooks.test_real_agents import (
+    CLAUDE_VERSION,
+    LATEST_CLAUDE,
+    _claude,
+    _run_claude,
+)
 from tests.hooks.test_real_agents import HARNESS as CC_HARNESS
-from tests.hooks.test_real_agents import _claude, _run_claude
 from tests.hooks.test_real_agents_codex import BLOCKED
 from tests.hooks.test_real_agents_codex import codex_run_fixture as codex_run_fixture
 from tests.hooks.test_real_agents_gemini import (
@@ -187,8 +192,10 @@ def _claude_result(body: Any) -> str:
     return str(content)
 
 
-def _claude_session(trap: Trap, tmp_path: Path, policy_text: str) -> Session:
-    exe = _claude()
+def _claude_session(
+    trap: Trap, tmp_path: Path, policy_text: str, version: str = CLAUDE_VERSION
+) -> Session:
+    exe = _claude(version)
     work = tmp_path / "work"
     work.mkdir()
     secrets = [_secret(work)]
@@ -224,8 +231,10 @@ def _claude_session(trap: Trap, tmp_path: Path, policy_text: str) -> Session:
     return Session(out, work, secrets, srv)
 
 
-def test_claude_code_guard(trap: Trap, tmp_path: Path) -> None:
-    s = _claude_session(trap, tmp_path, POLICY.read_text())
+@pytest.mark.parametrize("version", [CLAUDE_VERSION, LATEST_CLAUDE])
+def test_claude_code_guard(trap: Trap, tmp_path: Path, version: str) -> None:
+    """The corpus's version, and the newest this suite knows."""
+    s = _claude_session(trap, tmp_path, POLICY.read_text(), version)
     trap.assert_nothing_ran(s.path_seen())
     s.assert_no_secret()
     _assert_told(

@@ -85,7 +85,9 @@ _settings_option = click.option(
     "--dry-run", is_flag=True, help="Print the merged settings; write nothing."
 )
 @click.option(
-    "--fail-closed", is_flag=True, help="Register the hook with --fail-closed."
+    "--fail-closed",
+    is_flag=True,
+    help="Register the hook with --fail-closed (with --server, Claude Code gets the thin client on every event: it runs a call whose http hook fails).",
 )
 @click.option(
     "--state-dir",
@@ -150,10 +152,18 @@ def install_cmd(
     if fail_closed:
         words.append("--fail-closed")
     command = shlex.join(words)
-    url = f"{server_url.rstrip('/')}/hook/{agent}" if server_url else None
+    # Claude Code runs a call whose http hook fails (daemon down, timeout),
+    # so fail-closed needs the thin client, which denies then, on every event.
+    http = server_url is not None and not (fail_closed and agent == "claude-code")
+    url = f"{server_url.rstrip('/')}/hook/{agent}" if http and server_url else None
     try:
         path, text = install(
-            agent, user=not project, command=command, url=url, dry_run=dry_run
+            agent,
+            user=not project,
+            command=command,
+            url=url,
+            dry_run=dry_run,
+            fail_closed=fail_closed,
         )
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -168,6 +178,13 @@ def install_cmd(
         click.echo(text, nl=False)
     else:
         click.echo(f"{path}: trajgrade hooks registered for {agent}")
+        if server_url is not None and url is None and agent == "claude-code":
+            click.echo(
+                "note: --fail-closed: every event runs the thin client, which denies "
+                "when the daemon cannot answer (Claude Code lets a call run when an "
+                "http hook fails)",
+                err=True,
+            )
         if agent == "codex":
             click.echo(
                 "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",

@@ -80,9 +80,23 @@ def settings_path(agent: str, *, user: bool, cwd: str | None = None) -> str:
 CODEX_SESSION_END_TIMEOUT = 3
 
 
+#: Claude Code (2.1.295 and later) blocks the action of a hook that cannot
+#: start, times out or exits with an unexpected code when its ``onFailure``
+#: is ``block`` (earlier versions ignore the key). Only the gate gets it: a
+#: blocked ``Stop`` would keep the agent going.
+_GATE_ON_FAILURE: Final = {"onFailure": "block"}
+
+
 def _handler(
-    agent: str, command: str | None, url: str | None, event: str = ""
+    agent: str,
+    command: str | None,
+    url: str | None,
+    event: str = "",
+    *,
+    fail_closed: bool = False,
 ) -> dict[str, Any]:
+    if agent == "claude-code" and fail_closed and event == "PreToolUse":
+        return {**_handler(agent, command, url, event), **_GATE_ON_FAILURE}
     if url is not None:
         return {"type": "http", "url": url, "timeout": 30}
     assert command is not None
@@ -131,9 +145,16 @@ def _ours(agent: str, handler: Any) -> bool:
 
 
 def merged(
-    settings: dict[str, Any], agent: str, *, command: str | None, url: str | None = None
+    settings: dict[str, Any],
+    agent: str,
+    *,
+    command: str | None,
+    url: str | None = None,
+    fail_closed: bool = False,
 ) -> dict[str, Any]:
-    """``settings`` with trajgrade's hooks for ``agent`` registered (a new dict)."""
+    """``settings`` with trajgrade's hooks for ``agent`` registered (a new
+    dict); ``fail_closed``: the agent is told to block a call whose hook
+    fails to run, where it can be (Claude Code)."""
     out = dict(settings)
     hooks = dict(out.get("hooks") or {})
     for event, matcher in EVENTS[agent]:
@@ -144,7 +165,7 @@ def merged(
             if url is not None and agent == "claude-code" and event != "SessionStart"
             else None
         )
-        handler = _handler(agent, command, use_url, event)
+        handler = _handler(agent, command, use_url, event, fail_closed=fail_closed)
         groups = [dict(g) if isinstance(g, dict) else g for g in hooks.get(event) or []]
         placed = False
         for g in groups:
@@ -236,14 +257,16 @@ def install(
     url: str | None = None,
     dry_run: bool = False,
     cwd: str | None = None,
+    fail_closed: bool = False,
 ) -> tuple[str, str]:
     """Merge the registration into the settings file; (path, new text)."""
     path = settings_path(agent, user=user, cwd=cwd)
     current = _read(path)
-    new = json.dumps(merged(current, agent, command=command, url=url), indent=2) + "\n"
+    new = merged(current, agent, command=command, url=url, fail_closed=fail_closed)
+    text = json.dumps(new, indent=2) + "\n"
     if not dry_run:
-        _write(path, new)
-    return path, new
+        _write(path, text)
+    return path, text
 
 
 def _write(path: str, text: str) -> None:

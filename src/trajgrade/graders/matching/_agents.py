@@ -146,6 +146,13 @@ _CLAUDE: Final = {
     "AskUserQuestion": Tool("ask"),
     "Skill": Tool("skill"),
     "SlashCommand": Tool("skill"),
+    # 2.1.331: orchestration and host tools (none touches files or a shell
+    # itself; a Workflow's subagents' calls reach the hooks as their own).
+    "Workflow": Tool("task"),
+    "ScheduleWakeup": Tool("task"),
+    "ListAgents": Tool("message"),
+    "ReportFindings": Tool("message"),
+    "ToolSearch": Tool("search"),
 }
 
 _CODEX: Final = {
@@ -281,7 +288,8 @@ def _with_args(tools: dict[str, Tool], keys: dict[str, str]) -> dict[str, Tool]:
 
 _CLAUDE_ARGS: Final = {
     "Bash": "command description timeout run_in_background dangerouslyDisableSandbox",
-    "Read": "file_path offset limit pages",
+    "Read": "file_path offset limit pages allow_large",
+    "NotebookRead": "notebook_path cell_id",
     "Write": "file_path content",
     "Edit": "file_path old_string new_string replace_all",
     "MultiEdit": "file_path edits",
@@ -291,6 +299,13 @@ _CLAUDE_ARGS: Final = {
     "WebFetch": "url prompt",
     "WebSearch": "query allowed_domains blocked_domains",
     "Task": "description prompt subagent_type model run_in_background",
+    "Agent": "description prompt subagent_type model effort run_in_background isolation",
+    "Skill": "skill args",
+    "Workflow": "script name description title args scriptPath resumeFromRunId",
+    "ScheduleWakeup": "delaySeconds reason prompt stop noop",
+    "ListAgents": "channel q cursor",
+    "ReportFindings": "level findings",
+    "ToolSearch": "query max_results",
     "TodoWrite": "todos",
     "ExitPlanMode": "plan",
     "AskUserQuestion": "questions",
@@ -310,6 +325,9 @@ _CODEX_ARGS: Final = {
 _GEMINI_ARGS: Final = {
     "run_shell_command": "command description dir_path is_background",
     "read_file": "absolute_path file_path offset limit",
+    # 0.61 (include); `paths` in earlier versions.
+    "read_many_files": "include exclude recursive useDefaultExcludes "
+    "file_filtering_options paths",
     "write_file": "file_path content",
     "replace": "file_path old_string new_string instruction expected_replacements",
     "list_directory": "dir_path ignore file_filtering_options",

@@ -33,16 +33,54 @@ _MCP_AGENTS: Final = frozenset(("claude-code", "codex", "canonical"))
 _SAMPLE_MCP: Final = MCP_PREFIX + "server__tool"
 
 
+#: What a binding option naming an argument no selected tool takes does.
+_UNBOUND: Final = {
+    "bind": "nothing is ever bound",
+    "unless_bound": "every call its forbid matches is refused",
+    "if_bound": "it never refuses a call",
+}
+
+
 def agent_warnings(suite: Suite, agent: str) -> list[str]:
     """Every warning for ``agent``, each naming the grader and the entry."""
     out: list[str] = []
     for grader in suite.graders:
         matchers = getattr(grader, "matchers", None)
-        if matchers is None:
-            continue
-        for m in matchers():
+        for m in matchers() if matchers is not None else ():
             out.extend(f"{grader.name}: {text}" for text in matcher_warnings(m, agent))
+        bindings = getattr(grader, "bindings", None)
+        for key, arg, m in bindings() if bindings is not None else ():
+            out.extend(f"{grader.name}: {t}" for t in _binding(key, arg, m, agent))
     return out
+
+
+def _selected(m: Matcher, agent: str) -> tuple[dict[str, Tool], bool]:
+    """The agent's tools ``m`` selects, and whether it selects MCP tools."""
+    selected = {name: tool for name, tool in AGENTS[agent].items() if m.name(name)}
+    # str_replace_editor-like tools: keep them only if a chosen kind is theirs.
+    if m.kinds:
+        selected = {n: t for n, t in selected.items() if t.kinds() & m.kinds}
+    return selected, agent in _MCP_AGENTS and m.name(_SAMPLE_MCP)
+
+
+def _takes_none(selected: dict[str, Tool], mcp: bool, key: str) -> bool:
+    """No selected tool takes argument ``key`` (each one's arguments known)."""
+    known = [t for t in selected.values() if t.args]
+    complete = bool(known) and len(known) == len(selected) and not mcp
+    return complete and not any(key in t.args for t in known)
+
+
+def _binding(key: str, arg: str, m: Matcher, agent: str) -> list[str]:
+    """A flow ``bind``/``unless_bound``/``if_bound`` naming an argument that
+    none of the tools of its matcher takes on ``agent`` (a typo: ``pth``)."""
+    selected, mcp = _selected(m, agent)
+    if not _takes_none(selected, mcp, arg):
+        return []
+    return [
+        f"{key}: {arg!r} is an argument none of {agent}'s {_names(selected)} "
+        f"(selected by {m.where} {m.label}) takes, so {_UNBOUND[key]} on "
+        f"{agent}" + _view_hint(arg)
+    ]
 
 
 def matcher_warnings(m: Matcher, agent: str) -> list[str]:
@@ -50,11 +88,7 @@ def matcher_warnings(m: Matcher, agent: str) -> list[str]:
     tools = AGENTS[agent]
     if not tools:
         return []  # the application's own tools (openai-chat): nothing known
-    selected = {name: tool for name, tool in tools.items() if m.name(name)}
-    # str_replace_editor-like tools: keep them only if a chosen kind is theirs.
-    if m.kinds:
-        selected = {n: t for n, t in selected.items() if t.kinds() & m.kinds}
-    mcp = agent in _MCP_AGENTS and m.name(_SAMPLE_MCP)
+    selected, mcp = _selected(m, agent)
     where = f"{m.where} {m.label}"
     if not selected and not mcp:
         return [
@@ -72,9 +106,7 @@ def matcher_warnings(m: Matcher, agent: str) -> list[str]:
                 f"verdict (a configuration error); narrow the entry with kind: or name:"
             )
     for key, _ in m.args:
-        known = [t for t in selected.values() if t.args]
-        complete = bool(known) and len(known) == len(selected) and not mcp
-        if complete and not any(key in t.args for t in known):
+        if _takes_none(selected, mcp, key):
             out.append(
                 f"{where} filters on args.{key}, which none of {agent}'s "
                 f"{_names(selected)} takes; it never matches on {agent}"

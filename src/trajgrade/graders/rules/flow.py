@@ -49,6 +49,7 @@ from trajgrade.graders.rules._flow_parts import (
     time_of,
 )
 from trajgrade.graders.rules._shared import (
+    VIEWS,
     aborts,
     arg_values,
     call_label,
@@ -62,6 +63,7 @@ from trajgrade.graders.rules._shared import (
 from trajgrade.verdicts import Decision, Judgement, Outcome
 
 if TYPE_CHECKING:
+    from trajgrade.graders.matching._tool_match import Matcher
     from trajgrade.graders.rules._secrets import SecretScanner
 
 __all__ = ("GRADER_TYPES", "Flow", "FlowConfig", "FlowState", "SecretTrigger")
@@ -69,6 +71,8 @@ __all__ = ("GRADER_TYPES", "Flow", "FlowConfig", "FlowState", "SecretTrigger")
 #: Calls whose results a trigger still waits for (oldest dropped beyond).
 PENDING_MAX: Final = 64
 _TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;|]+")
+#: What ``bind`` and friends may name besides an argument of the call.
+_NOT_ARGUMENTS: Final = VIEWS | {"result", "secret"}
 
 
 class FlowState(msgspec.Struct, array_like=True, gc=False):
@@ -147,6 +151,20 @@ class Flow:
         if self._on_results:
             self.handlers[ToolResult] = self._on_result
         self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
+
+    def bindings(self) -> tuple[tuple[str, str, Matcher], ...]:
+        """(option, argument, the matcher whose calls give it) for each
+        option naming a plain argument, for ``trajgrade check --agent``."""
+        given = (
+            ("bind", self._bind, self._after),
+            ("unless_bound", self._unless, self._forbid),
+            ("if_bound", self._if, self._forbid),
+        )
+        return tuple(
+            (key, name, m)
+            for key, name, m in given
+            if name is not None and m is not None and name not in _NOT_ARGUMENTS
+        )
 
     # ------------------------------------------------------------ config
     def _read_within(self, config: FlowConfig, errors: ErrorList) -> None:

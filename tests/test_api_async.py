@@ -181,3 +181,80 @@ async def test_a_clock_that_would_spin_is_refused(interval: float) -> None:
     grader = StreamGrader.from_text(POLICY)
     with pytest.raises(ValueError, match="tick_interval must be a positive number"):
         await grader.grade_stream_to(_items(EVENTS), print, tick_interval=interval)
+
+
+def _rm(trace: str, cid: str, command: str = "rm -rf /") -> ToolCall:
+    return ToolCall(trace_id=trace, name="bash", call_id=cid, args={"command": command})
+
+
+def _line(event: Event) -> bytes:
+    return msgspec.json.encode(event) + b"\n"
+
+
+@pytest.mark.parametrize("mode", ["stream", "callback"])
+@pytest.mark.parametrize("as_bytes", [False, True])
+async def test_a_stream_that_ends_first_leaves_the_others_traces_open(
+    mode: str, as_bytes: bool
+) -> None:
+    """Two agents on one grader, one stream each: the first to end used to
+    finish every open trace, so the other agent's later `rm -rf /` was
+    dropped as a late event (no verdict, no guard decision). Now its end
+    ends only its own traces; a trace both had fed stays open for the other."""
+    grader = StreamGrader.from_text(POLICY)
+    a_done = anyio.Event()
+    got: dict[str, list[Verdict]] = {"a": [], "b": []}
+    a_items: list[Any] = [_rm("a", "c1"), _rm("shared", "c1", "ls")]
+    b_items: list[Any] = [
+        _rm("shared", "c0", "ls"),
+        _rm("b", "c2"),
+        _rm("shared", "c2"),
+    ]
+    if as_bytes:  # raw chunks; a's last line has no newline (its end flushes it)
+        a_items = [b"".join(_line(e) for e in a_items)[:-1]]
+        b_items = [_line(e) for e in b_items]
+
+    async def items(name: str) -> AsyncIterator[Any]:
+        source = a_items if name == "a" else b_items
+        for k, item in enumerate(source):
+            if name == "b" and k == 1:
+                await a_done.wait()  # b goes on after a's stream has ended
+            yield item
+
+    async def run(name: str) -> None:
+        if mode == "stream":
+            async for v in grader.grade_stream(items(name), source=name):
+                got[name].append(v)
+        else:
+            await grader.grade_stream_to(items(name), got[name].append, source=name)
+        if name == "a":
+            a_done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, "b")
+        tg.start_soon(run, "a")
+    decided = {(d.trace_id, d.call_id) for d in grader.take_decisions()}
+    assert decided == {("a", "c1"), ("b", "c2"), ("shared", "c2")}
+    assert {v.trace_id for v in got["a"]} == {"a"}
+    assert {v.trace_id for v in got["b"]} == {"b", "shared"}
+    failed = {(v.trace_id, v.grader) for v in got["b"] if v.outcome == "fail"}
+    assert failed == {
+        (t, g) for t in ("b", "shared") for g in ("no-rm", "no-rm-either")
+    }
+    assert grader.engine.statistics().late_events == 0
+    assert grader.engine.open_traces() == [] and grader.errors == []
+
+
+async def test_a_source_that_is_not_a_str_is_refused_before_the_first_item() -> None:
+    grader = StreamGrader.from_text(POLICY)
+    read: list[Any] = []
+
+    async def items() -> AsyncIterator[Any]:
+        read.append(EVENTS[0])
+        yield EVENTS[0]
+
+    with pytest.raises(TypeError, match="source must be a str"):
+        async for _ in grader.grade_stream(items(), source=5):  # type: ignore[arg-type]
+            pass
+    with pytest.raises(TypeError, match="source must be a str"):
+        await grader.grade_stream_to(items(), print, source=5)  # type: ignore[arg-type]
+    assert read == [] and grader.finish() == []

@@ -4,13 +4,19 @@ none crashes a grader or changes another trace's verdicts."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import enum
 import json
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trajgrade import (
     ConcurrentUseError,
@@ -26,6 +32,7 @@ from trajgrade import (
     Verdict,
     grade_bytes,
 )
+from trajgrade.events import checked
 
 POLICY = """\
 graders:
@@ -71,7 +78,7 @@ def _alone() -> list[Verdict]:
     return [v for ev in OTHER for v in grader.feed(ev)] + grader.finish()
 
 
-@pytest.mark.parametrize(("event", "field"), [*BAD, (NOT_JSON, None)])
+@pytest.mark.parametrize(("event", "field"), [*BAD, (NOT_JSON, "args.command")])
 def test_a_badly_built_event_is_a_bad_record(event: Any, field: str | None) -> None:
     """StreamGrader.feed keeps it in errors (naming the field and the fix),
     taints its trace, and the other trace's verdicts do not change."""
@@ -383,3 +390,224 @@ def test_record_errors_name_the_library_options_not_cli_flags() -> None:
         "give StreamGrader its fmt= (the names: `trajgrade formats`)",
         "raise StreamGrader's max_line_bytes= if such records are expected",
     ]
+
+
+# ------------------------------------------------------------------ JSON values
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+#: JSON values as Python may hold them: tuples for arrays, str enums.
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+    | st.just(Colour.RED),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+#: Python values a log line cannot hold. msgspec writes several as something
+#: else (bytes and memoryview as base64 text, a datetime, UUID or Decimal as a
+#: string, a nested NaN as null), so `rm -rf /` given as bytes in a mapping
+#: was graded as "cm0gLXJmIC8=" and passed; built into an event, they reached
+#: the graders as they were.
+NOT_LINE_VALUES: list[tuple[Any, str]] = [
+    ({"command": b"rm -rf /"}, "args.command"),
+    ({"command": memoryview(b"rm -rf /")}, "args.command"),
+    ({"command": "rm", "when": dt.datetime(2025, 1, 1, tzinfo=dt.UTC)}, "args.when"),
+    ({"command": "rm", "id": uuid.UUID(int=1)}, "args.id"),
+    ({"command": "rm", "n": decimal.Decimal("1.5")}, "args.n"),
+    ({"command": "rm", "flags": {"-r", "-f"}}, "args.flags"),
+    ({"command": "rm", "opts": {"x": [1, float("nan")]}}, "args.opts.x[1]"),
+    ({"command": "rm", "opts": {"x": {1: "y"}}}, "args.opts.x"),
+]
+
+
+@pytest.mark.parametrize("as_mapping", [False, True])
+@pytest.mark.parametrize(("args", "field"), NOT_LINE_VALUES)
+def test_values_a_line_cannot_hold_are_refused_at_their_path(
+    args: dict[str, Any], field: str, as_mapping: bool
+) -> None:
+    """Built into an event or a mapping: a bad record naming the value's
+    path, its trace tainted; the call is never graded as something else
+    (a pass), and the grader goes on with other traces."""
+    grader = StreamGrader.from_text(POLICY)
+    call = {"trace_id": "a", "name": "bash", "call_id": "c", "args": args}
+    if as_mapping:
+        got = grader.feed({"type": "tool_call", **call})
+    else:
+        got = grader.feed(ToolCall(**call))
+    assert got == [] and grader.take_decisions() == []
+    [err] = grader.errors
+    assert err.location.field == field and err.trace_id == "a"
+    assert "give values JSON can hold" in err.message
+    got = [v for ev in OTHER for v in grader.feed(ev)] + grader.finish()
+    assert _key([v for v in got if v.trace_id == "b"]) == _key(_alone())
+    assert {v.outcome for v in got if v.trace_id == "a"} == {Outcome.ERROR}
+
+
+@given(value=JSON_VALUES)
+def test_an_event_holding_json_values_is_graded_as_its_line(value: Any) -> None:
+    """Whatever JSON values (tuples and str/int enums included) an event
+    built in code holds, the graders see what its JSON line decodes to."""
+    event = ToolCall(trace_id="t", name="bash", args={"v": value})
+    line = msgspec.json.encode(event)
+    assert checked(event) == msgspec.json.decode(line, type=ToolCall)
+
+
+@given(value=JSON_VALUES, bad=st.sampled_from([b"x", {1}, float("inf"), object()]))
+def test_a_value_no_line_holds_is_named_wherever_it_is(value: Any, bad: Any) -> None:
+    """One such value anywhere (under any nesting) is an InputError naming
+    its path."""
+    event = ToolCall(trace_id="t", name="bash", args={"v": [value, {"k": bad}]})
+    with pytest.raises(InputError) as caught:
+        checked(event)
+    assert caught.value.location.field == "args.v[1].k"
+
+
+@pytest.mark.parametrize("source", [5, b"agent-1", ("a",)])
+def test_a_source_that_is_not_a_str_is_refused_before_anything_is_fed(
+    source: Any,
+) -> None:
+    """A connection number as ``source`` opened a trace whose id was an int:
+    every later finish() raised AttributeError (all final verdicts lost)."""
+    grader = StreamGrader.from_text(POLICY)
+    first = grader.feed(OTHER[0])
+    feeds = [
+        lambda: grader.feed(Usage(input_tokens=5), source=source),
+        lambda: grader.feed({"type": "usage", "input_tokens": 5}, source=source),
+        lambda: grader.feed_bytes(b'{"type":"usage"}\n', source=source),
+        lambda: grader.close_source(source),
+    ]
+    for feed in feeds:
+        with pytest.raises(TypeError, match=r"source must be a str .* got "):
+            feed()
+    got = [v for ev in OTHER[1:] for v in grader.feed(ev)] + grader.finish()
+    assert grader.errors == [] and grader.engine.statistics().events == len(OTHER)
+    assert _key(first + got) == _key(_alone())
+
+
+def _aborted_checkpoint() -> bytes:
+    """Two traces, one aborted (a blown token budget) and one with a call open."""
+    grader = StreamGrader.from_text(POLICY)
+    grader.feed(Usage(trace_id="t", input_tokens=2000))
+    grader.feed(
+        ToolCall(trace_id="u", name="bash", call_id="c", args={"command": "ls"})
+    )
+    return grader.checkpoint()
+
+
+SAVED = _aborted_checkpoint()
+
+
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, len(SAVED) - 1), st.integers(0, 255)), max_size=4
+    ),
+    cut=st.integers(0, len(SAVED)),
+)
+def test_a_corrupted_checkpoint_is_refused_or_restores_a_working_grader(
+    edits: list[tuple[int, int]], cut: int
+) -> None:
+    """Bytes flipped or cut anywhere: an InputError/ConfigError that changes
+    nothing (a flipped byte in a string was a UnicodeDecodeError), or a
+    grader that grades, guards and finishes (an abort naming a grader the
+    policy lacks passed, then an IndexError came out of a later feed)."""
+    data = bytearray(SAVED[:cut])
+    for at, byte in edits:
+        if at < len(data):
+            data[at] = byte
+    grader = StreamGrader.from_text(POLICY)
+    try:
+        grader.restore(bytes(data))
+    except (InputError, ConfigError):
+        assert grader.engine.open_traces() == []
+        return
+    for tid in ("t", "u", "v"):
+        grader.feed(
+            ToolCall(trace_id=tid, name="bash", call_id="k", args={"command": "rm x"})
+        )
+    assert {d.call_id for d in grader.take_decisions()} >= {"k"}
+    grader.checkpoint()
+    grader.finish()
+
+
+def test_an_abort_naming_a_grader_the_policy_lacks_is_refused() -> None:
+    version, fingerprint, (traces, closed, unopened) = msgspec.msgpack.decode(SAVED)
+    [aborted] = [t for t in traces if t[9] is not None]
+    aborted[9][0] = 99
+    data = msgspec.msgpack.encode([version, fingerprint, [traces, closed, unopened]])
+    grader = StreamGrader.from_text(POLICY)
+    with pytest.raises(InputError, match="its abort names grader 99 of 3"):
+        grader.restore(data)
+    assert grader.engine.open_traces() == []
+
+
+# ------------------------------------------------------------------ grade_bytes
+RM_LINE = b'{"trace_id":"t","type":"tool_call","name":"bash","call_id":"c","args":{"command":"rm -rf /"}}\n'
+
+
+def test_grade_bytes_takes_any_bytes_like_input_and_refuses_text() -> None:
+    """A bytearray or memoryview (what a socket or mmap gives) crashed with
+    "can't concat int to bytes"; text is a TypeError naming the fix."""
+    suite = StreamGrader.from_text(POLICY).suite
+    want = _key(grade_bytes(suite, RM_LINE).verdicts)
+    assert want and {v[2] for v in want} >= {Outcome.FAIL}
+    for data in (
+        bytearray(RM_LINE),
+        memoryview(RM_LINE),
+        [RM_LINE[:9], memoryview(RM_LINE[9:])],
+        iter([bytearray(RM_LINE)]),
+    ):
+        assert _key(grade_bytes(suite, data).verdicts) == want  # type: ignore[arg-type]
+    for text, what in (
+        (RM_LINE.decode(), "not a str"),
+        ([RM_LINE.decode()], "chunk 0"),
+    ):
+        with pytest.raises(TypeError, match=rf"grade_bytes\(\) .*{what}.*encode"):
+            grade_bytes(suite, text)  # type: ignore[arg-type]
+
+
+def test_grade_bytes_refuses_options_a_typo_would_break() -> None:
+    """As StreamGrader does: max_line_bytes=0 skipped every line (every
+    trace in error), source=None and fmt="jsonl" failed at the first record;
+    its record errors name its own options, not the CLI's flags."""
+    suite = StreamGrader.from_text(POLICY).suite
+    with pytest.raises(ConfigError, match=r"unknown input format 'jsonl'"):
+        grade_bytes(suite, RM_LINE, fmt="jsonl")
+    with pytest.raises(TypeError, match="source must be a non-empty str"):
+        grade_bytes(suite, RM_LINE, source=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_line_bytes must be a positive int"):
+        grade_bytes(suite, RM_LINE, max_line_bytes=0)
+    result = grade_bytes(suite, b'{"foo": 1}\n' + RM_LINE, max_line_bytes=64)
+    assert [e.message.split("; ")[-1] for e in result.errors] == [
+        "give grade_bytes its fmt= (the names: `trajgrade formats`)",
+        "raise grade_bytes' max_line_bytes= if such records are expected",
+    ]
+
+
+@pytest.mark.parametrize("timeout", [None, 0, -1.0, float("nan"), float("inf"), "1"])
+def test_a_regex_timeout_that_is_no_time_limit_is_refused(timeout: Any) -> None:
+    """None or inf turned the regex time box (the ReDoS guard) off, so one
+    hostile value could hang the grader; 0 or less timed out every match."""
+    with pytest.raises(ValueError, match="regex_timeout must be a positive, finite"):
+        StreamGrader.from_text(POLICY, regex_timeout=timeout)
+    assert StreamGrader.from_text(POLICY, regex_timeout=1).suite
+
+
+def test_feed_all_feeds_nothing_when_one_item_is_not_an_event() -> None:
+    """A dict among the events raised TypeError after the events before it
+    (up to the last badly typed one) had been graded and guarded."""
+    engine = Engine(StreamGrader.from_text(POLICY).suite)
+    rm = ToolCall(trace_id="t", name="bash", call_id="c", args={"command": "rm -rf /"})
+    with pytest.raises(TypeError, match="is not an event"):
+        engine.feed_all([rm, BAD[1][0], rm, {"type": "usage"}])  # type: ignore[list-item]
+    assert engine.statistics().events == 0 and engine.decisions == []
+    assert engine.anomalies == []

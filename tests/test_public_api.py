@@ -47,6 +47,8 @@ CORE_PARTS = frozenset(
         "_digest",
         "_depth",
         "_surrogates",
+        "_json_values",
+        "_input_options",
         "bounded_ids",
     }
 )
@@ -55,6 +57,8 @@ EDGE_PARTS = frozenset(
     {
         "api",
         "api_async",
+        "api_state",
+        "_api_checks",
         "_agent_group",
         "_agent_output",
         "_click_types",

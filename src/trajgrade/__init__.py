@@ -29,13 +29,16 @@ Core (start at the top):
   events -> engine; decoded chunks and their lines; batches into the engine
   with their errors located; the decode of only what a suite reads
 * ``_locate``, ``_yaml``, ``_digest``, ``_depth``, ``_surrogates``,
-  ``bounded_ids``  their helpers (error locations, YAML 1.1/1.2, ids,
-  nesting limits, lone surrogate escapes, bounded memories of recent ids)
+  ``_json_values``, ``_input_options``, ``bounded_ids``  their helpers
+  (error locations, YAML 1.1/1.2, ids, nesting limits, lone surrogate
+  escapes, the values a JSON line holds, the library's input options,
+  bounded memories of recent ids)
 
 Edges:
 
-* ``api``, ``api_async``  StreamGrader: the pipeline for embedding (feed,
-  finish, checkpoints; live async sources)
+* ``api``, ``api_async``, ``api_state``, ``_api_checks``  StreamGrader: the
+  pipeline for embedding (feed, finish; live async sources; checkpoints;
+  the checks of its arguments)
 * ``runner``, ``_run_state``, ``sources/``, ``sinks/``, ``tracking``,
   ``rotation``, ``state``  grade files, pipes and followed logs; checkpoints
 * ``kafka/``        grade a Kafka topic: consumer loop, grading steps, output

@@ -37,26 +37,23 @@ budgets), import anyio only when called, so ``import trajgrade`` stays light.
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade.api_async import AsyncStreams
+from trajgrade._api_checks import check_source, escaped, exclusive
+from trajgrade._input_options import check_input_options
+from trajgrade._json_values import JSON_FIX, Problem, json_problem
+from trajgrade.api_async import AsyncStreams, Stream
+from trajgrade.api_state import Checkpointing
 from trajgrade.config import OnFail, Suite, compile_suite, decode_config, load_suite
-from trajgrade.engine import Anomaly, Engine, EngineState
-from trajgrade.errors import (
-    ConcurrentUseError,
-    ConfigError,
-    InputError,
-    Location,
-    StateError,
-)
+from trajgrade.engine import Anomaly, Engine
+from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event, checked
 from trajgrade.graders import BuildContext
 from trajgrade.pipeline import API_FIXES, DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
@@ -65,90 +62,18 @@ from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable
 
 __all__ = ("Feedable", "StreamGrader")
 
 #: What :meth:`StreamGrader.feed` accepts.
 Feedable = Event | Mapping[str, Any] | str | bytes
 _EVENT_CLASSES: Final = tuple(EVENT_TYPES.values())
-_CHECKPOINT_VERSION: Final = 1
 _ENC: Final = msgspec.json.Encoder()
 _BYTES: Final[tuple[type, ...]] = (bytes, bytearray, memoryview)
 _LONE: Final = re.compile("[\ud800-\udfff]")
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 
 
-class _Checkpoint(msgspec.Struct, array_like=True):
-    version: int
-    fingerprint: str
-    engine: EngineState
-
-
-class _Header(msgspec.Struct, array_like=True):
-    """A checkpoint's first fields, read before the rest (whose form may
-    differ in another version)."""
-
-    version: int
-    fingerprint: str
-
-
-def _exclusive(
-    method: Callable[Concatenate[StreamGrader, _P], _R],
-) -> Callable[Concatenate[StreamGrader, _P], _R]:
-    """One call at a time: a StreamGrader is one stream's state, and two
-    threads feeding it at once would corrupt it silently; they get
-    ConcurrentUseError instead (a lock taken without waiting: no contention
-    in correct use)."""
-
-    @functools.wraps(method)
-    def call(self: StreamGrader, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if not self._lock.acquire(blocking=False):
-            msg = (
-                f"StreamGrader.{method.__name__}() was called while another call on "
-                f"this grader is running (another thread, or a callback inside a "
-                f"call); give each thread its own StreamGrader (they may share one "
-                f"Suite: StreamGrader(suite)), or serialise the calls with a lock"
-            )
-            raise ConcurrentUseError(msg)
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self._lock.release()
-
-    return call
-
-
-def _escaped(item: Mapping[str, Any]) -> bytes | None:
-    """A mapping holding lone surrogates as JSON with ``\\uXXXX`` escapes,
-    which the decoders read as U+FFFD as they do in a log line (None when
-    it holds what JSON cannot)."""
-    import json
-
-    try:
-        return json.dumps(item, ensure_ascii=True, allow_nan=False).encode()
-    except (TypeError, ValueError, RecursionError):
-        return None
-
-
-def _check_options(fmt: object, source: object, max_line_bytes: object) -> None:
-    """Options a typo would otherwise turn into an error at every feed."""
-    from trajgrade.formats import BUILTIN
-
-    if fmt != "auto" and fmt not in BUILTIN:
-        known = ", ".join(sorted(BUILTIN))
-        msg = f"unknown input format {fmt!r}; known formats: {known} (or 'auto')"
-        raise ConfigError(msg, location=Location(field="fmt"))
-    if not isinstance(source, str) or not source:
-        msg = f"source must be a non-empty str (it names the default trace), got {source!r}"
-        raise TypeError(msg)
-    if type(max_line_bytes) is not int or max_line_bytes < 1:
-        msg = f"max_line_bytes must be a positive int, got {max_line_bytes!r}"
-        raise ValueError(msg)
-
-
-class StreamGrader(AsyncStreams):
+class StreamGrader(Checkpointing, AsyncStreams):
     """A compiled policy and the live state of the traces it grades."""
 
     def __init__(
@@ -161,13 +86,14 @@ class StreamGrader(AsyncStreams):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         guarding: bool = True,
     ) -> None:
-        _check_options(fmt, source, max_line_bytes)
+        check_input_options(fmt, source, max_line_bytes)
         self.suite = suite
         self._samples = samples
         self.engine = Engine(suite, samples=samples, guarding=guarding)
         self._grading = Grading(self.engine)
         self._lock = threading.Lock()
         self._undelivered: deque[Verdict] = deque()  # (api_async)
+        self._streams: list[Stream] = []  # (api_async)
         self._fmt = fmt
         self._source = source
         self._max = max_line_bytes
@@ -223,7 +149,7 @@ class StreamGrader(AsyncStreams):
         return cls(compile_suite(config, context=context), **options)
 
     # ------------------------------------------------------------ feeding
-    @_exclusive
+    @exclusive
     def feed(self, item: Feedable, *, source: str | None = None) -> list[Verdict]:
         """Grade one event or one record; return the verdicts it decided.
 
@@ -233,6 +159,14 @@ class StreamGrader(AsyncStreams):
         type (``ToolCall(name=None)``) is a bad record too: kept in
         ``errors``, its trace tainted.
         """
+        return self._feed(item, source, None)
+
+    def _feed(
+        self, item: Feedable, source: str | None, traces: set[str] | None
+    ) -> list[Verdict]:
+        """:meth:`feed`; ``traces`` (an async stream's): gets the ids of
+        the traces fed."""
+        check_source(source)
         if isinstance(item, _EVENT_CLASSES):
             try:
                 event = checked(item)
@@ -243,18 +177,24 @@ class StreamGrader(AsyncStreams):
             out = self.engine.feed_many(
                 [event], now=now, default_trace=source or self._source
             )
+            if traces is not None:
+                traces.add(event.trace_id or source or self._source)
             self._collect()
             return out
         if isinstance(item, Mapping):
+            record = item if type(item) is dict else dict(item)
+            # (msgspec would write bytes as base64 text, a NaN as null: a
+            # record a line could not hold is refused, not graded as that)
+            problem, _ = json_problem(record)
+            if problem is not None:
+                return self._refuse(record, source, problem)
             try:
-                line = _ENC.encode(item)
+                line = _ENC.encode(record)
             except UnicodeEncodeError:  # a lone surrogate (json.loads of a Node log)
-                escaped = _escaped(item)
-                if escaped is None:
-                    return self._refuse(item, source, TypeError("not JSON"))
-                line = escaped
-            except (RecursionError, TypeError, ValueError, msgspec.EncodeError) as exc:
-                return self._refuse(item, source, exc)
+                as_json = escaped(record)
+                if as_json is None:
+                    return self._refuse(record, source, Problem("", "not JSON"))
+                line = as_json
         elif isinstance(item, str):
             try:
                 line = item.encode()
@@ -270,9 +210,9 @@ class StreamGrader(AsyncStreams):
             raise ValueError(msg)
         if not line.endswith(b"\n"):
             line += b"\n"
-        return self._feed_bytes(line, source)
+        return self._feed_bytes(line, source, traces)
 
-    @_exclusive
+    @exclusive
     def feed_bytes(self, chunk: bytes, *, source: str | None = None) -> list[Verdict]:
         """Grade the next bytes of ``source``: lines may be cut anywhere; a
         partial last line waits for the rest (or for :meth:`finish`)."""
@@ -283,27 +223,34 @@ class StreamGrader(AsyncStreams):
                 f"or give one record to feed()"
             )
             raise TypeError(msg)
-        return self._feed_bytes(bytes(chunk), source)
+        return self._feed_bytes(bytes(chunk), source, None)
 
-    def _feed_bytes(self, chunk: bytes, source: str | None) -> list[Verdict]:
+    def _feed_bytes(
+        self, chunk: bytes, source: str | None, traces: set[str] | None
+    ) -> list[Verdict]:
+        check_source(source)
         decoder = self._decoder(source or self._source)
         now = time.time() if self._clocked else None
-        out = self._grading.feed(decoder, decoder.feed(chunk), now=now)
+        batch = decoder.feed(chunk)
+        if traces is not None:
+            default = decoder.default_trace
+            traces.update([e.trace_id or default for e in batch.events])
+        out = self._grading.feed(decoder, batch, now=now)
         self._collect()
         return out
 
-    @_exclusive
+    @exclusive
     def tick(self, now: float | None = None) -> list[Verdict]:
         """Let wall-time budgets fire while no event arrives (``now``: epoch
         seconds, default the current time)."""
         return self.engine.tick(time.time() if now is None else now)
 
-    @_exclusive
+    @exclusive
     def end_trace(self, trace_id: str) -> list[Verdict]:
         """Close one trace as if it ended: its graders give final verdicts."""
         return self.engine.end_trace(trace_id)
 
-    @_exclusive
+    @exclusive
     def finish(self) -> list[Verdict]:
         """End of input: flush partial lines and close every open trace.
 
@@ -317,12 +264,13 @@ class StreamGrader(AsyncStreams):
         self._collect()
         return out
 
-    @_exclusive
+    @exclusive
     def close_source(self, source: str) -> list[Verdict]:
         """End of one source (a connection closed): its partial last line is
         graded and its line reader let go (each holds about 1 KB until then,
         or until :meth:`finish`). Its traces stay open until their
         ``trace_end``, :meth:`end_trace` or :meth:`finish`."""
+        check_source(source)
         decoder = self._decoders.pop(source, None)
         if decoder is None:
             return []
@@ -361,7 +309,7 @@ class StreamGrader(AsyncStreams):
         """Guard decisions not yet taken (see :meth:`take_decisions`)."""
         return self.engine.decisions
 
-    @_exclusive
+    @exclusive
     def take_decisions(self) -> list[GuardDecision]:
         """The guard decisions made since the last call, oldest first; drain
         them after each :meth:`feed` (they accumulate until taken).
@@ -376,79 +324,40 @@ class StreamGrader(AsyncStreams):
         self.engine.decisions.clear()
         return out
 
-    # ------------------------------------------------------------ state
-    @_exclusive
-    def checkpoint(self) -> bytes:
-        """Every trace's state as bytes (msgpack). Take it between records:
-        a partial line held by :meth:`feed_bytes` is not included."""
-        state = _Checkpoint(
-            version=_CHECKPOINT_VERSION,
-            fingerprint=self.suite.fingerprint,
-            engine=self.engine.checkpoint(),
-        )
-        return msgspec.msgpack.encode(state)
-
-    @_exclusive
-    def restore(self, data: bytes) -> None:
-        """Load a :meth:`checkpoint` taken with the same policy into this
-        grader, which must not have graded anything yet.
-
-        Raises :class:`~trajgrade.errors.ConfigError` when it came from another
-        policy, :class:`~trajgrade.errors.InputError` when it is not a
-        checkpoint (or one of another format version), and
-        :class:`~trajgrade.errors.StateError` when this grader has state of
-        its own. A refused checkpoint changes nothing.
-        """
-        if not isinstance(data, _BYTES):
-            msg = f"restore() takes the bytes checkpoint() gave, not a {type(data).__name__}"
-            raise TypeError(msg)
-        stats = self.engine.statistics()
-        if self._decoders or stats.events or stats.rejected_events:
-            msg = (
-                "restore() loads a checkpoint into a grader that has graded nothing "
-                "yet, and this one has traces or input of its own; build a new "
-                "StreamGrader of the same policy and restore into it"
-            )
-            raise StateError(msg)
-        try:
-            head = msgspec.msgpack.decode(data, type=_Header)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            msg = f"not a StreamGrader checkpoint ({exc}); pass bytes from checkpoint()"
-            raise InputError(msg) from None
-        if head.version != _CHECKPOINT_VERSION:
-            msg = (
-                f"checkpoint format version {head.version}, and this trajgrade reads "
-                f"version {_CHECKPOINT_VERSION}; restore it with the trajgrade version "
-                f"that took it (or let it finish there)"
-            )
-            raise InputError(msg)
-        if head.fingerprint != self.suite.fingerprint:
-            msg = (
-                f"checkpoint was taken with another policy (fingerprint {head.fingerprint}, "
-                f"this one {self.suite.fingerprint}); restore it into a grader built from the same config"
-            )
-            raise ConfigError(msg, location=Location(file=self.suite.source))
-        try:
-            state = msgspec.msgpack.decode(data, type=_Checkpoint)
-            # Tried on a scratch engine first: bytes that fail half-way
-            # leave this grader as it was (and grader.engine stays the same
-            # object for callers that hold it).
-            Engine(self.suite, samples=self._samples).load(state.engine)
-        except (ValueError, TypeError) as exc:  # (msgspec's errors are ValueErrors)
-            msg = f"not a StreamGrader checkpoint ({exc}); pass bytes from checkpoint()"
-            raise InputError(msg) from None
-        # (Decoded again: the scratch engine may hold the first copy's objects.)
-        self.engine.load(msgspec.msgpack.decode(data, type=_Checkpoint).engine)
-
     # ------------------------------------------------------------ internals
-    def _feed_any(self, item: Feedable, source: str | None) -> list[Verdict]:
+    @exclusive
+    def _feed_any(
+        self, item: Feedable, source: str | None, traces: set[str]
+    ) -> list[Verdict]:
+        """One item of an async stream (api_async); ``traces`` gets the ids
+        of the traces it fed."""
         out: list[Verdict] = []
         if self._clocked:
-            out.extend(self.tick())
+            out.extend(self.engine.tick(time.time()))
         if isinstance(item, bytes | bytearray | memoryview):
-            out.extend(self.feed_bytes(bytes(item), source=source))
+            out.extend(self._feed_bytes(bytes(item), source, traces))
         else:
-            out.extend(self.feed(item, source=source))
+            out.extend(self._feed(item, source, traces))
+        return out
+
+    @exclusive
+    def _end_stream(
+        self, source: str | None, traces: set[str], keep: set[str], *, close: bool
+    ) -> list[Verdict]:
+        """The end of an async stream while others still run on this grader:
+        its source's partial last line (``close``: no other stream reads
+        that source) and its ``traces``, but not the others' (``keep``)
+        (api_async)."""
+        out: list[Verdict] = []
+        decoder = self._decoders.pop(source or self._source, None) if close else None
+        if decoder is not None:
+            batch = decoder.close()
+            traces.update([e.trace_id or decoder.default_trace for e in batch.events])
+            out += self._grading.feed(decoder, batch)
+        mine = [t for t in self.engine.open_traces() if t in traces and t not in keep]
+        for part in self.engine.end_batches(mine):
+            out += part
+        self._collect()
         return out
 
     def _decoder(self, source: str) -> SourceDecoder:
@@ -466,14 +375,15 @@ class StreamGrader(AsyncStreams):
         return decoder
 
     def _refuse(
-        self, item: Mapping[str, Any], source: str | None, exc: Exception
+        self, item: Mapping[str, Any], source: str | None, problem: Problem
     ) -> list[Verdict]:
         """A mapping that is not JSON (or too deep to write) is a bad record:
-        kept in ``errors``, its trace tainted, never raised."""
+        kept in ``errors`` (naming the value's path), its trace tainted,
+        never raised."""
         trace = item.get("trace_id")
-        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
-        where = Location(file=source or self._source)
-        msg = f"the record cannot be read as JSON ({reason})"
+        where = Location(file=source or self._source, field=problem.path or None)
+        at = f" at {problem.path}" if problem.path else ""
+        msg = f"the record cannot be read as JSON{at}: {problem.what}; {JSON_FIX}"
         return self._lost(
             msg, where, (trace if isinstance(trace, str) else "") or source
         )

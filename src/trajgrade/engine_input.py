@@ -3,7 +3,7 @@
 A mixin of :class:`trajgrade.engine.Engine`: ``feed`` and ``feed_all``, the
 entry points for events a caller builds. msgspec does not check field types
 when an event is constructed, so these check each one
-(:func:`trajgrade.events.checked`, about a microsecond) and lose a bad one
+(:func:`trajgrade.events.checked`, one or two microseconds) and lose a bad one
 as an unreadable record is lost: its trace is tainted (its open graders end
 in ``error``) and an ``invalid_event`` anomaly says what is wrong. The
 per-event loop, ``feed_many``, takes events as they are: decoders check
@@ -62,15 +62,23 @@ class CheckedInput:
 
     def feed_all(self, events: Iterable[Event]) -> list[Verdict]:
         """Feed many events, each checked as :meth:`feed` does; return all
-        their verdicts (batch convenience)."""
-        out: list[Verdict] = []
-        good: list[Event] = []
+        their verdicts (batch convenience). An object that is not an event
+        raises TypeError before any of them is fed (the caller cannot tell
+        which were, else)."""
+        read: list[Event | InputError] = []
         for event in events:
             try:
-                good.append(checked(event))
+                read.append(checked(event))
             except InputError as exc:
-                out += self.feed_many(good) + self._invalid(exc)  # in order
+                read.append(exc)
+        out: list[Verdict] = []
+        good: list[Event] = []
+        for item in read:
+            if isinstance(item, InputError):
+                out += self.feed_many(good) + self._invalid(item)  # in order
                 good = []
+            else:
+                good.append(item)
         return out + self.feed_many(good)
 
     def _invalid(self, exc: InputError) -> list[Verdict]:

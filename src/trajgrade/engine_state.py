@@ -254,5 +254,8 @@ class _Trace:
         tr.seen_at = snap.seen_at
         if snap.abort is not None:
             i, rule, reason = snap.abort
+            if not 0 <= i < len(graders):  # (the guard indexes graders by it)
+                msg = f"trace {snap.trace_id!r}: its abort names grader {i} of {len(graders)}"
+                raise ValueError(msg)
             tr.abort = (i, rule, reason)
         return tr

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import msgspec
 
 from trajgrade._depth import scan, too_deep_message
+from trajgrade._input_options import BATCH_FIXES, byte_chunks, check_input_options
 from trajgrade.batches import Batch, Segment, segment
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
@@ -475,7 +476,9 @@ def grade_bytes(
     """Batch: grade a whole input (bytes, or chunks of it) and finish every trace.
 
     ``samples`` maps trace ids to dataset rows (ground truth, agent state).
-    """
+    A bad option, or ``data`` that is not bytes, raises ConfigError (``fmt``),
+    TypeError or ValueError."""
+    check_input_options(fmt, source, max_line_bytes)
     engine = Engine(suite, samples=samples)
     grading = Grading(engine)
     decoder = SourceDecoder(
@@ -483,10 +486,10 @@ def grade_bytes(
         fmt=fmt,
         max_line_bytes=max_line_bytes,
         tool_results=reads_tool_results(suite.graders),
+        fixes=BATCH_FIXES,
     )
-    verdicts: list[Verdict] = []
-    for chunk in [data] if isinstance(data, bytes) else data:
-        verdicts.extend(grading.feed(decoder, decoder.feed(chunk)))
+    feed = grading.feed
+    verdicts = [v for c in byte_chunks(data) for v in feed(decoder, decoder.feed(c))]
     verdicts.extend(grading.feed(decoder, decoder.close()))
     verdicts.extend(engine.finish())
     return GradeResult(

@@ -53,6 +53,12 @@ class BuildContext:
         allow_code: bool = False,
         threshold: float | None = None,
     ) -> None:
+        t = regex_timeout
+        if type(t) not in (int, float) or not 0 < t < float("inf"):  # (NaN too)
+            # None or inf would let a hostile value hang a regex (the ReDoS
+            # guard), 0 or less time out every match.
+            msg = f"regex_timeout must be a positive, finite number of seconds (default 0.25), got {t!r}"
+            raise ValueError(msg)
         #: Seconds one user regex may run on one value before it is abandoned.
         self.regex_timeout = regex_timeout
         #: Directory of the config file, for relative paths in configs.

@@ -251,13 +251,17 @@ class _Rows(Mapping[str, Any]):
         self.inside = threading.Event()
         self.release = threading.Event()
 
-    def __contains__(self, key: object) -> bool:
+    def _lookup(self) -> None:
         if not self.inside.is_set():
             self.inside.set()
             assert self.release.wait(10)
+
+    def __contains__(self, key: object) -> bool:
+        self._lookup()
         return False
 
     def __getitem__(self, key: str) -> Any:
+        self._lookup()
         raise KeyError(key)
 
     def __iter__(self) -> Iterator[str]:

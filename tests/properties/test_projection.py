@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from strategies import chunked, sprinkled, streams, suites
 from test_routing import mixed_suites
 
+from trajgrade._input_options import BATCH_FIXES
 from trajgrade.config import compile_suite, decode_config
 from trajgrade.engine import Anomaly, Engine
 from trajgrade.events import ToolResult
@@ -47,7 +48,7 @@ def _full(suite: Suite, chunks: list[bytes]) -> GradeResult:
     """grade_bytes with every field decoded, whatever the suite reads."""
     engine = Engine(suite)
     grading = Grading(engine)
-    decoder = SourceDecoder("<input>", tool_results=True)
+    decoder = SourceDecoder("<input>", tool_results=True, fixes=BATCH_FIXES)
     verdicts = []
     for chunk in chunks:
         verdicts += grading.feed(decoder, decoder.feed(chunk))

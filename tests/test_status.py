@@ -29,16 +29,8 @@ def run_on_terminal(*args: str) -> tuple[int, bytes]:
         env={**os.environ, "COLUMNS": "160", "TERM": "xterm"},
     )
     os.close(sub)
-    out = bytearray()
     try:
-        while True:
-            try:
-                data = os.read(main, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            out += data
+        out = _drain(main)
     finally:
         os.close(main)
         p.kill()
@@ -132,14 +124,7 @@ def _typed_on_terminal(argv: list[str], wait_for: bytes, typed: bytes) -> bytes:
             if select.select([main], [], [], 0.1)[0]:
                 out += os.read(main, 65536)
         os.write(main, typed)
-        while True:
-            try:
-                data = os.read(main, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            out += data
+        out += _drain(main)
         p.wait(timeout=30)
     finally:
         os.close(main)
@@ -186,3 +171,17 @@ def test_other_readers_of_stdin_say_so_on_a_terminal(
     text = _typed_on_terminal(argv, hint, typed + b"\n\x04")
     assert hint in text, text
     assert answer in text.split(hint, 1)[1], text
+
+
+def _drain(main: int) -> bytearray:
+    """Everything the child writes to its terminal until it closes it."""
+    out = bytearray()
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    return out

@@ -88,14 +88,7 @@ def test_stdin_on_a_terminal_says_it_is_read(tmp_path: Path) -> None:
         while b"Ctrl-D" not in out:
             out += os.read(main, 65536)
         os.write(main, b'{"trace_id":"t","type":"tool_call","name":"bash"}\n\x04')
-        while True:
-            try:
-                data = os.read(main, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            out += data
+        out += _drain(main)
         assert p.wait(timeout=30) == 0
     finally:
         os.close(main)

@@ -7,6 +7,7 @@ command (``grade``, follow, Kafka, ``run``). What the actions do is
 
 from __future__ import annotations
 
+import os
 import signal
 from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
@@ -52,8 +53,6 @@ def parse_signal_target(text: str) -> tuple[int, int]:
 def check_signal_target(text: str, pid: int) -> None:
     """Raise ValueError with the fix when ``pid`` cannot be signalled now:
     found at start-up, not at the first fail, when it is too late to act."""
-    import os
-
     try:
         os.kill(pid, 0)  # (signal 0: the checks of a send, nothing sent)
     except ProcessLookupError:

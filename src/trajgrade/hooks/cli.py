@@ -130,7 +130,6 @@ def install_cmd(
     else:
         assert config_path is not None
         suite = _compiled(config_path, allow_code)
-    words = [*this_trajgrade(warn=server_url is None), "hook", agent]
     if server_url is not None:
         # The client run as a script imports nothing of trajgrade: a
         # forwarded call costs little more than the interpreter start.
@@ -140,6 +139,7 @@ def install_cmd(
         words += ["--server", server_url.rstrip("/")]
     else:
         assert config_path is not None
+        words = [*this_trajgrade(warn=True), "hook", agent]
         words += ["-c", os.path.abspath(config_path)]
         if state_dir:
             words += ["--state-dir", os.path.abspath(state_dir)]
@@ -150,8 +150,12 @@ def install_cmd(
     command = shlex.join(words)
     # Claude Code runs a call whose http hook fails (daemon down, timeout),
     # so fail-closed needs the thin client, which denies then, on every event.
-    http = server_url is not None and not (fail_closed and agent == "claude-code")
-    url = f"{server_url.rstrip('/')}/hook/{agent}" if http and server_url else None
+    client_only = fail_closed and agent == "claude-code"
+    url = (
+        f"{server_url.rstrip('/')}/hook/{agent}"
+        if server_url is not None and not client_only
+        else None
+    )
     try:
         path, text = install(
             agent,
@@ -174,7 +178,7 @@ def install_cmd(
         click.echo(text, nl=False)
     else:
         click.echo(f"{path}: trajgrade hooks registered for {agent}")
-        if server_url is not None and url is None and agent == "claude-code":
+        if server_url is not None and client_only:
             click.echo(
                 "note: --fail-closed: every event runs the thin client, which denies "
                 "when the daemon cannot answer (Claude Code lets a call run when an "

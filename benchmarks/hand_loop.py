@@ -15,7 +15,7 @@ hand-written loop itself is from the targets:
   (the same records and grader names as ``six.yaml``, so ``run.py`` checks
   every trace's verdicts against the ``stream_ref`` floor's).
 
-With ``--bounded`` each chunk is also scanned by ``trajgrade._depth.scan``
+With ``--bounded`` each chunk is also scanned by ``trajgrade._util.depth.scan``
 first: the nesting bound (lines nested deeper than 128 levels are refused
 before anything recurses into them) and the line count for error locations,
 which trajgrade owes its users and the floors do not do.
@@ -85,7 +85,7 @@ def main() -> int:
 
     scan = None
     if args.bounded:
-        from trajgrade._depth import scan
+        from trajgrade._util.depth import scan
 
     # six.yaml's graders: the checks, and exact's length as a grader of its own.
     graders = (*CHECK_ORDER, "exact_length")

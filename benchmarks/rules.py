@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import CONFIG, ensure_corpus, find_shared
 from trajgrade import compile_suite, decode_config, load_suite
 from trajgrade.events import ToolCall, Usage
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 TARGET_RATIO = 1.0
 EMPTY = "(driver loop, no grader)"

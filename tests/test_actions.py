@@ -16,8 +16,8 @@ import structlog
 from structlog.testing import capture_logs
 
 from trajgrade import ConfigError, OnFail, compile_suite, decode_config
-from trajgrade.action_options import parse_signal_target
-from trajgrade.actions import ActionOptions, Actions
+from trajgrade.cli.action_options import parse_signal_target
+from trajgrade.runtime.actions import ActionOptions, Actions
 from trajgrade.verdicts import Outcome, Verdict, verdict_id
 
 pytestmark = pytest.mark.anyio

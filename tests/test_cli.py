@@ -1113,7 +1113,7 @@ def test_a_run_without_decision_readers_gives_the_same_verdicts(
     run_cli, tmp_path: Path
 ) -> None:
     """Nobody reads decisions in a plain ``grade``, so the engine does not
-    judge calls (trajgrade.engine ``guarding``); the verdicts are those of a
+    judge calls (trajgrade.engine.engine ``guarding``); the verdicts are those of a
     run that writes the decisions, byte for byte."""
     events = tmp_path / "events.jsonl"
     events.write_bytes(gzip.decompress(BENCH_SAMPLE.read_bytes()))

@@ -38,8 +38,9 @@ import click
 import pytest
 import yaml
 
-from trajgrade.cli import main as cli_main
-from trajgrade.config import compile_suite, decode_config
+from trajgrade.cli.main import main as cli_main
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
 from trajgrade.formats import BUILTIN as FORMATS
 from trajgrade.graders import registry
 from trajgrade.hooks.invoke import UsageError

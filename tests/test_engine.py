@@ -7,7 +7,7 @@ import pytest
 from tests._support import call, end, one, result, suite
 
 from trajgrade import Engine, TraceSnapshot
-from trajgrade.engine_state import CLOSED_MEMORY
+from trajgrade.engine.state import CLOSED_MEMORY
 from trajgrade.verdicts import Outcome, keyed_id, verdict_id
 
 POLICY = """
@@ -61,7 +61,7 @@ def test_closed_ids_past_the_bound_are_forgotten_oldest_first(
     """Past its bound of closed ids the engine forgets the oldest first (and
     lists it in ``forgotten``); the late events of the ids it still holds
     are dropped and counted, also in an engine loaded from its checkpoint."""
-    monkeypatch.setattr("trajgrade.engine.CLOSED_MEMORY", 3)
+    monkeypatch.setattr("trajgrade.engine.engine.CLOSED_MEMORY", 3)
     engine = Engine(suite(POLICY))
     engine.log_closes()
     for tid in "abcde":

@@ -11,10 +11,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from trajgrade import exit_status
-from trajgrade.engine_state import EngineState
-from trajgrade.exit_status import FailedTraces, RunSummary, report
-from trajgrade.state import Checkpoint
+from trajgrade.engine.state import EngineState
+from trajgrade.runner.store import Checkpoint
+from trajgrade.runtime import exit_status as exit_status
+from trajgrade.runtime.exit_status import FailedTraces, RunSummary, report
 
 
 def test_a_trace_counts_once_and_the_first_ones_are_named() -> None:

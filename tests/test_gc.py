@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from trajgrade import _gc
+from trajgrade.runtime import gc as _gc
 
 
 @pytest.fixture

@@ -7,11 +7,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from trajgrade import engine as engine_module
-from trajgrade.config import Suite, compile_suite, decode_config
-from trajgrade.engine import Engine, EngineState, TraceSnapshot
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.config.model import Suite
+from trajgrade.engine import engine as engine_module
+from trajgrade.engine.engine import Engine, EngineState, TraceSnapshot
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, Usage
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 from trajgrade.verdicts import Action, GuardDecision, Outcome
 
 NO_CURL = """\
@@ -240,7 +242,7 @@ def test_actions_act_on_refusals_and_log_shadow_mode() -> None:
     import structlog
     from structlog.testing import capture_logs
 
-    from trajgrade.actions import ActionOptions, Actions
+    from trajgrade.runtime.actions import ActionOptions, Actions
 
     def decision(action: str) -> GuardDecision:
         return GuardDecision(

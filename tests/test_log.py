@@ -12,7 +12,7 @@ import sys
 
 _LOG_ONE_LINE = """
 import io, sys
-from trajgrade import log
+from trajgrade.runtime import log as log
 out = io.BytesIO()
 log.configure(stream=out, json={json})
 log.get_logger(source="a.jsonl").warning("source_changed", offset=3)

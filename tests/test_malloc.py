@@ -22,7 +22,8 @@ pytestmark = pytest.mark.skipif(
 
 PROBE = """
 import ctypes, sys
-from trajgrade import _gc, _malloc
+from trajgrade.runtime import gc as _gc
+from trajgrade.runtime import malloc as _malloc
 
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from trajgrade.metrics import Metrics, MetricsServer
+from trajgrade.runtime.metrics import Metrics, MetricsServer
 
 TIMEOUT = 0.5
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tests._support import suite
 
-from trajgrade.pipeline import SourceDecoder, grade_bytes
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.pipeline.whole import grade_bytes
 
 LINE = b'{"type":"tool_call","trace_id":"t","name":"bash","call_id":"%d"}\n'
 

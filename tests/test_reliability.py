@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 from tests._support import suite
 
 from trajgrade import StreamGrader
-from trajgrade._depth import (
+from trajgrade._util.depth import (
     MAX_DEPTH,
     scan,
     too_deep,
     value_too_deep,
 )
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from trajgrade.state import Checkpoint
+from trajgrade.runner.store import Checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -146,12 +146,12 @@ async def test_a_log_rotated_between_the_resume_check_and_its_open(
 
     from tests._support import suite as compile_suite
 
-    from trajgrade._run_state import _Run
-    from trajgrade.log import get_logger
-    from trajgrade.runner import RunOptions
+    from trajgrade.runner.options import RunOptions
+    from trajgrade.runner.run_state import _Run
+    from trajgrade.runner.store import Position, head_digest
+    from trajgrade.runtime.log import get_logger
     from trajgrade.sinks.jsonl import JsonlSink
     from trajgrade.sources.live import FileId, Opened
-    from trajgrade.state import Position, head_digest
 
     log = tmp_path / "session.jsonl"
     log.write_bytes(_events("view") + _events("edit"))

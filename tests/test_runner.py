@@ -263,7 +263,7 @@ def test_idle_traces_are_looked_for_every_tick_up_to_a_tenth_of_the_timeout() ->
     """A look for idle traces visits every open trace: short timeouts are
     looked at every tick, longer ones every tenth of the timeout, and no
     look is more than a second after the one before."""
-    from trajgrade.runner import RunOptions
+    from trajgrade.runner.options import RunOptions
 
     def every(idle: float | None) -> float:
         return RunOptions(inputs=[], idle_timeout=idle).idle_scan_interval

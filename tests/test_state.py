@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from tests._support import suite
 
 from trajgrade.errors import StateError
-from trajgrade.pipeline import SourceDecoder
-from trajgrade.state import Checkpoint, StateStore
-from trajgrade.tracking import TrackedInput, identity_matches
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.runner.store import Checkpoint, StateStore
+from trajgrade.runner.tracking import TrackedInput, identity_matches
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -368,8 +368,8 @@ def test_damaged_or_foreign_checkpoints_are_refused(tmp_path: Path) -> None:
 
 
 def test_checkpoint_write_is_atomic_and_drops_old_journals(tmp_path: Path) -> None:
-    from trajgrade.engine import EngineState
-    from trajgrade.state import STATE_VERSION
+    from trajgrade.engine.engine import EngineState
+    from trajgrade.runner.store import STATE_VERSION
 
     store = StateStore(tmp_path)
     try:
@@ -476,7 +476,7 @@ def test_watched_claude_session_resumes_mid_file(tmp_path: Path) -> None:
     resume replays the bytes before the checkpoint): stopped halfway, grown,
     restarted, the session's final verdicts equal batch grading of the whole
     file."""
-    from trajgrade.pipeline import grade_bytes
+    from trajgrade.pipeline.whole import grade_bytes
 
     policy = tmp_path / "p.yaml"
     policy.write_text(

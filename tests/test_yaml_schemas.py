@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from trajgrade import _yaml
-from trajgrade.config import compile_suite, decode_config, load_config
+from trajgrade.config import _yaml as _yaml
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config, load_config
 from trajgrade.errors import ConfigError
 
 SCALARS = (

@@ -2,55 +2,52 @@
 
 Reading map. A pure, synchronous **core** (events in; verdicts and per-call
 guard decisions out; no I/O, no clock, no logging) sits inside **edges** that
-read, write, wait, and talk to processes and brokers. tests/test_public_api.py
-keeps the two lists below: every module is on exactly one, and no core
-module imports an I/O, clock, logging or async library, or an edge module.
+read, write, wait, and talk to processes and brokers. Each part below is a
+module or a package; a package's ``__init__`` says what is inside it.
+tests/test_public_api.py keeps the two lists: every part is on exactly one,
+no core module imports an I/O, clock, logging or async library or an edge,
+and tests/test_house.py keeps the layers: no import circle, and no import
+from a part to one listed after it (the lists run from the ground up).
 
 Core (start at the top):
 
-* ``events``        the canonical event model every grader sees
-* ``verdicts``      outcomes, decisions, verdicts and the finality rule
 * ``errors``        typed errors that carry the place and the fix
-* ``engine``, ``engine_state``, ``engine_checkpoint``, ``engine_clock``,
-  ``engine_input``, ``engine_dataset``, ``guarding``, ``routing``,
-  ``packing``  per-trace grader state and its checkpoints, verdicts, ticks
-  by deadline and idle timeouts, events built in code checked before they
-  are graded, which dataset rows found their trace, a decision
-  for every tool call, the compiled routes (which graders an event can
-  concern), idle traces' states packed into bytes
-* ``graders/``      the grader contract and registry; ``matching/`` (regexes,
-  tool matchers, per-agent tool tables) and one subpackage per upstream:
-  ``vally/``, ``agentv/``, ``letta/``, ``aigo/``, and trajgrade's own guard
-  ``rules/``
+* ``_util/``        pure helpers: nesting bounds, lone surrogates, JSON
+  values, error locations, bounded id memories, digests, JavaScript
+  renderings, package faces
+* ``events``        the canonical event model every grader sees, and its
+  projection (decode only what a suite reads)
+* ``verdicts``      outcomes, decisions, verdicts and the finality rule
+* ``graders/``      the grader contract (``_spec``, ``capabilities``) and
+  registry; ``matching/`` (regexes, tool matchers, per-agent tool tables)
+  and one subpackage per upstream: ``vally/``, ``agentv/``, ``letta/``,
+  ``aigo/``, and trajgrade's own guard ``rules/``
 * ``formats/``      upstream log formats -> canonical events (sans-IO)
-* ``config``, ``_config_layouts``  config files: decode, recognise the
-  layout, compile a Suite (``load_config`` is the core's one file read)
-* ``pipeline``, ``batches``, ``grading``, ``projection``  bytes -> lines ->
-  events -> engine; decoded chunks and their lines; batches into the engine
-  with their errors located; the decode of only what a suite reads
-* ``_locate``, ``_yaml``, ``_digest``, ``_depth``, ``_surrogates``,
-  ``_json_values``, ``_input_options``, ``bounded_ids``  their helpers
-  (error locations, YAML 1.1/1.2, ids, nesting limits, lone surrogate
-  escapes, the values a JSON line holds, the library's input options,
-  bounded memories of recent ids)
+* ``config/``       config files: YAML, the model, layouts, decode, compile
+  a Suite (``load_config`` is the core's one file read)
+* ``engine/``       per-trace grader state, checkpoints, the clock, routes,
+  a guard decision for every tool call, packed idle traces
+* ``pipeline/``     bytes -> lines -> events -> engine: the decoder, decoded
+  batches, grading them, ``grade_bytes``
 
 Edges:
 
-* ``api``, ``api_async``, ``api_state``, ``_api_checks``  StreamGrader: the
-  pipeline for embedding (feed, finish; live async sources; checkpoints;
-  the checks of its arguments)
-* ``runner``, ``_run_state``, ``sources/``, ``sinks/``, ``tracking``,
-  ``rotation``, ``state``  grade files, pipes and followed logs; checkpoints
+* ``api/``          StreamGrader: the pipeline for embedding (feed, finish;
+  live async sources; checkpoints; the checks of its arguments)
+* ``sources/``, ``sinks/``  where events come from and verdicts go
+* ``telemetry/``    OTLP in and out, JUnit
+* ``runtime/``      what every long-running command shares: signals, memory,
+  exit status, the status line, metrics, the HTTP edge, on-fail actions,
+  logs, reports of bad input
+* ``runner/``       grade files, pipes and followed logs: the run, its state,
+  tracked inputs, rotation, the durable store, datasets
 * ``kafka/``        grade a Kafka topic: consumer loop, grading steps, output
-* ``hooks/``, ``http_edge``, ``http_options``  answer agents' hook calls
-* ``wrapper``, ``_agent_output``, ``_agent_group``, ``actions``,
-  ``action_options``  ``trajgrade run``; on-fail actions
-* ``telemetry/``, ``metrics``, ``log``, ``status``, ``reporting``  OTLP,
-  Prometheus, structured logs, the status line
-* ``cli``, ``cli_inspect``, ``cli_run``, ``cli_options``, ``_click_types``,
-  ``stdin_hint``, ``_entry``, ``__main__``  the command line
-* ``convert``, ``dataset``, ``exit_status``, ``agents_reference``, ``_gc``,
-  ``_malloc``, ``_signals``, ``_version``, ``examples/``  the rest of the tooling
+* ``hooks/``        answer agents' hook calls (cold hooks and ``serve``)
+* ``wrapper/``      ``trajgrade run -- AGENT``: the agent's process group and
+  output, stopped on a fail
+* ``cli/``          every command and every click option group
+* ``_entry``, ``__main__``, ``_version``, ``examples/``  the console entry
+  point (the hook path first, without click), the version, shipped policies
 
 The public API is re-exported here, lazily.
 """
@@ -61,17 +58,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trajgrade.api import StreamGrader
-    from trajgrade.config import (
-        OnFail,
-        Suite,
-        SuiteConfig,
-        compile_suite,
-        decode_config,
-        load_config,
-        load_suite,
-    )
-    from trajgrade.engine import (
+    from trajgrade.api.stream_grader import StreamGrader
+    from trajgrade.config.compile import compile_suite, load_suite
+    from trajgrade.config.decode import decode_config, load_config
+    from trajgrade.config.model import OnFail, Suite, SuiteConfig
+    from trajgrade.engine.engine import (
         Anomaly,
         Engine,
         EngineState,
@@ -102,7 +93,8 @@ if TYPE_CHECKING:
         Usage,
     )
     from trajgrade.graders import BuildContext, Grader, GraderType
-    from trajgrade.pipeline import GradeResult, SourceDecoder, grade_bytes
+    from trajgrade.pipeline.decoder import SourceDecoder
+    from trajgrade.pipeline.whole import GradeResult, grade_bytes
     from trajgrade.verdicts import (
         Action,
         Decision,

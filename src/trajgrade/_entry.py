@@ -2,7 +2,7 @@
 
 ``trajgrade hook AGENT …`` runs on every tool call of an agent, so it goes
 straight to :mod:`trajgrade.hooks.invoke` and imports only what grading the
-call needs; every other command loads the click CLI (``trajgrade.cli``).
+call needs; every other command loads the click CLI (``trajgrade.cli.main``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ def main() -> None:
         from trajgrade.hooks.invoke import main as hook
 
         sys.exit(hook(argv[1], argv[2:]))
-    from trajgrade._gc import own_process
-    from trajgrade.cli import main as cli
+    from trajgrade.cli.main import main as cli
+    from trajgrade.runtime.gc import own_process
 
     own_process()
     cli(prog_name="trajgrade")

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import msgspec
 
-from trajgrade._digest import blake2b
+from trajgrade._util.digest import blake2b
 
 __all__ = (
     "SETTLED",
@@ -142,7 +142,7 @@ class Settled:
 #: What a grader's fast handler (its ``handlers`` table, never ``step``)
 #: may answer instead of None: nothing new, and no event before the next
 #: ``trace_start`` can change this trace's outcome, so the engine stops
-#: routing them to it (:mod:`trajgrade.routing`). ``step`` answers None.
+#: routing them to it (:mod:`trajgrade.engine.routing`). ``step`` answers None.
 SETTLED: Final = Settled()
 
 

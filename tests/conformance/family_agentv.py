@@ -10,9 +10,11 @@ from typing import Any
 
 import yaml
 
-from trajgrade.config import Suite, compile_suite, decode_config
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.config.model import Suite
 from trajgrade.errors import ConfigError
-from trajgrade.pipeline import GradeResult
+from trajgrade.pipeline.whole import GradeResult
 
 #: Upstream unit tests build evaluators without the parser, so without a
 #: name; agentv's file layout needs one (an unnamed entry is skipped).

@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from trajgrade.errors import ConfigError
-from trajgrade.pipeline import GradeResult
+from trajgrade.pipeline.whole import GradeResult
 from trajgrade.verdicts import Outcome, Verdict
 
 #: upstream exception types trajgrade reports as a ConfigError at load time.

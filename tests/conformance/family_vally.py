@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from trajgrade.errors import ConfigError
-from trajgrade.pipeline import GradeResult
+from trajgrade.pipeline.whole import GradeResult
 from trajgrade.verdicts import Outcome
 
 GRADERS = (

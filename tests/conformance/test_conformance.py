@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
-from trajgrade.config import compile_suite, decode_config
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
 from trajgrade.errors import ConfigError
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 
 HERE = Path(__file__).resolve()
 CASES_DIR = HERE.parent / "cases"

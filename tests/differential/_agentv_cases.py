@@ -19,8 +19,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from trajgrade.config import compile_suite, decode_config
-from trajgrade.pipeline import grade_bytes
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.pipeline.whole import grade_bytes
 from trajgrade.verdicts import Outcome
 
 MODES = ("any_order", "in_order", "exact", "superset", "subset")

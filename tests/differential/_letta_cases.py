@@ -17,9 +17,10 @@ from typing import Any
 from hypothesis import strategies as st
 from tests.conformance import family_letta
 
-from trajgrade.config import compile_suite, decode_config
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
 from trajgrade.errors import ConfigError
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 from trajgrade.verdicts import Outcome
 
 FUNCTIONS = ("exact_match", "contains", "regex_match", "ascii_printable_only")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from trajgrade.formats import BUILTIN
 from trajgrade.formats._lines import RecordIndex, nonblank_lines
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,7 +12,7 @@ from trajgrade.errors import InputError
 from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
 from trajgrade.formats import detect
 from trajgrade.formats.agentv import FORMAT, AgentvReader
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 from trajgrade.verdicts import Outcome
 
 

@@ -21,7 +21,8 @@ import json
 import pytest
 from tests._support import suite
 
-from trajgrade.pipeline import SourceDecoder, grade_bytes
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.pipeline.whole import grade_bytes
 
 A = b'{"trace_id":"a","type":"tool_call","name":"bash","args":{},"call_id":"1"}'
 R = b'{"trace_id":"a","type":"tool_result","call_id":"9"}'

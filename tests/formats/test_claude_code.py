@@ -29,7 +29,8 @@ from trajgrade.events import (
 )
 from trajgrade.formats import detect
 from trajgrade.formats.claude_code import FORMAT, ClaudeCodeReader
-from trajgrade.pipeline import SourceDecoder, grade_bytes
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.pipeline.whole import grade_bytes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code"
 _COUNTS = re.compile(r"^(\d+) \((\d+) results, (\d+) is_error, (\d+) unanswered\)$")

@@ -29,7 +29,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats import detect
 from trajgrade.formats.codex import FORMAT, CodexReader
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 _COUNT = re.compile(r"^(\d+) \(")

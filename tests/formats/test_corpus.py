@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from trajgrade.convert import stats
-from trajgrade.log import get_logger
+from trajgrade.cli.convert import stats
+from trajgrade.runtime.log import get_logger
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TABLE = FIXTURES / "CORPUS.md"

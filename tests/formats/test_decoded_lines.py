@@ -1,7 +1,7 @@
 """Readers that take the lines the nesting bound decoded give what ``feed`` gives.
 
 A line with more than 128 opening brackets (tool output full of code or
-data) is decoded by the nesting bound to measure it (trajgrade._depth); a
+data) is decoded by the nesting bound to measure it (trajgrade._util.depth); a
 reader that implements ``feed_decoded`` converts that value to its record
 type instead of parsing the bytes a second time. Whatever the lines hold
 (valid records, records of the wrong shape, brackets in strings, lines too
@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.formats._decode import feed_lines, raw
 
-from trajgrade._depth import MAX_DEPTH, scan
+from trajgrade._util.depth import MAX_DEPTH, scan
 from trajgrade.formats import BUILTIN, TakesDecoded
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CLAUDE = raw(

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.formats._decode import raw
 
 from trajgrade.formats import BUILTIN
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -27,7 +27,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats import detect_document
 from trajgrade.formats.gemini_cli import FORMAT, GeminiCliReader
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gemini-cli"
 _CALLS = re.compile(r"^(\d+) \(status (\w+)=(\d+)\)$")

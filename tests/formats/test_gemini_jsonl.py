@@ -26,7 +26,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats import detect
 from trajgrade.formats.gemini_jsonl import FORMAT, GeminiJsonlReader
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gemini-cli-live"
 _CALLS = re.compile(r"^(\d+) \((.*)\)$")

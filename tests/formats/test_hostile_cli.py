@@ -25,7 +25,7 @@ from tests.properties.test_fuzz_adapters import POLICY as FUZZ_POLICY
 from tests.properties.test_fuzz_adapters import _mutated
 
 from trajgrade.formats import BUILTIN
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 
 POLICY = """\
 graders:

@@ -16,7 +16,8 @@ from tests._support import suite
 from tests.formats._decode import DOCUMENTS, raw
 from tests.formats.test_every_adapter import RECORDED
 
-from trajgrade.pipeline import SourceDecoder, grade_bytes
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.pipeline.whole import grade_bytes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 #: Graders whose verdicts depend on every event of a trace.

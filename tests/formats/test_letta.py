@@ -23,7 +23,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats import detect
 from trajgrade.formats.letta import FORMAT, LettaReader
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 from trajgrade.verdicts import Outcome
 
 

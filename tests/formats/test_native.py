@@ -6,7 +6,7 @@ from tests._support import suite
 
 from trajgrade.events import ToolCall, Usage
 from trajgrade.formats.native import NativeReader
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 
 
 def _reader() -> NativeReader:

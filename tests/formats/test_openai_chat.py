@@ -23,7 +23,7 @@ from trajgrade.events import (
 )
 from trajgrade.formats import detect, detect_document
 from trajgrade.formats.openai_chat import DOCUMENT, FORMAT, ChatLinesReader
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openai-chat"
 TAU = "tau-bench_gpt-4o_airline_subset.json.gz"

@@ -14,7 +14,7 @@ import pytest
 from trajgrade.events import AgentError, ToolCall, ToolResult, TurnStart, Usage
 from trajgrade.formats import detect
 from trajgrade.formats.otel import OtelReader
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -11,7 +11,7 @@ from tests._support import suite
 from trajgrade.events import ToolCall, ToolResult, TraceEnd, TurnStart, Usage
 from trajgrade.formats import detect
 from trajgrade.formats.vally import VallyReader, parse_timestamp
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 
 #: Graders whose verdicts depend on every event of a trace.
 POLICY = suite(

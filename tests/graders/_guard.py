@@ -12,7 +12,7 @@ import msgspec
 
 from trajgrade import compile_suite, decode_config
 from trajgrade.events import Event, ToolCall
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 from trajgrade.verdicts import Decision, Judgement
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -17,7 +17,7 @@ import yaml
 from tests._support import call, end, finals, one, result, suite
 
 from trajgrade import BuildContext, ConfigError, Engine, compile_suite, decode_config
-from trajgrade.config import Suite
+from trajgrade.config.model import Suite
 from trajgrade.events import (
     OPEN_CALLS_MAX,
     Event,

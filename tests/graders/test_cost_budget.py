@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tests.graders._guard import drive, grader, recorded
 
 from trajgrade import compile_suite, decode_config
-from trajgrade.config import OnFail
+from trajgrade.config.model import OnFail
 from trajgrade.errors import ConfigError, ConfigErrors
 from trajgrade.events import ToolCall, Usage
 from trajgrade.verdicts import Action, Outcome

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests._support import call, end, finals, run, suite
 
-from trajgrade.engine import Engine, TraceSnapshot
+from trajgrade.engine.engine import Engine, TraceSnapshot
 from trajgrade.errors import ConfigError
 from trajgrade.events import Event, Message, TraceStart
 from trajgrade.graders.aigo.function_call_coverage import CoverageState, parse_required
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 from trajgrade.verdicts import Outcome, Verdict
 
 

@@ -16,13 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajgrade import BuildContext, Engine, TraceSnapshot, compile_suite, decode_config
-from trajgrade.config import Suite, load_suite
-from trajgrade.dataset import load_dataset
+from trajgrade.config.compile import load_suite
+from trajgrade.config.model import Suite
 from trajgrade.errors import ConfigError, ConfigErrors
 from trajgrade.events import Event, Message, TraceEnd, TraceStart
 from trajgrade.formats.letta import LettaReader
 from trajgrade.graders.letta.tool import GradeResult, Sample, grader
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
+from trajgrade.runner.dataset import load_dataset
 from trajgrade.verdicts import Outcome, Verdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "letta"

@@ -10,7 +10,7 @@ import pytest
 from tests.graders._guard import drive, recorded
 
 from trajgrade import compile_suite, decode_config
-from trajgrade.engine import Engine
+from trajgrade.engine.engine import Engine
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 _BLOCK = re.compile(r"(<!-- illustrative -->\n)?```yaml\n(.*?)```", re.DOTALL)

@@ -10,7 +10,7 @@ from tests.graders._guard import drive, recorded
 from tests.graders.test_rules_modes import POLICY
 
 from trajgrade import compile_suite, decode_config
-from trajgrade.engine import Engine
+from trajgrade.engine.engine import Engine
 from trajgrade.events import ToolCall
 from trajgrade.verdicts import Action, GuardDecision
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests._support import call, end, finals, one, run, suite
 
-from trajgrade.config import Suite
+from trajgrade.config.model import Suite
 from trajgrade.errors import ConfigError, ConfigErrors
 from trajgrade.events import Event, Message, ToolCall, ToolResult
 from trajgrade.graders import BuildContext, lookup

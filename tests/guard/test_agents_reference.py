@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trajgrade.agents_reference import render
 from trajgrade.graders.matching._agents import AGENTS, KINDS
+from trajgrade.graders.matching.reference import render
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 
@@ -13,7 +13,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 def test_the_reference_is_not_stale() -> None:
     assert DOC.read_text(encoding="utf-8") == render(), (
         "docs/agents.md is stale: run "
-        "`python -m trajgrade.agents_reference > docs/agents.md`"
+        "`python -m trajgrade.graders.matching.reference > docs/agents.md`"
     )
 
 

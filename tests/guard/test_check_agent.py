@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests._support import suite
 
-from trajgrade.graders.matching.agent_check import agent_warnings
+from trajgrade.config.agent_check import agent_warnings
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = ROOT / "src" / "trajgrade" / "examples" / "guard.yaml"

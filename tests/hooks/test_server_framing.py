@@ -1,5 +1,5 @@
 """``trajgrade serve`` refuses bad HTTP framing with a status, never a traceback
-(issue 15, item 5): the shared edge of :mod:`trajgrade.http_edge`."""
+(issue 15, item 5): the shared edge of :mod:`trajgrade.runtime.http_edge`."""
 
 from __future__ import annotations
 

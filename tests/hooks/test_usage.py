@@ -9,7 +9,7 @@ from tests.hooks._replay import FIXTURES, RECORDED
 
 from trajgrade.events import Usage
 from trajgrade.hooks.usage import Cursor, read_usage
-from trajgrade.pipeline import SourceDecoder
+from trajgrade.pipeline.decoder import SourceDecoder
 
 
 def _batch_tokens(data: bytes, name: str) -> tuple[int, int]:

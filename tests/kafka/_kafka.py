@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from trajgrade import load_suite
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

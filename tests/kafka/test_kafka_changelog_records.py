@@ -69,7 +69,7 @@ def _ended(tid: str) -> list[bytes]:
 def test_closes_are_marked_once_and_forgotten_ids_are_tombstoned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("trajgrade.engine.CLOSED_MEMORY", 3)
+    monkeypatch.setattr("trajgrade.engine.engine.CLOSED_MEMORY", 3)
     worker = _worker(tmp_path)
     opened = b'{"trace_id":"o","type":"tool_call","name":"bash","args":{}}'
     first = _step(worker, [opened, *_ended("a"), *_ended("b")])
@@ -94,7 +94,7 @@ def test_closes_are_marked_once_and_forgotten_ids_are_tombstoned(
 def test_a_forgotten_id_open_again_keeps_its_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("trajgrade.engine.CLOSED_MEMORY", 1)
+    monkeypatch.setattr("trajgrade.engine.engine.CLOSED_MEMORY", 1)
     worker = _worker(tmp_path)
     _step(worker, _ended("a"))
     # a is forgotten by b's close, and a record of a opens it again in the
@@ -110,7 +110,7 @@ def test_taints_the_engine_lets_go_are_tombstoned(
     traces (a ``taint`` entry each); past the engine's bound the oldest is
     let go, and its entry goes, so hostile records cannot grow a partition's
     memory or its changelog without end."""
-    monkeypatch.setattr("trajgrade.engine.CLOSED_MEMORY", 2)
+    monkeypatch.setattr("trajgrade.engine.engine.CLOSED_MEMORY", 2)
     worker = _worker(tmp_path)
 
     def bad(tid: str) -> bytes:

@@ -14,7 +14,7 @@ import pytest
 
 from trajgrade import load_suite
 from trajgrade.kafka.sink import decision_id
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _kafka as k

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from trajgrade.cli import main
+from trajgrade.cli.main import main
 from trajgrade.kafka.assignment import ADMIN_TIMEOUT
 from trajgrade.kafka.sink import CLOSE_TIMEOUT, REQUEST_TIMEOUT
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from trajgrade import load_suite
-from trajgrade.grading import EMIT_EVENTS
 from trajgrade.kafka.changelog import decode_entry
 from trajgrade.kafka.grading import CLOSE_PART, _Grader
 from trajgrade.kafka.options import KafkaOptions
 from trajgrade.kafka.partition import PartitionWorker
-from trajgrade.runner import RunOptions
+from trajgrade.pipeline.grading import EMIT_EVENTS
+from trajgrade.runner.options import RunOptions
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -18,7 +18,7 @@ from tests.graders._guard import recorded
 from tests.graders.test_rules_modes import POLICY
 
 from trajgrade import compile_suite, decode_config
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 
 pytestmark = pytest.mark.slow
 

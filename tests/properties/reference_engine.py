@@ -1,6 +1,6 @@
 """A plain reference engine: every event to every grader's ``step``.
 
-It is what :class:`trajgrade.engine.Engine` computes, written as directly as
+It is what :class:`trajgrade.engine.engine.Engine` computes, written as directly as
 the engine's documented rules allow (its module docstring), with no routing,
 no per-type handler tables, no batching and no shortcuts:
 
@@ -16,7 +16,7 @@ no per-type handler tables, no batching and no shortcuts:
 * a verdict's ``at_event`` is the number of the trace's events seen so far,
   its ``ts`` the last event timestamp seen;
 * guard decisions (``decisions``): every non-pass verdict goes to the
-  engine's :class:`~trajgrade.guarding.Guard` (the decision records), and
+  engine's :class:`~trajgrade.engine.guard.Guard` (the decision records), and
   every ``tool_call`` is put to *every* grader's ``judge`` after the
   graders stepped, with the trace's abort as it was before the event; a
   trace whose graders are all final stays open (stateless) while some
@@ -30,15 +30,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trajgrade.engine.guard import Guard
 from trajgrade.errors import GradeError
 from trajgrade.events import ToolCall, TraceEnd
-from trajgrade.guarding import Guard
 from trajgrade.verdicts import Decision, Outcome, Verdict, verdict_id
 
 if TYPE_CHECKING:
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
+    from trajgrade.engine.guard import AbortState
     from trajgrade.events import Event
-    from trajgrade.guarding import AbortState
     from trajgrade.verdicts import GuardDecision
 
 __all__ = ("ReferenceEngine",)

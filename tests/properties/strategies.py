@@ -21,7 +21,9 @@ import msgspec
 import yaml
 from hypothesis import strategies as st
 
-from trajgrade.config import Suite, compile_suite, decode_config
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.config.model import Suite
 from trajgrade.events import (
     AgentError,
     Event,

@@ -1,6 +1,6 @@
 """The bounded id memory behaves as the OrderedDict it replaced.
 
-``trajgrade.bounded_ids.BoundedIds`` (the engine's closed ids, a run's
+``trajgrade._util.bounded_ids.BoundedIds`` (the engine's closed ids, a run's
 failed ids) keeps a dict and a deque of the same ids
 instead of an ``OrderedDict`` (less memory per id). Its contract is the
 OrderedDict's as the engine used it: ``add`` remembers an id at the end (an
@@ -19,7 +19,7 @@ from collections import OrderedDict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajgrade.bounded_ids import BoundedIds
+from trajgrade._util.bounded_ids import BoundedIds
 
 IDS = st.sampled_from([f"t{i}" for i in range(8)])
 OPS = st.lists(

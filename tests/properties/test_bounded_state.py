@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from strategies import Stream, streams, suites
 
 from trajgrade import Engine, compile_suite, decode_config
-from trajgrade.config import Suite
-from trajgrade.engine import TraceSnapshot
+from trajgrade.config.model import Suite
+from trajgrade.engine.engine import TraceSnapshot
 from trajgrade.graders.agentv import _score, tool_trajectory
 from trajgrade.graders.agentv._score import TrajectoryState
 from trajgrade.graders.letta import _extract
@@ -45,9 +45,9 @@ def _tiny_bounds() -> Iterator[None]:
     import pytest
 
     with pytest.MonkeyPatch.context() as mp:
-        import trajgrade.engine
+        import trajgrade.engine.engine
 
-        for module in (trajgrade.engine, tool_calls, tool_trajectory):
+        for module in (trajgrade.engine.engine, tool_calls, tool_trajectory):
             mp.setattr(module, "OPEN_CALLS_MAX", OPEN)
         for module in (tool_trajectory, _score):
             mp.setattr(module, "SUBSET_LISTED_MAX", LISTED)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import streams, suites
 
-from trajgrade.engine import Engine, EngineState, TraceSnapshot
+from trajgrade.engine.engine import Engine, EngineState, TraceSnapshot
 
 if TYPE_CHECKING:
     from strategies import Stream, SuiteCase

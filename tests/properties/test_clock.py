@@ -2,7 +2,7 @@
 
 The engine ticks a trace only when one of its clock-driven graders says its
 ``tick`` may decide something (``deadline``), and brings the trace up to the
-latest tick before it closes or is snapshotted (trajgrade.engine_clock).
+latest tick before it closes or is snapshotted (trajgrade.engine.clock).
 The reference is the same suite with ``deadline`` hidden from every grader,
 which makes the engine tick every open trace on every tick, as it always
 did. Random suites with a wall-time budget, interleaved traces on the
@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from strategies import maybe_untimed, streams, suites
 from test_packing import _plain
 
-from trajgrade.config import Suite
-from trajgrade.engine import Engine
+from trajgrade.config.model import Suite
+from trajgrade.engine.engine import Engine
 
 if TYPE_CHECKING:
     from strategies import Stream, SuiteCase

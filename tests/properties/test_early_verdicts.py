@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import maybe_untimed, streams, suites
 
-from trajgrade.engine import Engine
+from trajgrade.engine.engine import Engine
 
 if TYPE_CHECKING:
     from strategies import Stream, SuiteCase

@@ -19,7 +19,7 @@ from hypothesis.stateful import (
 )
 from strategies import RESULTS, TOOLS, args_for, suites
 
-from trajgrade.engine import Engine, TraceSnapshot
+from trajgrade.engine.engine import Engine, TraceSnapshot
 from trajgrade.events import (
     AgentError,
     ToolCall,

@@ -25,7 +25,9 @@ from typing import Any
 import pytest
 
 from trajgrade import Engine, load_suite
-from trajgrade.pipeline import Grading, SourceDecoder, grade_bytes
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.pipeline.grading import Grading
+from trajgrade.pipeline.whole import grade_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "src" / "trajgrade" / "examples" / "policy.yaml"

@@ -40,7 +40,9 @@ from tests.formats.test_every_adapter import _data
 
 from trajgrade import Engine
 from trajgrade.formats import BUILTIN
-from trajgrade.pipeline import Grading, SourceDecoder, grade_bytes
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.pipeline.grading import Grading
+from trajgrade.pipeline.whole import grade_bytes
 
 #: Examples per format in CI.
 FUZZ_EXAMPLES = int(os.environ.get("TRAJGRADE_FUZZ_ADAPTER_EXAMPLES", "12"))

@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 from strategies import chunked, sprinkled, streams
 from test_routing import mixed_suites
 
-from trajgrade.engine import Engine
-from trajgrade.pipeline import Grading, SourceDecoder
+from trajgrade.engine.engine import Engine
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.pipeline.grading import Grading
 
 if TYPE_CHECKING:
     from strategies import Stream
 
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
 
 _BROKEN = (
     b'{"type":"tool_call","trace_id":"t0","name":7}',

@@ -23,9 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import TOOLS, args_for, encode_jsonl, streams, suites, tool_calls_config
 
-from trajgrade.api import StreamGrader
-from trajgrade.config import OnFail, Suite, compile_suite, decode_config
-from trajgrade.engine import Engine
+from trajgrade.api.stream_grader import StreamGrader
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.config.model import OnFail, Suite
+from trajgrade.engine.engine import Engine
 from trajgrade.events import ToolCall
 from trajgrade.verdicts import Action, GuardDecision, Outcome
 

@@ -8,7 +8,7 @@ import msgspec
 from hypothesis import given, settings
 from test_guard_rules import Case, priced_streams, rule_suites
 
-from trajgrade.engine import Engine
+from trajgrade.engine.engine import Engine
 from trajgrade.events import Event, ToolCall
 from trajgrade.verdicts import Action
 

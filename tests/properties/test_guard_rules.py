@@ -17,11 +17,13 @@ from hypothesis import strategies as st
 from strategies import Stream, encode_jsonl, streams
 from tests.graders._guard import drive
 
-from trajgrade.config import Suite, compile_suite, decode_config
-from trajgrade.engine import Engine
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.config.model import Suite
+from trajgrade.engine.engine import Engine
 from trajgrade.events import Event, ToolCall, Usage
 from trajgrade.graders.rules._shared import fingerprint
-from trajgrade.pipeline import grade_bytes
+from trajgrade.pipeline.whole import grade_bytes
 from trajgrade.verdicts import Outcome, Verdict
 
 _NAME = st.sampled_from(["bash", "view|edit", "web_fetch", ".*"])

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from hypothesis import given, settings
 from strategies import streams, suites
 
-from trajgrade.engine import Engine
+from trajgrade.engine.engine import Engine
 
 if TYPE_CHECKING:
     from strategies import Stream, SuiteCase

@@ -2,7 +2,7 @@
 
 With more than ``2 * warm_traces`` traces open, the engine packs the states
 of traces that had no event since its last sweep into msgpack bytes and
-unpacks them at their next event (trajgrade/packing.py). An engine that
+unpacks them at their next event (trajgrade/engine/packing.py). An engine that
 packs at nearly every batch (``warm_traces=1``) and one that never packs
 (``warm_traces=0``) are fed the same random interleaved traces in the same
 random batches, on random suites of every streaming grader type: their
@@ -24,16 +24,17 @@ from hypothesis import strategies as st
 from strategies import streams
 from test_routing import mixed_suites
 
-from trajgrade.config import compile_suite, decode_config
-from trajgrade.engine import Engine, EngineState
-from trajgrade.engine_state import NO_CALLS
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.engine.engine import Engine, EngineState
+from trajgrade.engine.packing import PACKED
+from trajgrade.engine.state import NO_CALLS
 from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TurnStart
-from trajgrade.packing import PACKED
 
 if TYPE_CHECKING:
     from strategies import Stream
 
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
     from trajgrade.verdicts import Verdict
 
 

@@ -1,7 +1,7 @@
 """Decoding only what the suite reads does not show in results.
 
 When no grader of a suite reads ``ToolResult.result`` the canonical reader
-skips it (trajgrade/projection.py). On random suites of every streaming
+skips it (trajgrade/events.py). On random suites of every streaming
 grader type over random interleaved canonical streams, cut into random
 chunks, sprinkled with broken lines (bad JSON, a wrong field type, invalid
 UTF-8 inside a result) and non-ASCII results, the projected decode gives
@@ -19,18 +19,21 @@ from hypothesis import strategies as st
 from strategies import chunked, sprinkled, streams, suites
 from test_routing import mixed_suites
 
-from trajgrade._input_options import BATCH_FIXES
-from trajgrade.config import compile_suite, decode_config
-from trajgrade.engine import Anomaly, Engine
-from trajgrade.events import ToolResult
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.engine.engine import Anomaly, Engine
+from trajgrade.events import LeanResult, ToolResult
 from trajgrade.formats.native import NativeReader
-from trajgrade.pipeline import GradeResult, Grading, SourceDecoder, grade_bytes
-from trajgrade.projection import LeanResult, reads_tool_results
+from trajgrade.graders.capabilities import reads_tool_results
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.pipeline.grading import Grading
+from trajgrade.pipeline.options import BATCH_FIXES
+from trajgrade.pipeline.whole import GradeResult, grade_bytes
 
 if TYPE_CHECKING:
     from strategies import Stream
 
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
 
 #: Lines the full decode rejects or decodes differently from ASCII ones.
 _ODD_LINES = (

@@ -39,8 +39,9 @@ from strategies import (
     suites,
 )
 
-from trajgrade.config import compile_suite, decode_config
-from trajgrade.engine import Engine
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.engine.engine import Engine
 from trajgrade.events import AgentError, ToolCall, ToolResult, TurnStart, Usage
 from trajgrade.verdicts import Outcome
 

@@ -5,7 +5,7 @@
 ``reference_engine.ReferenceEngine`` gives every event to every grader's
 ``step``; the real engine routes events by type, pairs calls with results,
 batches, and (phase 2 of the speed work) will route by tool name and drop
-settled graders (trajgrade/routing.py). Whatever it skips must not show:
+settled graders (trajgrade/engine/routing.py). Whatever it skips must not show:
 ids, outcomes, scores, evidence, metadata, positions and order of the
 verdicts, and every guard decision (``Engine.decisions``: the reference puts
 every call to every ``judge``), are the same, on random suites of every
@@ -27,9 +27,10 @@ from reference_engine import ReferenceEngine
 from strategies import TOOLS, streams, suites
 from test_guard_rules import _rule
 
-from trajgrade.config import compile_suite, decode_config
-from trajgrade.engine import Engine
-from trajgrade.engine_state import NO_CALLS
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.engine.engine import Engine
+from trajgrade.engine.state import NO_CALLS
 from trajgrade.graders.agentv import tool_trajectory
 from trajgrade.graders.letta import tool as letta_tool
 from trajgrade.graders.vally import tool_calls
@@ -37,7 +38,7 @@ from trajgrade.graders.vally import tool_calls
 if TYPE_CHECKING:
     from strategies import Stream, SuiteCase
 
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
     from trajgrade.verdicts import GuardDecision, Verdict
 
 _TOOL = st.sampled_from(TOOLS)

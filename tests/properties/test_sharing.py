@@ -33,9 +33,11 @@ from hypothesis import strategies as st
 from strategies import Stream, encode_jsonl, streams
 from test_routing import mixed_suites
 
-from trajgrade.api import StreamGrader
-from trajgrade.config import Suite, compile_suite, decode_config
-from trajgrade.engine import Engine, EngineState
+from trajgrade.api.stream_grader import StreamGrader
+from trajgrade.config.compile import compile_suite
+from trajgrade.config.decode import decode_config
+from trajgrade.config.model import Suite
+from trajgrade.engine.engine import Engine, EngineState
 from trajgrade.events import Event, Usage
 from trajgrade.graders import BUILTIN, BuildContext
 from trajgrade.verdicts import GuardDecision, Verdict

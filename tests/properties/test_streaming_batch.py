@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import chunked, encode_jsonl, streams, suites
 
-from trajgrade.engine import Engine
-from trajgrade.pipeline import grade_bytes
+from trajgrade.engine.engine import Engine
+from trajgrade.pipeline.whole import grade_bytes
 
 if TYPE_CHECKING:
     from strategies import Stream, SuiteCase

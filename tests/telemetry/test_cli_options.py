@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from trajgrade.cli import main
+from trajgrade.cli.main import main
 
 POLICY = (
     Path(__file__).resolve().parents[2] / "docs" / "examples" / "telemetry-policy.yaml"

@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from trajgrade.cli import main
-from trajgrade.metrics import Metrics
+from trajgrade.cli.main import main
+from trajgrade.runtime.metrics import Metrics
 from trajgrade.telemetry.export import EvaluationExporter
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -149,7 +149,7 @@ def test_decoded_lines_never_nest_past_the_line_bound(kind: str, path: str) -> N
     """Whatever the nesting the decoders accept, the line fits the bound the
     line reader enforces; shallow values are left as they are; what a
     decoder refuses (json_format: 100 message levels) is a 400, not a crash."""
-    from trajgrade._depth import too_deep
+    from trajgrade._util.depth import too_deep
     from trajgrade.formats._otel_values import REFUSED
     from trajgrade.telemetry.codec import BadPayload, decode
 

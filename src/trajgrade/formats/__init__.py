@@ -94,7 +94,7 @@ class Reader(Protocol):
 @runtime_checkable
 class TakesDecoded(Protocol):
     """A reader that can take lines already decoded: the nesting bound
-    decodes a line with many brackets to measure it (trajgrade._depth), and
+    decodes a line with many brackets to measure it (trajgrade._util.depth), and
     such a reader uses that value instead of parsing the line again."""
 
     def feed_decoded(
@@ -115,7 +115,7 @@ class TakesDecoded(Protocol):
 @runtime_checkable
 class SkipsToolResults(Protocol):
     """A reader that can leave ``ToolResult.result`` unbuilt when no grader
-    reads it (trajgrade.projection)."""
+    reads it (trajgrade.events)."""
 
     def skip_tool_results(self) -> None: ...
 

@@ -6,7 +6,7 @@ from typing import Any, Final
 
 import msgspec
 
-from trajgrade._depth import decode_bounded
+from trajgrade._util.depth import decode_bounded
 from trajgrade.formats._fields import BadField
 from trajgrade.formats._fields import count as _count
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import msgspec
 
-from trajgrade._depth import decode_bounded
+from trajgrade._util.depth import decode_bounded
 from trajgrade.events import AgentError, Event, TraceEnd, Usage
 from trajgrade.formats._fields import field_of
 

@@ -13,7 +13,7 @@ from typing import Any, Final, TypeGuard
 
 import msgspec
 
-from trajgrade._depth import decode_bounded
+from trajgrade._util.depth import decode_bounded
 from trajgrade.events import Message, ToolCall, ToolResult
 from trajgrade.formats._fields import BadField, finite, opt_str
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import ijson
 import msgspec
 
-from trajgrade._depth import MAX_DEPTH, too_deep_message
+from trajgrade._util.depth import MAX_DEPTH, too_deep_message
 from trajgrade.errors import InputError, Location
 from trajgrade.formats._doc_faults import fault_line, fault_reason
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import msgspec
 
-from trajgrade._surrogates import without_lone_surrogates
+from trajgrade._util.surrogates import without_lone_surrogates
 from trajgrade.errors import InputError, Location
 from trajgrade.formats._sniff import sniff_trace_id
 
@@ -129,7 +129,7 @@ def _one_per_line(buf: bytes | memoryview, records: int, lines: int | None) -> b
 def decode_line(decode: Any, line: bytes) -> Any:
     """``decode(line)``; a line with a lone surrogate escape (what a Node
     agent writes for an unpaired surrogate in a model's text) is read with
-    U+FFFD in its place instead of being lost (trajgrade._surrogates)."""
+    U+FFFD in its place instead of being lost (trajgrade._util.surrogates)."""
     try:
         return decode(line)
     except msgspec.DecodeError:

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import msgspec
 
-from trajgrade._depth import decode_bounded
+from trajgrade._util.depth import decode_bounded
 
 __all__ = (
     "REFUSED",

@@ -43,6 +43,7 @@ from typing import Any, Final
 
 import msgspec
 
+from trajgrade._util.js import js_number
 from trajgrade.errors import InputError, Location
 from trajgrade.events import Event, Message, ToolCall, ToolResult, TraceEnd, Usage
 from trajgrade.formats._fields import finite
@@ -50,7 +51,6 @@ from trajgrade.formats._lines import RecordReader
 from trajgrade.formats._positions import Positions
 from trajgrade.formats._sniff import sniff_string
 from trajgrade.formats.vally import parse_timestamp
-from trajgrade.graders.agentv._args import js_number
 
 __all__ = ("FORMAT", "FORMATS", "AgentvReader")
 

@@ -159,7 +159,7 @@ class CodexReader(RecordReader):
         self._ts: float | None = None
         #: The model of the current turn (``turn_context``), for usage events.
         self._model: str | None = None
-        #: False: no grader reads ``ToolResult.result`` (trajgrade.projection).
+        #: False: no grader reads ``ToolResult.result`` (trajgrade.events).
         self._payload = True
 
     def skip_tool_results(self) -> None:

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade.errors import InputError, Location
-from trajgrade.events import EVENT_TYPES, Event
+from trajgrade.events import EVENT_TYPES, LEAN_EVENT, Event
 from trajgrade.formats._lines import DecodedFeed, decode_line, decode_records
 from trajgrade.formats._sniff import sniff_trace_id
-from trajgrade.projection import LEAN_EVENT
 
 if TYPE_CHECKING:
     from trajgrade.formats._lines import Fed, Measured

@@ -106,7 +106,7 @@ class Grader(Protocol[S]):
     # the earliest elapsed seconds at which ``tick`` may decide something
     # (None: never); early is allowed, late is not, and events may only move
     # it later. With it the engine ticks a trace only when it is due
-    # (trajgrade.engine_clock); without it, every open trace on every tick.
+    # (trajgrade.engine.clock); without it, every open trace on every tick.
     # Optional, for graders that guard calls (see verdicts.Judgement):
     #     def judge(self, state: S | None, call: ToolCall) -> Judgement | None
     # called by the engine for every tool_call after ``step`` saw it, with

@@ -1,6 +1,6 @@
 """The base of every grader config Struct, and config-error collection helpers.
 
-Kept apart from ``trajgrade.config`` so grader modules can import it without
+Kept apart from ``trajgrade.config.model`` so grader modules can import it without
 importing the loader (which imports the registry, which imports graders).
 """
 

@@ -4,7 +4,7 @@ A cold hook process pays for every import on the agent's critical path;
 parsing the YAML policy (PyYAML's import alone is ~20 ms here) is the one
 piece that gives the same answer every time. The first invocation that
 reads a policy without problems stores its decoded form (a
-:class:`~trajgrade.config.SuiteConfig`, as msgpack) under the state
+:class:`~trajgrade.config.model.SuiteConfig`, as msgpack) under the state
 directory, keyed by the policy's real path, size, modification time and
 trajgrade's version; later invocations decode that and compile it, without
 importing PyYAML. Any change to the file gives another key. A cache file
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from trajgrade._digest import blake2b
+from trajgrade._util.digest import blake2b
 
 if TYPE_CHECKING:
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
     from trajgrade.graders import BuildContext
 
 __all__ = ("load_suite_cached",)
@@ -31,7 +31,9 @@ __all__ = ("load_suite_cached",)
 def load_suite_cached(path: str, state_dir: str, context: BuildContext) -> Suite:
     """``load_suite(path)``, with the decoded config cached under ``state_dir``."""
     from trajgrade._version import __version__
-    from trajgrade.config import SuiteConfig, compile_suite, load_config
+    from trajgrade.config.compile import compile_suite
+    from trajgrade.config.decode import load_config
+    from trajgrade.config.model import SuiteConfig
 
     real = os.path.realpath(path)
     try:
@@ -60,7 +62,7 @@ def load_suite_cached(path: str, state_dir: str, context: BuildContext) -> Suite
 
 
 def _load(path: str, context: BuildContext) -> Suite:
-    from trajgrade.config import load_suite
+    from trajgrade.config.compile import load_suite
 
     return load_suite(path, context=context)
 

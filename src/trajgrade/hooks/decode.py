@@ -9,7 +9,7 @@ a broken host. Two cases are handled here rather than by ``--fail-closed``:
   (Claude Code, Gemini CLI) sends it when the model's input has one; msgspec
   refuses it. It is read as U+FFFD, the character a Node host hands the
   tool for it, so the call is judged on what would run.
-* **Nesting deeper than** :data:`~trajgrade._depth.MAX_DEPTH`: no agent's
+* **Nesting deeper than** :data:`~trajgrade._util.depth.MAX_DEPTH`: no agent's
   input nests like that and it cannot be examined without exhausting the
   stack, so the hook denies the call it gates (:func:`refused_outright`),
   fail-open or not.
@@ -21,14 +21,14 @@ from typing import Any
 
 import msgspec
 
-from trajgrade._depth import TooDeep, decode_bounded
-from trajgrade._surrogates import without_lone_surrogates
+from trajgrade._util.depth import TooDeep, decode_bounded
+from trajgrade._util.surrogates import without_lone_surrogates
 
 __all__ = ("decode_payload", "refused_outright")
 
 
 def decode_payload(raw: bytes) -> Any:
-    """The payload's JSON value. Raises :class:`~trajgrade._depth.TooDeep`
+    """The payload's JSON value. Raises :class:`~trajgrade._util.depth.TooDeep`
     for over-deep input and ``msgspec.DecodeError`` for what is not JSON."""
     try:
         return decode_bounded(msgspec.json, raw)

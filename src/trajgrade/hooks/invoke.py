@@ -26,7 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
     from trajgrade.hooks.session import Step
     from trajgrade.hooks.store import SessionStore
 
@@ -167,7 +167,7 @@ def main(agent: str, argv: list[str]) -> int:
 
 
 def _read_stdin(agent: str) -> bytes:
-    from trajgrade.stdin_hint import hint_stdin, stdin_is_terminal
+    from trajgrade.runtime.stdin_hint import hint_stdin, stdin_is_terminal
 
     if stdin_is_terminal():  # a person, not the agent: say what is awaited
         hint_stdin("hook", agent=agent)

@@ -42,7 +42,7 @@ from typing import Any, Final
 
 import msgspec
 
-from trajgrade._digest import blake2b
+from trajgrade._util.digest import blake2b
 from trajgrade.events import (
     Event,
     Message,

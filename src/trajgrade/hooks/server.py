@@ -19,7 +19,7 @@ come and go without ``SessionEnd`` does not grow for ever.
 Why the standard library's ``ThreadingHTTPServer``: hook bodies are small
 and the daemon serves one machine's agents on 127.0.0.1; it needs no new
 dependency, and with Nagle off it answers in well under a millisecond. Its
-request handling is the shared hardened edge (:mod:`trajgrade.http_edge`):
+request handling is the shared hardened edge (:mod:`trajgrade.runtime.http_edge`):
 400 on bad framing, 413 over ``Limits.max_body``, read timeouts, chunked and
 gzip bodies, no tracebacks. Only loopback addresses are accepted for ``host``.
 """
@@ -34,18 +34,24 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from trajgrade.engine import Engine
+from trajgrade.engine.engine import Engine
 from trajgrade.hooks.decode import decode_payload, refused_outright
 from trajgrade.hooks.invoke import UnreadableState, _Log, log_step
 from trajgrade.hooks.payloads import AGENTS
 from trajgrade.hooks.session import SessionState, new_state, step
 from trajgrade.hooks.store import SessionStore
-from trajgrade.http_edge import LOOPBACK, EdgeHandler, EdgeServer, HttpError, Limits
+from trajgrade.runtime.http_edge import (
+    LOOPBACK,
+    EdgeHandler,
+    EdgeServer,
+    HttpError,
+    Limits,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
 
 __all__ = ("LOOPBACK", "HookServer", "Limits", "serve")
 

@@ -9,7 +9,7 @@ for the same events streamed in one process (the checkpoint is the engine's
 own).
 
 What the hook says comes from the engine's guard decisions
-(:mod:`trajgrade.guarding`), not from verdicts, so a call a rule forbids is
+(:mod:`trajgrade.engine.guard`), not from verdicts, so a call a rule forbids is
 refused every time it is made, retries included. Per decision action
 (the grader's ``on_fail``): ``deny`` refuses the pending call; ``ask`` asks
 the user (where the host can); ``warn`` lets it run and says so;
@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade.engine import Engine, EngineState
+from trajgrade.engine.engine import Engine, EngineState
 from trajgrade.hooks.answers import Answer, answer
 from trajgrade.hooks.payloads import OpenCall, translate
 from trajgrade.hooks.usage import Cursor, read_usage
 from trajgrade.verdicts import Action, GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
 
 __all__ = ("STATE_VERSION", "SessionState", "Step", "step")
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from trajgrade._digest import blake2b
+from trajgrade._util.digest import blake2b
 from trajgrade.hooks.session import SessionState
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ to another consumer moves exactly its state. Records are keyed by trace id
 and compaction keeps the latest per trace. A value is a msgpack
 :class:`Entry`:
 
-* ``open``    the trace's :class:`~trajgrade.engine.TraceSnapshot`;
+* ``open``    the trace's :class:`~trajgrade.engine.engine.TraceSnapshot`;
 * ``closed``  the trace closed (its late events are dropped, as the engine
   does for traces it closed itself); a small marker instead of a tombstone,
   so a replay after a crash cannot regrade a closed trace from scratch. A
@@ -38,14 +38,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
-from trajgrade.engine import EngineState, TraceSnapshot
-from trajgrade.engine_state import CLOSED_MEMORY
+from trajgrade.engine.engine import EngineState, TraceSnapshot
+from trajgrade.engine.state import CLOSED_MEMORY
 from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from trajgrade.engine import Engine
+    from trajgrade.engine.engine import Engine
 
 __all__ = (
     "ENTRY_VERSION",

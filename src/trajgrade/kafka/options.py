@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 import msgspec
 
-from trajgrade._click_types import FiniteFloat, require_companions
+from trajgrade.cli.types import FiniteFloat, require_companions
 from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ __all__ = (
     "kafka_options",
 )
 
-#: Loopback unless told otherwise (the same default as trajgrade.metrics,
+#: Loopback unless told otherwise (the same default as trajgrade.runtime.metrics,
 #: kept here so that building the CLI does not import prometheus-client).
 DEFAULT_METRICS_HOST: Final = "127.0.0.1"
 #: Environment variable holding the SASL password (the file option wins).
@@ -44,7 +44,7 @@ PASSWORD_ENV: Final = "TRAJGRADE_KAFKA_SASL_PASSWORD"
 #: Kafka's rule for topic names (checked by every broker).
 _TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _META_KEY: Final = "trajgrade.kafka"
-_METRICS_KEY: Final = "trajgrade.metrics"
+_METRICS_KEY: Final = "trajgrade.runtime.metrics"
 
 F = TypeVar("F", bound="Callable[..., Any]")
 

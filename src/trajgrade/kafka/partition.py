@@ -1,10 +1,10 @@
 """One assigned input partition: its decoder, its engine, its replay guard.
 
 State is partition-scoped (Kafka Streams' tasks): each partition has its own
-:class:`~trajgrade.engine.Engine`, so a rebalance moves whole partitions with
+:class:`~trajgrade.engine.engine.Engine`, so a rebalance moves whole partitions with
 their traces and nothing is shared between them. Records are decoded exactly
-as the file runner decodes lines (:class:`~trajgrade.pipeline.SourceDecoder`
-and :class:`~trajgrade.pipeline.Grading`): each record value is one line of
+as the file runner decodes lines (:class:`~trajgrade.pipeline.decoder.SourceDecoder`
+and :class:`~trajgrade.pipeline.grading.Grading`): each record value is one line of
 any supported line format, the format is detected per partition (or given
 with ``--format``), and a bad record taints its trace through the engine's
 reject path.
@@ -24,15 +24,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade.engine import Anomaly, Engine
+from trajgrade.engine.engine import Anomaly, Engine
+from trajgrade.graders.capabilities import reads_tool_results
 from trajgrade.kafka.changelog import ENTRY_VERSION, Entry, encode_entry
-from trajgrade.pipeline import Batch, Grading, Segment, SourceDecoder
-from trajgrade.projection import reads_tool_results
+from trajgrade.pipeline.batches import Batch, Segment
+from trajgrade.pipeline.decoder import SourceDecoder
+from trajgrade.pipeline.grading import Grading
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
     from trajgrade.errors import InputError, Location
     from trajgrade.kafka.changelog import PartitionState
     from trajgrade.verdicts import Verdict

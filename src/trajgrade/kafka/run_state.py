@@ -19,7 +19,6 @@ import anyio
 import msgspec
 
 from trajgrade.errors import SourceError
-from trajgrade.exit_status import FailedTraces, RunSummary, dropped_counts, tally
 from trajgrade.kafka.assignment import (
     ADMIN_TIMEOUT,
     AssignGuard,
@@ -28,19 +27,25 @@ from trajgrade.kafka.assignment import (
 )
 from trajgrade.kafka.changelog import write_sentinel
 from trajgrade.kafka.sink import ChangelogWentBack, acked
+from trajgrade.runtime.exit_status import (
+    FailedTraces,
+    RunSummary,
+    dropped_counts,
+    tally,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
     from anyio.abc import TaskGroup
 
-    from trajgrade.actions import Actions
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
     from trajgrade.kafka.options import KafkaOptions
     from trajgrade.kafka.partition import PartitionWorker, Problem
     from trajgrade.kafka.sink import VerdictSink
-    from trajgrade.metrics import Metrics
-    from trajgrade.runner import RunOptions
+    from trajgrade.runner.options import RunOptions
+    from trajgrade.runtime.actions import Actions
+    from trajgrade.runtime.metrics import Metrics
     from trajgrade.sinks.decisions import DecisionWriter
     from trajgrade.verdicts import GuardDecision, Verdict
 

@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import click
 
-from trajgrade._signals import graceful_signals
 from trajgrade.errors import SinkError, SourceError
 from trajgrade.kafka.assignment import (
     ensure_internal_topics,
@@ -66,15 +65,17 @@ from trajgrade.kafka.sink import (
     TopicSink,
     check_verdicts_topic,
 )
+from trajgrade.runtime.signals import graceful_signals
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
-    from trajgrade.actions import ActionOptions
-    from trajgrade.config import Suite
+    from trajgrade.config.model import Suite
     from trajgrade.kafka.options import KafkaOptions
     from trajgrade.kafka.sink import VerdictSink
-    from trajgrade.runner import RunOptions, RunSummary
+    from trajgrade.runner.options import RunOptions
+    from trajgrade.runtime.actions import ActionOptions
+    from trajgrade.runtime.exit_status import RunSummary
     from trajgrade.sinks import Sink
 
 __all__ = ("run_kafka", "runner_for")
@@ -222,7 +223,7 @@ async def run_kafka(
     from aiokafka.abc import ConsumerRebalanceListener
     from aiokafka.admin import AIOKafkaAdminClient
 
-    from trajgrade._malloc import map_big_blocks
+    from trajgrade.runtime.malloc import map_big_blocks
 
     # A pass that closes a hundred thousand quiet traces must not leave the
     # heap holding the pages its big tables and buffers freed (_malloc).
@@ -231,7 +232,7 @@ async def run_kafka(
     metrics = None
     server = None
     if kafka.metrics_port is not None:
-        from trajgrade.metrics import Metrics
+        from trajgrade.runtime.metrics import Metrics
 
         metrics = Metrics()
         server = metrics.serve(kafka.metrics_port, host=kafka.metrics_host)
@@ -273,7 +274,7 @@ async def run_kafka(
     stop = anyio.Event()
     grader.stop = stop
     if actions is not None and actions.active:
-        from trajgrade.actions import Actions
+        from trajgrade.runtime.actions import Actions
 
         grader.actions = Actions(actions, log, marks=suite.on_fail)
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 
-from trajgrade._digest import blake2b
+from trajgrade._util.digest import blake2b
 from trajgrade.errors import SourceError
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Sources: where bytes come from. A source yields chunks in order and knows
 its name (for messages) and its default trace id (for logs that carry none).
-Framing, format detection and decoding happen in ``trajgrade.pipeline``."""
+Framing, format detection and decoding happen in ``trajgrade.pipeline.decoder``."""
 
 from __future__ import annotations
 

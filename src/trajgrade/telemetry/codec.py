@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from trajgrade._depth import MAX_DEPTH, too_deep
+from trajgrade._util.depth import MAX_DEPTH, too_deep
 from trajgrade.formats._otel_values import REFUSED
 from trajgrade.telemetry._logs_json import BadLogs, logs_message
 

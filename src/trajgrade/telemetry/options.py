@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 import msgspec
 
-from trajgrade._click_types import require_companions
-from trajgrade.exit_status import EXIT_USAGE
-from trajgrade.http_options import edge_limits, http_limit_options
+from trajgrade.cli.http_options import edge_limits, http_limit_options
+from trajgrade.cli.types import require_companions
+from trajgrade.runtime.exit_status import EXIT_USAGE
 from trajgrade.telemetry import OtlpOptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from trajgrade.runner import RunOptions
+    from trajgrade.runner.options import RunOptions
     from trajgrade.sinks import Sink
     from trajgrade.verdicts import GuardDecision, Verdict
 

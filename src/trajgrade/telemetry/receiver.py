@@ -3,7 +3,7 @@
 ``POST /v1/logs`` and ``/v1/traces`` (``/v1/metrics`` is accepted and not
 graded), with ``application/x-protobuf`` or ``application/json`` bodies,
 gzip or not, sized or chunked, on the hardened edge of
-:mod:`trajgrade.http_edge`. Each body is decoded in the handler's thread by
+:mod:`trajgrade.runtime.http_edge`. Each body is decoded in the handler's thread by
 :mod:`trajgrade.telemetry.codec` into one OTLP/JSON line and handed to the
 event loop, which grades it like a line of a followed file (the ``otel``
 format; one input, ``otlp:HOST:PORT``, whose "line" numbers count requests):
@@ -45,7 +45,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from trajgrade.errors import SourceError
-from trajgrade.http_edge import EdgeHandler, EdgeServer, HttpError, Limits
+from trajgrade.runtime.http_edge import EdgeHandler, EdgeServer, HttpError, Limits
 from trajgrade.telemetry.codec import (
     SIGNALS,
     BadPayload,

@@ -21,7 +21,6 @@ agentv's ``tool-trajectory.ts`` on JSON values as Python holds them:
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -37,8 +36,6 @@ __all__ = (
     "actual_args",
     "compile_args",
     "deep_equal",
-    "js_key",
-    "js_number",
 )
 
 #: The named ``args_match`` modes; a tuple of field paths is the fifth form.
@@ -196,27 +193,3 @@ def compile_args(
 
         return subset
     return lambda actual: actual is not UNDEFINED and deep_equal(expected, actual)
-
-
-def js_number(value: float) -> str:
-    """A number as JavaScript's template strings print it (``2.0`` -> ``2``)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if float(value).is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    return repr(float(value))
-
-
-def js_key(key: Any) -> str:
-    """A YAML mapping key as JavaScript would hold it (object keys are strings)."""
-    if isinstance(key, str):
-        return key
-    if isinstance(key, bool):
-        return "true" if key else "false"
-    if key is None:
-        return "null"
-    if isinstance(key, int | float):
-        return js_number(key)
-    return str(key)

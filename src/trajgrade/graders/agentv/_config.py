@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 
+from trajgrade._util.js import js_key
 from trajgrade.graders._spec import ErrorList
-from trajgrade.graders.agentv._args import ARGS_MODES, ArgsMode, js_key
+from trajgrade.graders.agentv._args import ARGS_MODES, ArgsMode
 
 if TYPE_CHECKING:
     from trajgrade.graders import BuildContext

@@ -13,7 +13,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from trajgrade.graders.agentv._args import js_number
+from trajgrade._util.js import js_number
 
 __all__ = (
     "ARGS",

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade._depth import decode_bounded
+from trajgrade._util.depth import decode_bounded
 from trajgrade.errors import ConfigError, GradeError, Location
 from trajgrade.events import Event, ToolCall, TraceStart
 from trajgrade.graders._spec import ConfigBase, ErrorList

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from trajgrade._digest import blake2b
+from trajgrade._util.digest import blake2b
 from trajgrade.errors import ConfigError, Location
 
 __all__ = ("EXTRACTOR_GROUP", "FUNCTION_GROUP", "load")

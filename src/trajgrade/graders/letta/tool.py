@@ -201,7 +201,7 @@ class LettaTool:
         return self._per_turn_decision(state)
 
     def call_handler(self, name: str) -> Any:
-        """The engine's route for calls named ``name`` (trajgrade.routing)."""
+        """The engine's route for calls named ``name`` (trajgrade.engine.routing)."""
         return (
             self._on_content if self._extractor.reads_call(name) else self._on_ignored
         )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 
-from trajgrade._digest import blake2b
+from trajgrade._util.digest import blake2b
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.rules._shared import MatcherSpec, compile_matcher
 
@@ -60,7 +60,7 @@ def read_after(
             return None, msgspec.convert(raw, SecretTrigger).secret
         spec: MatcherSpec = msgspec.convert(raw, MatcherSpec)
     except msgspec.ValidationError as exc:
-        from trajgrade._locate import explain, render
+        from trajgrade._util.locate import explain, render
         from trajgrade.graders.matching._tool_match import ToolMatch
 
         secret = isinstance(raw, dict) and "secret" in raw

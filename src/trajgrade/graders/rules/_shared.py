@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from trajgrade._digest import blake2b
+from trajgrade._util.digest import blake2b
 from trajgrade.events import ToolCall
 from trajgrade.graders.matching._jsliteral import JSRegexError
 from trajgrade.graders.matching._tool_match import ArgMissingError, Matcher, ToolMatch
@@ -126,7 +126,7 @@ def matches(m: Matcher, call: ToolCall) -> bool:
 
 def name_can_match(m: Matcher, name: str) -> bool:
     """Whether a call named ``name`` can match ``m`` at all (the engine's
-    name routes, trajgrade.routing); a name whose test fails is routed, so
+    name routes, trajgrade.engine.routing); a name whose test fails is routed, so
     the per-call handler meets the failure as before."""
     try:
         return bool(m.name(name))
@@ -137,7 +137,7 @@ def name_can_match(m: Matcher, name: str) -> bool:
 class CallRule:
     """The grader plumbing of a rule that reads only tool calls, optionally
     narrowed by a ``match`` matcher (rate-limit, loop): stepped and judged
-    only for names ``match`` can select (trajgrade.routing), never clocked.
+    only for names ``match`` can select (trajgrade.engine.routing), never clocked.
     Subclasses set ``_match`` and define ``_on_call``."""
 
     _match: Matcher | None

@@ -223,7 +223,7 @@ class ToolCalls:
         return error
 
     def call_handler(self, name: str) -> Any:
-        """The engine's route for calls named ``name`` (trajgrade.routing):
+        """The engine's route for calls named ``name`` (trajgrade.engine.routing):
         a name no entry can match only moves the counters."""
         plan = self._plan(name)
         if not plan.idle:

@@ -1,0 +1,29 @@
+"""Embedding: grade an agent's events from your own Python code.
+
+The face of the package (names load on first use). Inside:
+``stream_grader`` (:class:`StreamGrader`), ``streams`` (its live async
+sources), ``checkpoints`` (its state as bytes), ``checks`` (the checks of
+its arguments).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trajgrade._util.lazy import exporter
+
+if TYPE_CHECKING:
+    from trajgrade.api.stream_grader import Feedable, StreamGrader
+
+__all__ = (
+    "Feedable",
+    "StreamGrader",
+)
+
+__getattr__ = exporter(
+    __name__,
+    {
+        "Feedable": "trajgrade.api.stream_grader",
+        "StreamGrader": "trajgrade.api.stream_grader",
+    },
+)

@@ -1,0 +1,440 @@
+"""Click commands: ``trajgrade hook …`` (help, ``install``, ``uninstall``) and ``trajgrade serve``.
+
+``trajgrade hook AGENT`` itself never runs through click: the console entry
+point (:mod:`trajgrade._entry`) sends it to :mod:`trajgrade.hooks.invoke`
+first. The click commands here document it and forward when reached anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from trajgrade.cli.http_options import edge_limits, http_limit_options
+from trajgrade.cli.options import (
+    EXIT_USAGE,
+    ONE_POLICY,
+    allow_code_option,
+    config_errors,
+    config_option,
+    load_policy,
+)
+from trajgrade.cli.types import FiniteFloat, given_once
+
+if TYPE_CHECKING:
+    from trajgrade.config.model import Suite
+
+__all__ = ("hook", "serve")
+
+_AGENTS = ("claude-code", "codex", "gemini")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def hook() -> None:
+    """Grade a running agent from its hooks (Claude Code, Codex, Gemini CLI)."""
+
+
+def _forwarder(agent: str) -> click.Command:
+    @click.command(
+        agent,
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+        help=f"Answer one {agent} hook call (payload on stdin). See --help.",
+    )
+    @click.pass_context
+    def run(ctx: click.Context) -> None:
+        from trajgrade.hooks.invoke import main
+
+        sys.exit(main(agent, list(ctx.args)))
+
+    return run
+
+
+for _agent in _AGENTS:
+    hook.add_command(_forwarder(_agent))
+
+
+#: Which settings file: the project's (cwd) or the user's.
+_settings_option = click.option(
+    "--project/--user",
+    "project",
+    default=True,
+    show_default=True,
+    help="Project settings (cwd) or the user's.",
+)
+
+
+@hook.command("install")
+@click.argument("agent", type=click.Choice(_AGENTS))
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, exists=True),
+    multiple=True,  # to refuse a repeat, which click would drop silently
+    callback=given_once(ONE_POLICY),
+    help="Grader policy the hook uses.",
+)
+@_settings_option
+@click.option(
+    "--dry-run", is_flag=True, help="Print the merged settings; write nothing."
+)
+@click.option(
+    "--fail-closed",
+    is_flag=True,
+    help="Register the hook with --fail-closed (with --server, Claude Code gets the thin client on every event: it runs a call whose http hook fails).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Pass --state-dir to the hook.",
+)
+@click.option(
+    "--server",
+    "server_url",
+    default=None,
+    help="Use a running `trajgrade serve` at this URL, http://HOST:PORT (http hooks for Claude Code, the thin client otherwise).",
+)
+@click.option(
+    "--allow-code",
+    is_flag=True,
+    help="Pass --allow-code to the hook (graders/extractors named as path.py:function).",
+)
+def install_cmd(
+    agent: str,
+    config_path: str | None,
+    project: bool,
+    dry_run: bool,
+    fail_closed: bool,
+    state_dir: str | None,
+    server_url: str | None,
+    allow_code: bool,
+) -> None:
+    """Register trajgrade as AGENT's hook (merged; other hooks are kept).
+    The policy is compiled first: one the hook could not load is refused."""
+    from trajgrade.errors import ConfigError
+    from trajgrade.hooks.install import install
+
+    if config_path is None and server_url is None:
+        msg = "give -c POLICY (or --server URL of a running `trajgrade serve`)"
+        raise click.UsageError(msg)
+    suite = None
+    if server_url is not None:
+        _check_server(server_url, config_path, state_dir, allow_code)
+    else:
+        assert config_path is not None
+        suite = _compiled(config_path, allow_code)
+    if server_url is not None:
+        # The client run as a script imports nothing of trajgrade: a
+        # forwarded call costs little more than the interpreter start.
+        from trajgrade.hooks import client
+
+        words = [sys.executable, os.path.abspath(client.__file__), agent]
+        words += ["--server", server_url.rstrip("/")]
+    else:
+        assert config_path is not None
+        words = [*this_trajgrade(warn=True), "hook", agent]
+        words += ["-c", os.path.abspath(config_path)]
+        if state_dir:
+            words += ["--state-dir", os.path.abspath(state_dir)]
+        if allow_code:
+            words.append("--allow-code")
+    if fail_closed:
+        words.append("--fail-closed")
+    command = shlex.join(words)
+    # Claude Code runs a call whose http hook fails (daemon down, timeout),
+    # so fail-closed needs the thin client, which denies then, on every event.
+    client_only = fail_closed and agent == "claude-code"
+    url = (
+        f"{server_url.rstrip('/')}/hook/{agent}"
+        if server_url is not None and not client_only
+        else None
+    )
+    try:
+        path, text = install(
+            agent,
+            user=not project,
+            command=command,
+            url=url,
+            dry_run=dry_run,
+            fail_closed=fail_closed,
+        )
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if suite is not None:
+        from trajgrade.config.agent_check import agent_warnings
+
+        for warning in agent_warnings(suite, agent):
+            click.echo(f"warning: {agent}: {warning}", err=True)
+    if dry_run:
+        click.echo(f"# would write {path}")
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"{path}: trajgrade hooks registered for {agent}")
+        if server_url is not None and client_only:
+            click.echo(
+                "note: --fail-closed: every event runs the thin client, which denies "
+                "when the daemon cannot answer (Claude Code lets a call run when an "
+                "http hook fails)",
+                err=True,
+            )
+        if agent == "codex":
+            click.echo(
+                "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
+                err=True,
+            )
+
+
+def this_trajgrade(executable: str | None = None, *, warn: bool = False) -> list[str]:
+    """The command of the trajgrade that is running, for the agent to run:
+    the console script beside the interpreter (a venv's or pipx's ``bin/``),
+    else ``python -m trajgrade`` (both take the hook's fast path). The
+    ``trajgrade`` on PATH may be another installation (an older release
+    first on PATH), whose hook would grade with other code than the policy
+    was checked with here; with ``warn``, say so when it is."""
+    executable = executable or sys.executable
+    beside = os.path.join(os.path.dirname(executable), "trajgrade")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        words = [beside]
+    else:
+        words = [executable, "-m", "trajgrade"]
+    found = shutil.which("trajgrade")
+    if warn and found is not None and not _same_installation(found, words):
+        click.echo(
+            f"warning: the `trajgrade` on PATH ({found}) is another installation "
+            f"than this one; the hook runs this one ({shlex.join(words)})",
+            err=True,
+        )
+    return words
+
+
+def _same_installation(script: str, words: list[str]) -> bool:
+    """Whether ``script`` runs the trajgrade that ``words`` run: the same
+    file, or a script whose interpreter is in the same ``bin/`` directory
+    (an interpreter's own path, resolved, is the base Python's for a venv)."""
+    if len(words) == 1:
+        return os.path.realpath(script) == os.path.realpath(words[0])
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False
+    interpreter = first[2:].split(maxsplit=1)[:1] if first.startswith(b"#!") else []
+    return bool(interpreter) and os.path.realpath(
+        os.path.dirname(os.fsdecode(interpreter[0]))
+    ) == os.path.realpath(os.path.dirname(words[0]))
+
+
+@hook.command("uninstall")
+@click.argument("agent", type=click.Choice(_AGENTS))
+@_settings_option
+@click.option(
+    "--dry-run", is_flag=True, help="Print the settings without them; write nothing."
+)
+def uninstall_cmd(agent: str, project: bool, dry_run: bool) -> None:
+    """Remove trajgrade's hooks for AGENT (other hooks and settings are kept)."""
+    from trajgrade.errors import ConfigError
+    from trajgrade.hooks.install import uninstall
+
+    try:
+        path, text, removed = uninstall(agent, user=not project, dry_run=dry_run)
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if not removed:
+        click.echo(f"{path}: no trajgrade hooks for {agent}; nothing changed")
+    elif dry_run:
+        click.echo(f"# would write {path} ({removed} trajgrade hook(s) removed)")
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"{path}: {removed} trajgrade hook(s) removed for {agent}")
+
+
+def _check_server(
+    url: str, config_path: str | None, state_dir: str | None, allow_code: bool
+) -> None:
+    """Usage errors for a ``--server`` install the hook could never use: a
+    URL the client refuses (every call would fail open), or options that
+    belong to the daemon (they would be dropped without a word)."""
+    from trajgrade.hooks.client import server_address
+
+    try:
+        server_address(url)
+        ok = url.startswith("http://")  # (an http hook's url needs the scheme)
+    except ValueError:
+        ok = False
+    if not ok:
+        msg = f"expected http://HOST:PORT, e.g. http://127.0.0.1:8787 (got {url!r})"
+        raise click.BadParameter(msg, param_hint="--server")
+    daemon = [
+        flag
+        for flag, given in (
+            ("-c", config_path),
+            ("--state-dir", state_dir),
+            ("--allow-code", allow_code),
+        )
+        if given
+    ]
+    if daemon:
+        msg = (
+            f"{', '.join(daemon)} with --server: the daemon has the policy and the "
+            f"state; give them to `trajgrade serve`, and drop them here"
+        )
+        raise click.UsageError(msg)
+
+
+def _compiled(config_path: str, allow_code: bool) -> Suite:
+    """The policy the hook will load, compiled now: a policy it cannot load
+    would make every hook call fail open (the agent runs unguarded), so it
+    is refused here, with every error, and nothing is written."""
+    from trajgrade.config.compile import load_suite
+    from trajgrade.errors import ConfigError
+    from trajgrade.graders import BuildContext
+
+    try:
+        return load_suite(config_path, context=BuildContext(allow_code=allow_code))
+    except ConfigError as exc:
+        for line in config_errors(exc):
+            click.echo(f"error: {line}", err=True)
+        click.echo(
+            "error: not installed: the hook cannot load this policy, so every "
+            f"call would run unguarded; fix it (`trajgrade check -c {config_path}`) "
+            "and install again",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
+
+
+@click.command()
+@config_option("Grader policy.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Loopback address to listen on.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8787,
+    show_default=True,
+    help="Port (0: any free one, printed).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Checkpoints (default $XDG_STATE_HOME/trajgrade/hooks).",
+)
+@click.option(
+    "--verdicts",
+    "verdicts_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Append every verdict as a JSON line here.",
+)
+@click.option(
+    "--checkpoint-interval",
+    type=FiniteFloat(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between checkpoints of changed sessions.",
+)
+@click.option(
+    "--decisions",
+    "decisions_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Append every guard decision as a JSON line here.",
+)
+@click.option(
+    "--fail-closed",
+    is_flag=True,
+    help="Deny a call a rule cannot be evaluated on (default: it runs, with a warning).",
+)
+@allow_code_option
+@http_limit_options()
+def serve(
+    config_path: str,
+    host: str,
+    port: int,
+    state_dir: str | None,
+    verdicts_path: str | None,
+    checkpoint_interval: float,
+    decisions_path: str | None,
+    fail_closed: bool,
+    allow_code: bool,
+    max_body: int,
+    read_timeout: float,
+    token_env: str | None,
+) -> None:
+    """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
+    from trajgrade.graders import BuildContext
+    from trajgrade.hooks.server import HookServer
+    from trajgrade.hooks.server import serve as run
+    from trajgrade.hooks.store import default_state_dir
+
+    suite = load_policy(config_path, BuildContext(allow_code=allow_code))
+    for path, flag in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
+        try:  # found now, not at the first record of the first session
+            if path:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+        except OSError as exc:
+            click.echo(
+                f"error: {path}: cannot write: {exc.strerror}; check {flag}", err=True
+            )
+            sys.exit(2)
+    try:
+        server = HookServer(
+            suite,
+            host=host,
+            port=port,
+            state_dir=state_dir or default_state_dir(),
+            verdicts=verdicts_path,
+            checkpoint_interval=checkpoint_interval,
+            decisions=decisions_path,
+            fail_closed=fail_closed,
+            limits=edge_limits(max_body, read_timeout, token_env),
+        )
+    except ValueError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
+        click.echo(f"error: {_serve_problem(exc, host, port)}", err=True)
+        sys.exit(2)
+    bound = server.server_address[1]
+    click.echo(f"trajgrade serve: listening on http://{host}:{bound}", err=True)
+    click.echo(f"http://{host}:{bound}", nl=True)
+    if sys.stdout is not None:  # None: started with stdout closed
+        sys.stdout.flush()
+    unsaved = run(server)
+    if unsaved:
+        where = server.state_dir
+        click.echo(
+            f"error: {where}: {unsaved} session(s) could not be saved at shutdown (their changes are lost; see {where}/hooks.log); check the state directory",
+            err=True,
+        )
+        sys.exit(1)
+
+
+def _serve_problem(exc: OSError, host: str, port: int) -> str:
+    """What went wrong starting the daemon, and what to do about it."""
+    import errno
+
+    why = exc.strerror or str(exc)
+    if exc.filename is not None:
+        from trajgrade.hooks.invoke import STATE_DIR_HINT
+
+        return (
+            f"{exc.filename}: cannot use the state directory: {why}; {STATE_DIR_HINT}"
+        )
+    if exc.errno == errno.EADDRINUSE:
+        return f"cannot listen on {host}:{port}: the port is in use (another trajgrade serve?); stop that process, or pick another --port (0: any free port)"
+    return f"cannot listen on {host}:{port}: {why}; check --host and --port"

@@ -1,0 +1,151 @@
+"""Compiling a decoded config into a :class:`~trajgrade.config.model.Suite`:
+every grader's config validated and built, all errors at once."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from trajgrade._util.digest import blake2b
+from trajgrade._util.locate import Path as _Path
+from trajgrade._util.locate import convert_all, parse_path, relocate
+from trajgrade.config.decode import load_config
+from trajgrade.config.model import (
+    ConfigWarning,
+    OnFail,
+    Suite,
+    SuiteConfig,
+    default_on_fail,
+)
+from trajgrade.errors import ConfigError, ConfigErrors
+from trajgrade.graders import BuildContext, Grader, lookup
+
+if TYPE_CHECKING:
+    import os
+
+__all__ = ("compile_suite", "load_suite")
+
+
+def _besides(
+    structural: list[ConfigError], semantic: list[ConfigError]
+) -> list[ConfigError]:
+    """The build's errors that are not echoes of a structural one: the build
+    ran without each key whose value was wrong, so a complaint at that key,
+    or naming it ("give repeats or ping_pong" after `ping_pong: 3`), is about
+    its absence, which the structural error already explains."""
+    if not structural:
+        return semantic
+    keys = {e.location.field.rsplit(".", 1)[-1] for e in structural if e.location.field}
+    words = (
+        re.compile(r"\b(?:" + "|".join(map(re.escape, keys)) + r")\b") if keys else None
+    )
+    return [
+        e
+        for e in semantic
+        if words is None
+        or not (
+            (e.location.field or "").rsplit(".", 1)[-1] in keys
+            or words.search(e.message)
+        )
+    ]
+
+
+def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -> Suite:
+    """Validate every grader's config and compile it; all errors at once."""
+    context = context or BuildContext(base_dir=config.base_dir)
+    if context.threshold is None:
+        context.threshold = config.threshold
+    errors: list[ConfigError] = list(config.problems)
+    warnings: list[ConfigWarning] = []
+    graders: list[Grader[Any]] = []
+    on_fail: dict[str, OnFail] = {}
+    used: set[str] = set()
+    explicit = {s.name for s in config.graders if s.name}
+    for spec in config.graders:
+        try:
+            gtype = lookup(spec.type)
+        except ConfigError as exc:
+            errors.append(
+                ConfigError(exc.message, location=config.locate((*spec.path, "type")))
+            )
+            continue
+        cpath: _Path = spec.path if spec.inline else (*spec.path, "config")
+        cfg, structural = convert_all(
+            spec.config or {}, gtype.config_type, config.locate, cpath
+        )
+        errors.extend(structural)
+        if cfg is None:
+            continue
+        if spec.name:
+            name = spec.name
+            if name in used:
+                errors.append(
+                    ConfigError(
+                        f"grader name {name!r} is used twice; names must be unique",
+                        location=config.locate((*spec.path, "name")),
+                    )
+                )
+                continue
+        else:
+            # type, type#2, … skipping names given explicitly anywhere in the file
+            name, n = spec.type, 1
+            while name in used or name in explicit:
+                n += 1
+                name = f"{spec.type}#{n}"
+        used.add(name)
+        context.warnings.clear()
+        try:
+            grader = gtype.build(cfg, name=name, context=context)
+            if not structural:
+                graders.append(grader)
+                on_fail[name] = spec.on_fail or default_on_fail(gtype.kind)
+                _mark(grader, on_fail[name])
+        except ConfigErrors as many:
+            errors.extend(
+                _besides(
+                    structural, [relocate(e, config.locate, cpath) for e in many.errors]
+                )
+            )
+        except ConfigError as exc:
+            errors.extend(_besides(structural, [relocate(exc, config.locate, cpath)]))
+        for field, message in context.warnings:
+            rel = parse_path("." + field) if field else ()
+            warnings.append(ConfigWarning(message, config.locate((*cpath, *rel))))
+        context.warnings.clear()
+    if errors:
+        raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
+    return Suite(
+        graders,
+        fingerprint=_fingerprint(config),
+        source=config.source,
+        warnings=warnings,
+        on_fail=on_fail,
+    )
+
+
+def _mark(grader: Grader[Any], on_fail: OnFail) -> None:
+    """Also expose ``on_fail`` on the compiled grader where it takes attributes
+    (``Suite.on_fail`` is the canonical place: a plugin grader may refuse)."""
+    try:
+        grader.on_fail = on_fail  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass
+
+
+def load_suite(
+    path: str | os.PathLike[str], *, context: BuildContext | None = None
+) -> Suite:
+    """``compile_suite(load_config(path))``."""
+    config = load_config(path)
+    if context is not None and context.base_dir is None:
+        context.base_dir = config.base_dir
+    return compile_suite(config, context=context)
+
+
+def _fingerprint(config: SuiteConfig) -> str:
+    canon = [[s.type, s.name, s.config] for s in config.graders]
+    return blake2b(
+        msgspec.json.encode(canon, order="sorted"), digest_size=8
+    ).hexdigest()

@@ -1,0 +1,96 @@
+"""Which dataset rows found their trace, and which traces found no row.
+
+A mixin of :class:`trajgrade.engine.engine.Engine`. A row reaches a trace only when
+its key equals the trace id (as text); a ``--dataset-key`` or a trace id
+template that does not fit makes every row miss, and the graders that need a
+row then give ``error`` verdicts with nothing else said. The engine counts
+what matched, so the edge can warn once at the end. The count never changes
+a verdict. Memory: at most one id per dataset row.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+__all__ = ("NO_ROW", "DatasetMatch", "DatasetRows")
+
+#: (a row may be None: the engine's caller gives any mapping of rows)
+NO_ROW: Any = object()
+
+
+class DatasetMatch(msgspec.Struct, frozen=True, kw_only=True):
+    """How a dataset's rows and a run's traces met."""
+
+    #: Rows in the dataset.
+    rows: int
+    #: Distinct rows given to a trace (restored traces included).
+    rows_matched: int
+    #: Traces opened with a row / without one.
+    traces_with_row: int
+    traces_without_row: int
+    #: The first trace opened without a row, to show what ids look like.
+    example_trace: str | None = None
+
+    @property
+    def rows_unmatched(self) -> int:
+        return self.rows - self.rows_matched
+
+    def merged(self, other: DatasetMatch) -> DatasetMatch:
+        """Two engines' counts on one dataset (Kafka's partitions: a trace
+        lives on one, so their matched rows do not overlap)."""
+        return DatasetMatch(
+            rows=self.rows,
+            rows_matched=min(self.rows, self.rows_matched + other.rows_matched),
+            traces_with_row=self.traces_with_row + other.traces_with_row,
+            traces_without_row=self.traces_without_row + other.traces_without_row,
+            example_trace=self.example_trace or other.example_trace,
+        )
+
+
+class DatasetRows:
+    """The matching of rows to traces, counted."""
+
+    _samples: Mapping[str, Any] | None
+
+    def _init_rows(self) -> None:
+        self._rows_matched: set[str] = set()
+        self._n_with_row = 0
+        self._n_without_row = 0
+        self._example_trace: str | None = None
+
+    def _row_of(self, trace_id: str) -> Any:
+        """A newly opened trace's row (``NO_ROW`` without one), counted."""
+        samples = self._samples
+        if samples is None:
+            return NO_ROW
+        row = samples.get(trace_id, NO_ROW)
+        if row is NO_ROW:
+            self._n_without_row += 1
+            if self._example_trace is None:
+                self._example_trace = trace_id
+            return NO_ROW
+        self._rows_matched.add(trace_id)
+        self._n_with_row += 1
+        return row
+
+    def _rows_seen(self, trace_ids: Iterable[str]) -> None:
+        """Traces a checkpoint brings back: their rows found them before."""
+        if self._samples is not None:
+            self._rows_matched.update(t for t in trace_ids if t in self._samples)
+
+    def dataset_match(self) -> DatasetMatch | None:
+        """The counts so far; None when the engine has no dataset."""
+        if self._samples is None:
+            return None
+        return DatasetMatch(
+            rows=len(self._samples),
+            rows_matched=len(self._rows_matched),
+            traces_with_row=self._n_with_row,
+            traces_without_row=self._n_without_row,
+            example_trace=self._example_trace,
+        )

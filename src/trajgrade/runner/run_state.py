@@ -1,0 +1,500 @@
+"""One grading run's state and steps, driven by :func:`trajgrade.runner.run.run`.
+
+:class:`_Run` owns the engine, the sink and the tracked inputs, and does
+each step the runner's tasks ask for: a chunk read from an input goes
+through the decoder into the engine and its verdicts and guard decisions
+out to the sinks (``emit``); live files open and close (``opened``,
+``closed``); the clock ticks, shows the status line and exports metrics;
+checkpoints are taken between chunks; ``finish`` gives the run's summary.
+The wiring (sources, task group, signals, servers) stays in ``runner``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from trajgrade.engine.engine import Engine
+from trajgrade.errors import Location, SourceError
+from trajgrade.graders.capabilities import reads_tool_results
+from trajgrade.pipeline import Grading, SourceDecoder
+from trajgrade.runner.store import STATE_VERSION, Checkpoint, Position, StateStore
+from trajgrade.runner.tracking import TrackedInput, identity_matches
+from trajgrade.runtime.exit_status import (
+    FailedTraces,
+    RunSummary,
+    dropped_counts,
+    tally,
+)
+from trajgrade.runtime.reporting import log_anomalies, report_problems
+from trajgrade.sources.stream import trace_name, unclosed_trace_name
+from trajgrade.verdicts import Outcome, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from trajgrade.config.model import Suite
+    from trajgrade.runner.options import RunOptions
+    from trajgrade.runtime.actions import Actions
+    from trajgrade.runtime.metrics import Metrics
+    from trajgrade.runtime.status_line import StatusLine
+    from trajgrade.sinks import Sink
+    from trajgrade.sinks.decisions import DecisionWriter
+    from trajgrade.sources import StreamSource
+    from trajgrade.sources.live import Closed, LiveFiles, Opened
+    from trajgrade.telemetry.receiver import OtlpReceiver
+
+__all__: tuple[str, ...] = ()
+
+
+class _Run:
+    def __init__(self, suite: Suite, options: RunOptions, sink: Sink, log: Any) -> None:
+        self.engine = Engine(suite, samples=options.samples)
+        self.grading = Grading(self.engine, decisions_inline=options.decisions == "-")
+        self.suite = suite
+        self.options = options
+        self.sink = sink
+        self.log = log
+        self.summary = RunSummary()
+        self.clocked = any(g.uses_clock for g in suite.graders)
+        self.use_clock = options.live and options.clock != "event"
+        self._failed = FailedTraces()
+        # Durable state.
+        self.store: StateStore | None = None
+        #: Positions of the checkpoint this run resumed from, by source.
+        self.resume_from: dict[str, Position] = {}
+        #: Inputs being read, by source, and those read to their end.
+        self.inputs: dict[str, TrackedInput] = {}
+        self.finished: dict[str, Position] = {}
+        self.suppress: set[str] = set()
+        self._next_checkpoint = 0.0
+        self._checkpointing = False
+        self._dirty = False
+        #: Bytes read from every input (the progress bar).
+        self.bytes_read = 0
+        self.actions: Actions | None = None
+        self.metrics: Metrics | None = None
+        #: Cancelled to stop reading (a signal, --fail-fast).
+        self.reading = anyio.CancelScope()
+        self.decisions: DecisionWriter | None = None
+        if options.decisions is not None:
+            from trajgrade.sinks.decisions import open_decisions
+
+            try:
+                self.decisions = open_decisions(options.decisions)
+            except OSError as exc:
+                msg = f"cannot write guard decisions: {exc.strerror or exc}"
+                where = Location(file=options.decisions)
+                raise SourceError(msg, location=where) from None
+        self.receiver: OtlpReceiver | None = None
+
+    # ------------------------------------------------------------ verdicts
+    def emit(self, verdicts: Sequence[Verdict]) -> None:
+        if self.engine.decisions:
+            self._decide(verdicts)
+            return
+        if not verdicts:
+            return
+        self._dirty = True
+        tally(verdicts, self.summary.verdicts, self._failed)
+        if self.suppress:
+            # Written before a crash and decided again now: drop the repeat.
+            sup = self.suppress
+            fresh = []
+            for v in verdicts:
+                if v.id in sup:
+                    sup.discard(v.id)
+                else:
+                    fresh.append(v)
+            verdicts = fresh
+            if not verdicts:
+                return
+        self.sink.send(verdicts)
+        self.sink.flush()
+        if self.store is not None:
+            self.store.journal(v.id for v in verdicts)
+        if self.metrics is not None:
+            self.metrics.count_verdicts(verdicts)
+        actions = self.actions
+        if actions is not None:
+            actions.observe(verdicts)
+            if actions.stop_requested and not self.summary.stopped:
+                # (Actions logs which verdict tripped it.)
+                self.summary.stopped = True
+                self.reading.cancel()
+
+    def _decide(self, verdicts: Sequence[Verdict]) -> None:
+        """Verdicts first (a decision never precedes the verdict it came
+        with), then the guard decisions, which also reach the actions."""
+        decisions = list(self.engine.decisions)
+        self.engine.decisions.clear()
+        self.emit(verdicts)
+        if self.decisions is not None:
+            self.decisions.send(decisions)
+        # The telemetry tee (--export-otlp) takes decisions; plain sinks do not.
+        send = getattr(self.sink, "send_decisions", None)
+        if send is not None:
+            send(decisions)
+        if self.actions is not None:
+            self.actions.observe_decisions(decisions)
+
+    def listens_to_decisions(self) -> bool:
+        """Whether anything takes guard decisions: the decision stream, a
+        sink that exports them, or on-fail actions."""
+        return (
+            self.decisions is not None
+            or self.actions is not None
+            or hasattr(self.sink, "send_decisions")
+        )
+
+    def report(self) -> None:
+        """Log located input errors and anomalies gathered since last time."""
+        errors, anomalies = report_problems(self.grading, self.log)
+        self.summary.input_errors += errors
+        self.summary.anomalies += anomalies
+
+    def now(self) -> float | None:
+        return time.time() if self.use_clock else None
+
+    def take(self, tracked: TrackedInput, data: bytes) -> None:
+        """Decode and grade the next bytes of one input."""
+        self._dirty = True
+        self.bytes_read += len(data)
+        grading = self.grading
+        batch, now = tracked.feed(data), self.now()
+        for verdicts in grading.feed_batches(tracked.decoder, batch, now=now):
+            self.emit(verdicts)
+        if grading.errors or grading.anomalies:
+            self.report()
+
+    def end_input(self, tracked: TrackedInput, *, cut: bool = False) -> None:
+        """An input ended (``cut``: reading stopped): what its reader holds is
+        end of input; a part line cut off by a stop is unread, not broken."""
+        self._dirty = True
+        batch = tracked.stop() if cut else tracked.close()
+        for verdicts in self.grading.feed_batches(
+            tracked.decoder, batch, now=self.now()
+        ):
+            self.emit(verdicts)
+        self.report()
+        self.log.debug(
+            "source_done",
+            source=tracked.source,
+            format=tracked.decoder.format,
+            bytes=tracked.decoder.offset,
+        )
+
+    # ------------------------------------------------------------ batch
+    def tracked(self, name: str, source: str, default_trace: str) -> TrackedInput:
+        decoder = SourceDecoder(
+            name,
+            fmt=self.options.fmt,
+            default_trace=default_trace,
+            max_line_bytes=self.options.max_line_bytes,
+            tool_results=reads_tool_results(self.suite.graders),
+        )
+        return TrackedInput(source, decoder)
+
+    async def read(self, src: StreamSource) -> None:
+        key = _key(src.name)
+        tracked = self.tracked(src.name, key, src.default_trace)
+        if src.regular:
+            st = os.fstat(src.fd)
+            tracked.dev, tracked.ino = st.st_dev, st.st_ino
+        self.use_clock = self.clocked and (
+            self.options.clock == "wall"
+            or (self.options.clock == "auto" and not src.regular)
+        )
+        pos = self.resume_from.pop(key, None)
+        if pos is not None and src.regular:
+            if identity_matches(src.fd, pos):
+                if pos.done:
+                    self.finished[key] = pos
+                    self.log.info("source_resumed", source=src.name, done=True)
+                    return
+                tracked.resume(src.fd, pos)
+                self.log.info("source_resumed", source=src.name, offset=pos.offset)
+            else:
+                self.log.warning(
+                    "source_changed",
+                    source=src.name,
+                    reason="not the file the checkpoint read; reading it from the start",
+                )
+        self.inputs[key] = tracked
+        try:
+            async for chunk in src.chunks():
+                self.take(tracked, chunk)
+                await self.maybe_checkpoint()
+        except SourceError:
+            # What was read before the failure is still graded.
+            self.end_input(tracked)
+            del self.inputs[key]
+            raise
+        # (Cancelled by a signal: the input stays in ``inputs``; ``_run``
+        # ends it, or checkpoints it with durable state.)
+        self.end_input(tracked)
+        del self.inputs[key]
+        pos = tracked.position()
+        if pos is not None:
+            self.finished[key] = pos
+
+    # ------------------------------------------------------------ live
+    def live_start(self) -> dict[str, tuple[Any, int]]:
+        """Resume offsets for LiveFiles (see :mod:`trajgrade.runner.rotation`)."""
+        from trajgrade.runner.rotation import live_start
+
+        return live_start(self)
+
+    async def read_live(self, live: LiveFiles) -> None:
+        from trajgrade.sources.live import Closed, Data, Opened, Renamed
+
+        inputs = self.inputs
+        async for piece in live.pieces():
+            if type(piece) is Data:
+                self.take(inputs[_key(piece.path)], piece.data)
+                await self.maybe_checkpoint()
+            elif type(piece) is Opened:
+                self.opened(piece)
+            elif type(piece) is Closed:
+                self.closed(piece)
+            elif type(piece) is Renamed:
+                # Same file, same decoder and trace; checkpoints name it anew.
+                tracked = inputs.pop(_key(piece.path), None)
+                if tracked is not None:
+                    tracked.source = _key(piece.to)
+                    inputs[tracked.source] = tracked
+
+    def opened(self, piece: Opened) -> None:
+        path = piece.path
+        key = _key(path)
+        pos = self.resume_from.pop(key, None)
+        if pos is not None and not piece.offset:
+            # Replaced since start-up looked (rotated in between): the old
+            # file's unread tail first, as a rotation while down.
+            from trajgrade.runner.rotation import recover
+
+            recover(self, key, pos)
+            pos = None
+        # A file renamed under --watch keeps the trace it was read into; a
+        # new file at a path whose trace is over starts one of its own.
+        trace = pos.trace if pos is not None and pos.trace and piece.offset else None
+        if trace is None:
+            name = trace_name(self.options.trace_template, path)
+            trace = unclosed_trace_name(name, self.engine.is_closed)
+        tracked = self.tracked(path, key, trace)
+        tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
+        if piece.offset and pos is not None:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+                try:
+                    tracked.resume(fd, pos)
+                finally:
+                    os.close(fd)
+                self.log.info("source_resumed", source=path, offset=pos.offset)
+            except OSError as exc:
+                self.log.warning("source_resume_failed", source=path, reason=str(exc))
+        self.inputs[key] = tracked
+        if self.store is not None and self.store.sequence == 0:
+            # No checkpoint names this file yet: one soon, so a crash and a
+            # rotation within the first interval cannot hide the file.
+            self._next_checkpoint, self._dirty = 0.0, True
+
+    def closed(self, piece: Closed) -> None:
+        key = _key(piece.path)
+        tracked = self.inputs.pop(key, None)
+        if tracked is None:
+            return
+        self.end_input(tracked)
+        if piece.reason == "truncated" and tracked.decoder.document:
+            self.log.warning(
+                "follow_document_rewritten",
+                source=piece.path,
+                format=tracked.decoder.format,
+                reason="a JSON document rewritten in place is read again from its start into the same trace; follow append-only logs, and grade documents once complete",
+            )
+        if piece.reason == "deleted" and not self._followed(key):
+            # A --watch file's own trace cannot get more events. A --follow
+            # path is a stream, as through a rotation: a file created there
+            # again continues its trace (ended here, its events would be late).
+            self.emit(self.engine.end_trace(tracked.decoder.default_trace))
+
+    def _followed(self, key: str) -> bool:
+        """Whether ``key`` is a ``--follow`` path (not a file found by ``--watch``)."""
+        return self.options.follow and any(
+            _key(name) == key for name in self.options.inputs
+        )
+
+    def flush_held(self, trace_ids: list[str]) -> None:
+        """Before traces close on idle: what the readers still hold for them
+        (a Claude Code response's usage waits for the response to end) is
+        graded first, so an idle close counts what end of input would."""
+        if not trace_ids:
+            return
+        grading = self.grading
+        for tracked in self.inputs.values():
+            decoder = tracked.decoder
+            for tid in trace_ids:
+                batch = decoder.flush_trace(tid)
+                if batch.events:
+                    # now=None: these events must not make the trace look active.
+                    for verdicts in grading.feed_batches(decoder, batch):
+                        self.emit(verdicts)
+
+    # ------------------------------------------------------------ clock
+    async def clock(self) -> None:
+        interval = self.options.tick_interval
+        idle = self.options.idle_timeout
+        scan_every = self.options.idle_scan_interval
+        scanned = 0.0
+        while True:
+            await anyio.sleep(interval)
+            if self.use_clock:
+                now = time.time()
+                if self.clocked:
+                    for verdicts in self.engine.tick_batches(now):
+                        self.emit(verdicts)
+                if idle is not None and now - scanned >= scan_every:
+                    scanned = now
+                    quiet = self.engine.idle_traces(now, idle)
+                    self.flush_held(quiet)
+                    for verdicts in self.engine.end_batches(quiet):
+                        self.emit(verdicts)
+            await self.maybe_checkpoint()
+
+    async def show(self, status: StatusLine) -> None:
+        from trajgrade.runtime.status_line import REFRESH_SECONDS
+
+        counts = self.summary.verdicts
+        while True:
+            stats = self.engine.statistics()
+            status.update(
+                events=stats.events,
+                bytes_done=self.bytes_read,
+                open_traces=stats.open_traces,
+                passed=counts.get(Outcome.PASS, 0),
+                failed=counts.get(Outcome.FAIL, 0) + counts.get(Outcome.ERROR, 0),
+            )
+            await anyio.sleep(REFRESH_SECONDS)
+
+    async def export(self, metrics: Metrics) -> None:
+        """Keep the metrics current (a second's resolution is plenty)."""
+        seen = 0
+        while True:
+            stats = self.engine.statistics()
+            metrics.events.inc(stats.events - seen)
+            seen = stats.events
+            metrics.open_traces.set(stats.open_traces)
+            lost = (stats.late_events, stats.settled_events, self.summary.input_errors)
+            metrics.sync_dropped(dropped_counts(*lost))
+            metrics.progress()  # the loop is alive, events or not
+            await anyio.sleep(1.0)
+
+    # ------------------------------------------------------------ state
+    def open_state(self) -> None:
+        """Take the state directory and load its checkpoint, if any."""
+        assert self.options.state_dir is not None
+        store = StateStore(self.options.state_dir)
+        self.store = store
+        ckpt = store.load(self.suite.fingerprint)
+        if ckpt is not None:
+            self.engine.load(ckpt.engine)
+            self.resume_from = {p.source: p for p in ckpt.positions}
+            self.suppress = set(ckpt.suppress) | store.emitted_since(ckpt.sequence)
+            s = self.summary
+            s.verdicts = dict(ckpt.verdicts)
+            self._failed = FailedTraces(
+                ckpt.failed_traces, count=ckpt.failed_count, first=ckpt.failed_first
+            )
+            s.resumed = True
+            self.log.info(
+                "state_resumed",
+                state=str(store.dir),
+                sequence=ckpt.sequence,
+                age=round(time.time() - ckpt.created, 3),
+                open_traces=len(ckpt.engine.traces),
+                inputs=len(ckpt.positions),
+                suppressed=len(self.suppress),
+            )
+        self.suppress |= store.open_journal(self.suite.fingerprint)
+        self._next_checkpoint = time.monotonic() + self.options.checkpoint_interval
+
+    async def maybe_checkpoint(self) -> None:
+        if self.store is not None and time.monotonic() >= self._next_checkpoint:
+            if self._dirty:
+                await self.checkpoint()
+            else:
+                self._next_checkpoint = (
+                    time.monotonic() + self.options.checkpoint_interval
+                )
+
+    async def checkpoint(self) -> None:
+        """Write a consistent cut of the run (between two chunks)."""
+        store = self.store
+        if store is None or self._checkpointing:
+            return
+        self._checkpointing = True
+        try:
+            self._next_checkpoint = time.monotonic() + self.options.checkpoint_interval
+            positions = dict(self.finished)
+            for key, tracked in self.inputs.items():
+                pos = tracked.position()
+                if pos is not None:
+                    positions[key] = pos
+            # Inputs of the checkpoint not (yet) seen by this run stay as they were.
+            for key, pos in self.resume_from.items():
+                positions.setdefault(key, pos)
+            seq = store.begin()
+            ckpt = Checkpoint(
+                version=STATE_VERSION,
+                fingerprint=self.suite.fingerprint,
+                sequence=seq,
+                created=time.time(),
+                positions=list(positions.values()),
+                engine=self.engine.checkpoint(),
+                verdicts={str(k): n for k, n in self.summary.verdicts.items()},
+                failed_traces=self._failed.recent(),
+                failed_count=self._failed.count,
+                failed_first=self._failed.first,
+                suppress=list(self.suppress),
+            )
+            data = store.encode(ckpt)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(store.write, data, seq)
+            self.summary.checkpoints += 1
+            if self.metrics is not None:
+                self.metrics.checkpointed()
+            self._dirty = False
+            self.log.debug("checkpoint_written", sequence=seq, bytes=len(data))
+        finally:
+            self._checkpointing = False
+
+    # ------------------------------------------------------------ end
+    def finish(self, *, close_traces: bool) -> RunSummary:
+        if close_traces:
+            for verdicts in self.engine.finish_batches():
+                self.emit(verdicts)
+        log_anomalies(self.log, ((a, Location()) for a in self.engine.anomalies))
+        self.summary.anomalies += len(self.engine.anomalies)
+        self.engine.anomalies.clear()
+        try:
+            self.sink.close()
+        finally:  # (a report that cannot be written still ends the run cleanly)
+            if self.decisions is not None:
+                self.decisions.close()
+        stats = self.engine.statistics()
+        s = self.summary
+        s.events, s.traces = stats.events, stats.closed_traces
+        s.late_events, s.settled_events = stats.late_events, stats.settled_events
+        s.failed_traces, s.failed_count = self._failed.first, self._failed.count
+        s.verdicts = {Outcome(k): n for k, n in s.verdicts.items()}
+        s.dataset = self.engine.dataset_match()
+        return s
+
+
+def _key(name: str) -> str:
+    """An input's name in checkpoints: its absolute path (``-`` for stdin)."""
+    return name if name == "-" else os.path.abspath(name)

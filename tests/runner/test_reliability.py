@@ -31,7 +31,7 @@ from trajgrade._util.depth import (
 )
 from trajgrade.pipeline.whole import grade_bytes
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 POLICY = """\
 graders:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).parents[1] / "src" / "trajgrade" / "examples"
+EXAMPLES = Path(__file__).parents[2] / "src" / "trajgrade" / "examples"
 POLICY = str(EXAMPLES / "policy.yaml")
 SESSION = str(EXAMPLES / "session.jsonl")
 

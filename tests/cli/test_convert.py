@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 CLAUDE = FIXTURES / "claude-code" / "agentcmd_v2.0.14_trailing_unanswered_calls.jsonl"
 
 

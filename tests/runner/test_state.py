@@ -27,7 +27,7 @@ from trajgrade.pipeline.decoder import SourceDecoder
 from trajgrade.runner.store import Checkpoint, StateStore
 from trajgrade.runner.tracking import TrackedInput, identity_matches
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 POLICY = """\
 graders:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).parents[1] / "src" / "trajgrade" / "examples"
+EXAMPLES = Path(__file__).parents[2] / "src" / "trajgrade" / "examples"
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 

@@ -260,7 +260,7 @@ def test_a_document_rewritten_in_place_is_reported(tmp_path: Path) -> None:
     """A Gemini CLI session .json rewritten whole (as older Gemini CLI does on
     every update) cannot be followed as a growing log: trajgrade says so."""
     doc = (
-        Path(__file__).parent
+        Path(__file__).parents[1]
         / "fixtures"
         / "gemini-cli"
         / "agentcmd_gemini_3_calls.json"

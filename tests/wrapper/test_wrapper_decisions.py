@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 import pytest
-from tests.test_wrapper import SID, Run, _init, _result, _tool_use
+from tests.wrapper.test_wrapper import SID, Run, _init, _result, _tool_use
 
 if TYPE_CHECKING:
     from pathlib import Path

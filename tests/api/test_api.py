@@ -25,7 +25,7 @@ from trajgrade import (
 pytestmark = pytest.mark.anyio
 
 STREAM = (
-    Path(__file__).resolve().parent
+    Path(__file__).resolve().parents[1]
     / "fixtures"
     / "claude-code"
     / "live_v2.1.197_stream.jsonl"

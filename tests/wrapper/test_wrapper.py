@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.slow
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SID = "sess-1"
 
 #: A fake agent driven by a JSON list of steps (file argv[1]); it writes its pid

@@ -150,7 +150,7 @@ def test_a_real_session_ending_with_unanswered_calls_reports_them(
 ) -> None:
     """A real Claude Code transcript cut off after three calls logs those calls at the end."""
     fixture = (
-        Path(__file__).parent
+        Path(__file__).parents[1]
         / "fixtures"
         / "claude-code"
         / "agentcmd_v2.0.14_trailing_unanswered_calls.jsonl"

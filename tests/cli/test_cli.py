@@ -26,7 +26,7 @@ import pytest
 # ------------------------------------------------------------------ helpers
 #: gen_traces.py's small canonical corpus (provenance beside it).
 BENCH_SAMPLE = (
-    Path(__file__).resolve().parent / "fixtures" / "bench" / "small_events.jsonl.gz"
+    Path(__file__).resolve().parents[1] / "fixtures" / "bench" / "small_events.jsonl.gz"
 )
 
 #: A tool-calls grader that can pass early, next to one that decides at the end.
@@ -1117,7 +1117,7 @@ def test_a_run_without_decision_readers_gives_the_same_verdicts(
     run that writes the decisions, byte for byte."""
     events = tmp_path / "events.jsonl"
     events.write_bytes(gzip.decompress(BENCH_SAMPLE.read_bytes()))
-    six = Path(__file__).resolve().parent.parent / "benchmarks" / "six.yaml"
+    six = Path(__file__).resolve().parents[2] / "benchmarks" / "six.yaml"
     plain = run_cli("grade", "--allow-code", "-c", six, "--output", "jsonl", events)
     decisions = tmp_path / "decisions.jsonl"
     guarded = run_cli(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from tests.test_wrapper import Run, _init, _logs, _result, _tool_use
+from tests.wrapper.test_wrapper import Run, _init, _logs, _result, _tool_use
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -76,3 +76,54 @@ def test_modules_stay_under_the_size_limit() -> None:
     )
     fitted = [m for m in OVER_LIMIT if sizes.get(m, 0) <= MAX_MODULE_LINES]
     assert not fitted, f"{fitted} fit now: remove them from OVER_LIMIT"
+
+
+@pytest.mark.slow
+def test_imports_follow_the_floor_plan() -> None:
+    """lint-imports keeps the contracts in pyproject.toml: every part imports
+    only the parts below it, and no modules or packages import each other in
+    a circle (imports for typing and inside functions count too)."""
+    proc = subprocess.run(
+        [*_tool("lint-imports"), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+#: The house rule: a function a reader can follow (radon's cyclomatic
+#: complexity). A hot loop may be written out on purpose above it: it says so
+#: in a comment or its docstring, near its top.
+MAX_COMPLEXITY = 20
+WRITTEN_OUT = "written out on purpose"
+
+
+def _too_complex() -> list[str]:
+    from radon.complexity import cc_visit
+
+    found = []
+    for path in sorted((ROOT / "src" / "trajgrade").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for block in cc_visit(text):
+            if block.complexity <= MAX_COMPLEXITY:
+                continue
+            head = "\n".join(lines[block.lineno - 1 : block.lineno + 25])
+            if WRITTEN_OUT not in head:
+                where = path.relative_to(ROOT).as_posix()
+                found.append(
+                    f"{where}:{block.lineno} {block.fullname} {block.complexity}"
+                )
+    return found
+
+
+def test_functions_stay_simple() -> None:
+    """No function in src/ has a cyclomatic complexity above MAX_COMPLEXITY,
+    unless it says, near its top, that it is written out on purpose."""
+    over = _too_complex()
+    assert not over, (
+        f"functions above complexity {MAX_COMPLEXITY}: {over}; split them along "
+        f"their cases, or say why one is {WRITTEN_OUT!r} (a hot loop)"
+    )

@@ -127,3 +127,46 @@ def test_functions_stay_simple() -> None:
         f"functions above complexity {MAX_COMPLEXITY}: {over}; split them along "
         f"their cases, or say why one is {WRITTEN_OUT!r} (a hot loop)"
     )
+
+
+def _struct_bases() -> set[str]:
+    """Project classes derived from msgspec.Struct that another class derives
+    from, as ``module.Name``."""
+    import ast
+
+    src = ROOT / "src"
+    classes: dict[str, tuple[str, list[str]]] = {}  # name -> (module, bases)
+    for path in (src / "trajgrade").rglob("*.py"):
+        module = ".".join(path.relative_to(src).with_suffix("").parts)
+        module = module.removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = [
+                    ast.unparse(b).split("[")[0].split(".")[-1] for b in node.bases
+                ]
+                classes[node.name] = (module, bases)
+
+    def is_struct(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name == "Struct":
+            return True
+        if name not in classes or name in seen:
+            return False
+        return any(is_struct(b, seen | {name}) for b in classes[name][1])
+
+    used = {b for _, bases in classes.values() for b in bases}
+    return {f"{classes[n][0]}.{n}" for n in used if n in classes and is_struct(n)}
+
+
+def test_ruff_knows_every_struct_base() -> None:
+    """msgspec reads Struct annotations at run time, so ruff must never move
+    them under TYPE_CHECKING: every Struct base the project derives from is
+    in ruff's runtime-evaluated-base-classes, and nothing stale is."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(
+        config["tool"]["ruff"]["lint"]["flake8-type-checking"][
+            "runtime-evaluated-base-classes"
+        ]
+    )
+    assert listed == {"msgspec.Struct"} | _struct_bases()

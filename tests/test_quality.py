@@ -111,7 +111,7 @@ def _too_complex() -> list[str]:
             if block.complexity <= MAX_COMPLEXITY:
                 continue
             head = "\n".join(lines[block.lineno - 1 : block.lineno + 25])
-            if WRITTEN_OUT not in head:
+            if WRITTEN_OUT not in head.lower():
                 where = path.relative_to(ROOT).as_posix()
                 found.append(
                     f"{where}:{block.lineno} {block.fullname} {block.complexity}"

@@ -26,6 +26,7 @@ from test_routing import mixed_suites
 
 from trajgrade.config.compile import compile_suite
 from trajgrade.config.decode import decode_config
+from trajgrade.config.model import Suite
 from trajgrade.engine.engine import Engine, EngineState
 from trajgrade.engine.packing import PACKED
 from trajgrade.engine.state import NO_CALLS
@@ -34,7 +35,6 @@ from trajgrade.events import Event, ToolCall, ToolResult, TraceEnd, TurnStart
 if TYPE_CHECKING:
     from strategies import Stream
 
-    from trajgrade.config.model import Suite
     from trajgrade.verdicts import Verdict
 
 
@@ -187,7 +187,14 @@ def test_a_third_party_grader_is_packed_only_when_it_says_so() -> None:
         plugin.__dict__.update(g.__dict__)
         if says is not None:
             plugin.packs_state = says  # type: ignore[attr-defined]
-        suite.graders = (plugin, *suite.graders[1:])  # type: ignore[misc]
+        # A Suite probes its graders when built (Suite.capabilities): build
+        # one around the plugin rather than swap it into a built one.
+        suite = Suite(
+            (plugin, *suite.graders[1:]),
+            fingerprint=suite.fingerprint,
+            source=suite.source,
+            on_fail=suite.on_fail,
+        )
         engine = Engine(suite, warm_traces=1)
         engine.feed_many(heads[:40])
         engine.feed_many(heads[40:])

@@ -24,7 +24,7 @@ from trajgrade.config.decode import decode_config
 from trajgrade.engine.engine import Anomaly, Engine
 from trajgrade.events import LeanResult, ToolResult
 from trajgrade.formats.native import NativeReader
-from trajgrade.graders.capabilities import reads_tool_results
+from trajgrade.graders.capabilities import Capabilities, reads_tool_results
 from trajgrade.pipeline.decoder import SourceDecoder
 from trajgrade.pipeline.grading import Grading
 from trajgrade.pipeline.options import BATCH_FIXES
@@ -111,12 +111,12 @@ def test_the_projection_is_taken_only_when_nothing_reads_results() -> None:
         "  - {type: letta-tool, name: b, config: {extractor: tool_arguments,"
         " extractor_config: {tool_name: bash}, function: contains}}\n"
     )
-    assert not reads_tool_results(names_only.graders)
+    assert not reads_tool_results(names_only.capabilities)
     filtered = _suite(
         "graders:\n  - {type: tool-calls, name: a, config: "
         "{required: [{name: bash, result: ok}]}}\n"
     )
-    assert reads_tool_results(filtered.graders)
+    assert reads_tool_results(filtered.capabilities)
     # A projected decode would fail this trace (no result to match "ok").
     stream = (
         b'{"type":"tool_call","trace_id":"t","name":"bash","call_id":"c"}\n'
@@ -128,12 +128,12 @@ def test_the_projection_is_taken_only_when_nothing_reads_results() -> None:
         "graders:\n  - {type: letta-tool, name: b, config: {extractor: tool_output,"
         " extractor_config: {tool_name: bash}, function: contains}}\n"
     )
-    assert reads_tool_results(output.graders)
+    assert reads_tool_results(output.capabilities)
 
     class Plugin:  # a third-party grader that declares nothing
         event_types = frozenset({ToolResult})
 
-    assert reads_tool_results([Plugin()])
+    assert reads_tool_results([Capabilities.of(Plugin())])
 
 
 def test_a_projected_reader_hands_out_tool_results_without_payload() -> None:

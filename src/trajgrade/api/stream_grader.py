@@ -371,7 +371,7 @@ class StreamGrader(Checkpointing, AsyncStreams):
                 fmt=self._fmt,
                 default_trace=source,
                 max_line_bytes=self._max,
-                tool_results=reads_tool_results(self.suite.graders),
+                tool_results=reads_tool_results(self.suite.capabilities),
                 fixes=API_FIXES,
             )
             self._decoders[source] = decoder

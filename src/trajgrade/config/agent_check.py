@@ -2,7 +2,7 @@
 
 A compiled grader that matches tool calls lists its matchers through a
 ``matchers()`` method (``tool-calls`` does; so can any grader built on
-``_tool_match``). Each matcher is checked against the agent's table in
+``_tool_match``), read from ``Suite.capabilities``. Each matcher is checked against the agent's table in
 ``_agents``:
 
 * its name regex / kind selects none of the agent's tools: it never matches;
@@ -44,11 +44,11 @@ _UNBOUND: Final = {
 def agent_warnings(suite: Suite, agent: str) -> list[str]:
     """Every warning for ``agent``, each naming the grader and the entry."""
     out: list[str] = []
-    for grader in suite.graders:
-        matchers = getattr(grader, "matchers", None)
+    for grader, caps in zip(suite.graders, suite.capabilities, strict=True):
+        matchers = caps.matchers
         for m in matchers() if matchers is not None else ():
             out.extend(f"{grader.name}: {text}" for text in matcher_warnings(m, agent))
-        bindings = getattr(grader, "bindings", None)
+        bindings = caps.bindings
         for key, arg, m in bindings() if bindings is not None else ():
             out.extend(f"{grader.name}: {t}" for t in _binding(key, arg, m, agent))
     return out

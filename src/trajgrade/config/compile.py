@@ -14,13 +14,14 @@ from trajgrade._util.locate import convert_all, parse_path, relocate
 from trajgrade.config.decode import load_config
 from trajgrade.config.model import (
     ConfigWarning,
+    GraderSpec,
     OnFail,
     Suite,
     SuiteConfig,
     default_on_fail,
 )
 from trajgrade.errors import ConfigError, ConfigErrors
-from trajgrade.graders import BuildContext, Grader, lookup
+from trajgrade.graders import BuildContext, Grader, GraderType, lookup
 
 if TYPE_CHECKING:
     import os
@@ -57,72 +58,117 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
     context = context or BuildContext(base_dir=config.base_dir)
     if context.threshold is None:
         context.threshold = config.threshold
-    errors: list[ConfigError] = list(config.problems)
-    warnings: list[ConfigWarning] = []
-    graders: list[Grader[Any]] = []
-    on_fail: dict[str, OnFail] = {}
-    used: set[str] = set()
-    explicit = {s.name for s in config.graders if s.name}
+    compilation = _Compilation(config, context)
     for spec in config.graders:
+        compilation.add(spec)
+    return compilation.suite()
+
+
+class _Compilation:
+    """One ``compile_suite`` run: the graders built so far, the names they
+    took, and every error and warning met on the way."""
+
+    def __init__(self, config: SuiteConfig, context: BuildContext) -> None:
+        self.config = config
+        self.context = context
+        self.errors: list[ConfigError] = list(config.problems)
+        self.warnings: list[ConfigWarning] = []
+        self.graders: list[Grader[Any]] = []
+        self.on_fail: dict[str, OnFail] = {}
+        self._used: set[str] = set()
+        #: Names given explicitly anywhere in the file (never generated).
+        self._explicit = {s.name for s in config.graders if s.name}
+
+    def add(self, spec: GraderSpec) -> None:
+        """Look up, validate, name and build one entry; its errors are kept."""
+        config = self.config
         try:
             gtype = lookup(spec.type)
         except ConfigError as exc:
-            errors.append(
+            self.errors.append(
                 ConfigError(exc.message, location=config.locate((*spec.path, "type")))
             )
-            continue
+            return
         cpath: _Path = spec.path if spec.inline else (*spec.path, "config")
         cfg, structural = convert_all(
             spec.config or {}, gtype.config_type, config.locate, cpath
         )
-        errors.extend(structural)
+        self.errors.extend(structural)
         if cfg is None:
-            continue
+            return
+        name = self._name(spec)
+        if name is not None:
+            self._build(gtype, cfg, spec, name, cpath, structural)
+
+    def _name(self, spec: GraderSpec) -> str | None:
+        """The entry's grader name, taken; None (an error kept) when its
+        explicit name is taken already."""
         if spec.name:
             name = spec.name
-            if name in used:
-                errors.append(
+            if name in self._used:
+                self.errors.append(
                     ConfigError(
                         f"grader name {name!r} is used twice; names must be unique",
-                        location=config.locate((*spec.path, "name")),
+                        location=self.config.locate((*spec.path, "name")),
                     )
                 )
-                continue
+                return None
         else:
             # type, type#2, … skipping names given explicitly anywhere in the file
             name, n = spec.type, 1
-            while name in used or name in explicit:
+            while name in self._used or name in self._explicit:
                 n += 1
                 name = f"{spec.type}#{n}"
-        used.add(name)
+        self._used.add(name)
+        return name
+
+    def _build(
+        self,
+        gtype: GraderType,
+        cfg: Any,
+        spec: GraderSpec,
+        name: str,
+        cpath: _Path,
+        structural: list[ConfigError],
+    ) -> None:
+        """Build the grader (kept only when its config had no structural
+        error), with its errors and warnings located in the file."""
+        config, context = self.config, self.context
         context.warnings.clear()
         try:
             grader = gtype.build(cfg, name=name, context=context)
             if not structural:
-                graders.append(grader)
-                on_fail[name] = spec.on_fail or default_on_fail(gtype.kind)
-                _mark(grader, on_fail[name])
+                self.graders.append(grader)
+                self.on_fail[name] = spec.on_fail or default_on_fail(gtype.kind)
+                _mark(grader, self.on_fail[name])
         except ConfigErrors as many:
-            errors.extend(
+            self.errors.extend(
                 _besides(
                     structural, [relocate(e, config.locate, cpath) for e in many.errors]
                 )
             )
         except ConfigError as exc:
-            errors.extend(_besides(structural, [relocate(exc, config.locate, cpath)]))
+            self.errors.extend(
+                _besides(structural, [relocate(exc, config.locate, cpath)])
+            )
         for field, message in context.warnings:
             rel = parse_path("." + field) if field else ()
-            warnings.append(ConfigWarning(message, config.locate((*cpath, *rel))))
+            self.warnings.append(ConfigWarning(message, config.locate((*cpath, *rel))))
         context.warnings.clear()
-    if errors:
-        raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
-    return Suite(
-        graders,
-        fingerprint=_fingerprint(config),
-        source=config.source,
-        warnings=warnings,
-        on_fail=on_fail,
-    )
+
+    def suite(self) -> Suite:
+        """The compiled Suite; every error met, raised together."""
+        errors = self.errors
+        if errors:
+            raise ConfigErrors(errors) if len(errors) > 1 else errors[0]
+        config = self.config
+        return Suite(
+            self.graders,
+            fingerprint=_fingerprint(config),
+            source=config.source,
+            warnings=self.warnings,
+            on_fail=self.on_fail,
+        )
 
 
 def _mark(grader: Grader[Any], on_fail: OnFail) -> None:

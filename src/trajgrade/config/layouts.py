@@ -52,61 +52,7 @@ def read_layout(
         msg = f"expected a mapping in one of the layouts: {'; '.join(_LAYOUTS)}, got {got}; see docs/graders.md"
         raise ConfigError(msg, location=shell.locate(()))
     errors: list[ConfigError] = []
-    threshold: float | None = None
-    if isinstance(doc.get("graders"), list):
-        errors.extend(
-            ConfigError(
-                f"unknown top-level key {k!r}; only 'graders' is recognised in this layout",
-                location=shell.locate((str(k),)),
-            )
-            for k in doc
-            if k != "graders"
-        )
-        specs = _entries(
-            [(("graders", i), e) for i, e in enumerate(doc["graders"])],
-            shell,
-            errors,
-            _trajgrade_entry,
-        )
-    elif isinstance(doc.get("graders"), Mapping):
-        specs = _entries(
-            [(("graders", k), e) for k, e in doc["graders"].items()],
-            shell,
-            errors,
-            _letta_entry,
-        )
-    elif isinstance(doc.get("execution"), Mapping):
-        execution = doc["execution"]
-        evaluators = execution.get("evaluators") or []
-        if not isinstance(evaluators, list):
-            msg = "execution.evaluators must be a list of evaluators"
-            raise ConfigError(msg, location=shell.locate(("execution", "evaluators")))
-        specs = _entries(
-            [(("execution", "evaluators", i), e) for i, e in enumerate(evaluators)],
-            shell,
-            errors,
-            _agentv_entry,
-        )
-        t = execution.get("threshold")
-        if t is not None:
-            if isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 1:
-                threshold = float(t)
-            else:
-                msg = (
-                    f"execution.threshold must be a number between 0 and 1 (got {t!r})"
-                )
-                errors.append(
-                    ConfigError(msg, location=shell.locate(("execution", "threshold")))
-                )
-    elif isinstance(doc.get("scorers"), list):
-        specs = _entries(
-            [(("scorers", i), e) for i, e in enumerate(doc["scorers"])],
-            shell,
-            errors,
-            _aigo_entry,
-        )
-    else:
-        raise _no_graders(doc, shell)
+    specs, threshold = _layout_entries(doc, shell, errors)
     if not specs and not errors:
         msg = "no graders configured; add at least one (see `trajgrade graders`)"
         raise ConfigError(msg, location=shell.locate(()))
@@ -115,6 +61,62 @@ def read_layout(
     return msgspec.structs.replace(
         shell, graders=tuple(specs), threshold=threshold, problems=tuple(errors)
     )
+
+
+def _layout_entries(
+    doc: Mapping[Any, Any], shell: SuiteConfig, errors: list[ConfigError]
+) -> tuple[list[GraderSpec], float | None]:
+    """The grader entries of the layout the top-level key names, and the
+    suite-wide threshold (agentv's); entry problems go to ``errors``."""
+    graders = doc.get("graders")
+    if isinstance(graders, list):
+        errors.extend(
+            ConfigError(
+                f"unknown top-level key {k!r}; only 'graders' is recognised in this layout",
+                location=shell.locate((str(k),)),
+            )
+            for k in doc
+            if k != "graders"
+        )
+        entries = [(("graders", i), e) for i, e in enumerate(graders)]
+        return _entries(entries, shell, errors, _trajgrade_entry), None
+    if isinstance(graders, Mapping):
+        named = [(("graders", k), e) for k, e in graders.items()]
+        return _entries(named, shell, errors, _letta_entry), None
+    if isinstance(doc.get("execution"), Mapping):
+        return _agentv_layout(doc["execution"], shell, errors)
+    if isinstance(doc.get("scorers"), list):
+        scorers = [(("scorers", i), e) for i, e in enumerate(doc["scorers"])]
+        return _entries(scorers, shell, errors, _aigo_entry), None
+    raise _no_graders(doc, shell)
+
+
+def _agentv_layout(
+    execution: Mapping[Any, Any], shell: SuiteConfig, errors: list[ConfigError]
+) -> tuple[list[GraderSpec], float | None]:
+    """agentv's ``execution:``: its evaluators, and its ``threshold``."""
+    evaluators = execution.get("evaluators") or []
+    if not isinstance(evaluators, list):
+        msg = "execution.evaluators must be a list of evaluators"
+        raise ConfigError(msg, location=shell.locate(("execution", "evaluators")))
+    specs = _entries(
+        [(("execution", "evaluators", i), e) for i, e in enumerate(evaluators)],
+        shell,
+        errors,
+        _agentv_entry,
+    )
+    return specs, _threshold(execution.get("threshold"), shell, errors)
+
+
+def _threshold(t: Any, shell: SuiteConfig, errors: list[ConfigError]) -> float | None:
+    """``execution.threshold``: a number between 0 and 1, else an error kept."""
+    if t is None:
+        return None
+    if isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 1:
+        return float(t)
+    msg = f"execution.threshold must be a number between 0 and 1 (got {t!r})"
+    errors.append(ConfigError(msg, location=shell.locate(("execution", "threshold"))))
+    return None
 
 
 def _no_graders(doc: Mapping[Any, Any], shell: SuiteConfig) -> ConfigError:

@@ -15,6 +15,7 @@ import msgspec
 from trajgrade._util.locate import Path as _Path
 from trajgrade._util.locate import render
 from trajgrade.errors import ConfigError, Location
+from trajgrade.graders.capabilities import Capabilities
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -128,7 +129,14 @@ class ConfigWarning(msgspec.Struct, frozen=True):
 class Suite:
     """Compiled graders, shared by every trace. Immutable once built."""
 
-    __slots__ = ("fingerprint", "graders", "on_fail", "source", "warnings")
+    __slots__ = (
+        "capabilities",
+        "fingerprint",
+        "graders",
+        "on_fail",
+        "source",
+        "warnings",
+    )
 
     def __init__(
         self,
@@ -140,6 +148,12 @@ class Suite:
         on_fail: Mapping[str, OnFail] | None = None,
     ) -> None:
         self.graders: tuple[Grader[Any], ...] = tuple(graders)
+        #: What each grader offers beyond the Grader protocol, by index
+        #: (trajgrade.graders.capabilities): probed once, here, so that a
+        #: Suite built in code has it too.
+        self.capabilities: tuple[Capabilities, ...] = tuple(
+            Capabilities.of(g) for g in self.graders
+        )
         #: Grader name (``Verdict.grader``) -> what its failure should do; every
         #: grader has an entry (its type's default when the config names none).
         self.on_fail: dict[str, OnFail] = {

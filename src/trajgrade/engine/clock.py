@@ -28,12 +28,12 @@ import math
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
-from trajgrade.graders.capabilities import ticks_when_due
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 
+    from trajgrade.config.model import Suite
     from trajgrade.engine.guard import Guard
     from trajgrade.engine.packing import Packer
     from trajgrade.engine.state import _Trace
@@ -56,6 +56,7 @@ class Clock:
     """Ticks, deadlines and idle timeouts for the engine."""
 
     # The engine's own fields and methods these use.
+    suite: Suite
     _graders: Sequence[Grader[Any]]
     _traces: dict[str, _Trace]
     _clocked: tuple[int, ...]
@@ -75,10 +76,10 @@ class Clock:
         ) -> Iterator[list[Verdict]]: ...
 
     def _init_clock(self) -> None:
-        graders = self._graders
+        capabilities = self.suite.capabilities
         #: Ticks follow deadlines (else every open trace is ticked).
         self._by_deadline = bool(self._clocked) and all(
-            ticks_when_due(graders[i]) for i in self._clocked
+            capabilities[i].deadline is not None for i in self._clocked
         )
         #: (due on the runner's clock, push order, trace id), earliest first;
         #: entries of closed traces are dropped when popped or on a rebuild.

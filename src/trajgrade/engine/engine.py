@@ -134,12 +134,14 @@ class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
         self._guard = Guard(suite, self._graders)
         self._judges = self._guard.judges
         # Per event type and tool name: the graders that can react.
-        self._routing = Routes(self._graders, self._judges)
+        self._routing = Routes(self._graders, suite.capabilities, self._judges)
         self._id_suffixes = tuple(id_suffixes(g.name) for g in self._graders)
         #: Packs idle traces' states once more than twice ``warm_traces``
         #: are open (trajgrade.engine.packing); None: never (0, or a clocked grader
         #: without a deadline).
-        self._packer = Packer.for_suite(self._graders, warm=warm_traces)
+        self._packer = Packer.for_suite(
+            self._graders, suite.capabilities, warm=warm_traces
+        )
         self._routes = self._routing.by_type
         #: Traces kept only for guarding (every verdict final), oldest first.
         self._kept: OrderedDict[str, None] = OrderedDict()

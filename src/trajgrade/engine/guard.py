@@ -60,21 +60,20 @@ class Guard:
     __slots__ = ("actions", "decisions", "graders", "judges", "judging", "names")
 
     def __init__(self, suite: Suite, graders: Sequence[Grader[Any]]) -> None:
-        marks: Any = getattr(suite, "on_fail", None) or {}
+        marks = suite.on_fail
         self.graders = graders
         #: The Action of each grader (its ``on_fail``), by index.
         self.actions: tuple[Action, ...] = tuple(
-            # Suite.on_fail names every grader; a hand-built suite without
-            # it guards with deny (config.default_on_fail, not imported: the
-            # hook path keeps its imports small).
+            # Suite.on_fail names every grader; a name missing from it (the
+            # dict changed after the Suite was built) guards with deny.
             Action(str(marks.get(g.name) or Action.DENY))
             for g in graders
         )
         #: (index, bound judge) of every grader that judges calls.
         self.judges: tuple[tuple[int, Any], ...] = tuple(
-            (i, judge)
-            for i, g in enumerate(graders)
-            if callable(judge := getattr(g, "judge", None))
+            (i, caps.judge)
+            for i, caps in enumerate(suite.capabilities)
+            if caps.judge is not None
         )
         self.judging: frozenset[int] = frozenset(i for i, _ in self.judges)
         #: (name, kind) of each grader: read once per decision, not per attribute.

@@ -25,7 +25,7 @@ event; a suite with a clock-driven grader that has no ``deadline`` is not
 packed (every tick would visit every trace). Neither are suites with a
 third-party grader, unless it says ``packs_state = True``: its state must
 round-trip through msgpack only for ``--state``, which a plugin may never
-have been run with.
+have been run with (both read from ``Suite.capabilities``).
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 import msgspec
 
 from trajgrade.engine.state import NO_CALLS
-from trajgrade.graders.capabilities import ticks_when_due
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from trajgrade.engine.state import _Trace
     from trajgrade.graders import Grader
+    from trajgrade.graders.capabilities import Capabilities
 
 __all__ = ("PACKED", "WARM_TRACES", "Packer")
 
@@ -73,12 +73,21 @@ class Packer:
         self._swept_at = 0
 
     @classmethod
-    def for_suite(cls, graders: Sequence[Grader[Any]], *, warm: int) -> Packer | None:
+    def for_suite(
+        cls,
+        graders: Sequence[Grader[Any]],
+        capabilities: Sequence[Capabilities],
+        *,
+        warm: int,
+    ) -> Packer | None:
         """A packer for these graders, or None when their states are not
         packed (a clock-driven grader without a deadline, a third-party
         grader that does not say its state packs, a state type msgpack
         cannot decode)."""
-        if warm <= 0 or any(_ticks_always(g) or not _packs(g) for g in graders):
+        if warm <= 0 or any(
+            _ticks_always(g, caps) or not caps.packs_state
+            for g, caps in zip(graders, capabilities, strict=True)
+        ):
             return None
         try:
             return cls(graders, warm=warm)
@@ -128,14 +137,7 @@ class Packer:
         self._swept_at = events
 
 
-def _ticks_always(grader: Grader[Any]) -> bool:
+def _ticks_always(grader: Grader[Any], capabilities: Capabilities) -> bool:
     """A clock-driven grader that cannot say when it is due: every tick
     visits every open trace's state."""
-    return grader.uses_clock and not ticks_when_due(grader)
-
-
-def _packs(grader: Grader[Any]) -> bool:
-    """Built-in graders' states round-trip (tests/properties/test_packing.py);
-    a plugin's, when it says so."""
-    builtin = type(grader).__module__.startswith("trajgrade.")
-    return bool(getattr(grader, "packs_state", builtin))
+    return grader.uses_clock and capabilities.deadline is None

@@ -2,7 +2,8 @@
 
 A suite is compiled into, per event type, the (grader index, handler)
 pairs that declared the type, and, for ``tool_call`` events, per tool
-*name*: a grader may narrow its route for a name with
+*name*, from each grader's probed capabilities (``Suite.capabilities``,
+trajgrade.graders.capabilities): a grader may narrow its route for a name with
 ``call_handler(name)`` (a cheaper handler, or None: this name can never
 move its state), and its guard ruling with ``judges_call(name)`` (False:
 ``judge`` would answer None for every call of that name). One dict look-up
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from trajgrade.graders import Grader
+    from trajgrade.graders.capabilities import Capabilities
 
 __all__ = ("Route", "Routes", "decide")
 
@@ -56,13 +58,16 @@ class Routes:
     )
 
     def __init__(
-        self, graders: Sequence[Grader[Any]], judges: tuple[tuple[int, Any], ...]
+        self,
+        graders: Sequence[Grader[Any]],
+        capabilities: Sequence[Capabilities],
+        judges: tuple[tuple[int, Any], ...],
     ) -> None:
         #: Per event type, every grader that declared it (its fast handler
         #: when it offers ``handlers``, else ``step``).
         self.by_type: dict[type[Any], Route] = {
             cls: tuple(
-                (i, getattr(g, "handlers", {}).get(cls, g.step))
+                (i, capabilities[i].handlers.get(cls, g.step))
                 for i, g in enumerate(graders)
                 if cls in g.event_types
             )
@@ -70,11 +75,14 @@ class Routes:
         }
         # A result decoded without its payload is routed as a result.
         self.by_type[LeanResult] = self.by_type[ToolResult]
+        #: (index, call_handler or None, default handler) of every grader
+        #: routed ``tool_call``s.
         self._call_graders = tuple(
-            (i, graders[i], h) for i, h in self.by_type[ToolCall]
+            (i, capabilities[i].call_handler, h) for i, h in self.by_type[ToolCall]
         )
         self.judges = judges
-        self._judges = tuple((i, graders[i], j) for i, j in judges)
+        #: (index, judges_call or None, judge) of every judge.
+        self._judges = tuple((i, capabilities[i].judges_call, j) for i, j in judges)
         #: Per tool name: the graders a call of that name can move.
         self.by_name: dict[str, Route] = {}
         #: Per tool name: the judges that can rule on a call of that name.
@@ -89,8 +97,8 @@ class Routes:
         """The (index, handler) pairs for a ``tool_call`` named ``name``."""
         route = tuple(
             (i, h)
-            for i, g, default in self._call_graders
-            if (h := _narrowed(g, name, default)) is not None
+            for i, narrow, default in self._call_graders
+            if (h := default if narrow is None else narrow(name)) is not None
         )
         if len(self.by_name) < NAME_CACHE_MAX:
             self.by_name[name] = route
@@ -99,18 +107,11 @@ class Routes:
     def call_judges(self, name: str) -> Route:
         """The (index, judge) pairs that can rule on a call named ``name``."""
         route = tuple(
-            (i, j)
-            for i, g, j in self._judges
-            if (narrow := getattr(g, "judges_call", None)) is None or narrow(name)
+            (i, j) for i, narrow, j in self._judges if narrow is None or narrow(name)
         )
         if len(self.judges_by_name) < NAME_CACHE_MAX:
             self.judges_by_name[name] = route
         return route
-
-
-def _narrowed(grader: Any, name: str, default: Any) -> Any:
-    narrow = getattr(grader, "call_handler", None)
-    return default if narrow is None else narrow(name)
 
 
 def decide(fn: Any, *args: Any) -> Decision | None:

@@ -53,10 +53,14 @@ __all__ = (
     "BUILTIN",
     "EVENT_TAGS",
     "SNIFF_LIMIT",
+    "BreaksWhole",
     "DocShape",
+    "FlushesTrace",
     "FormatType",
     "Reader",
+    "ResumesMidFile",
     "SkipsToolResults",
+    "SniffsDocuments",
     "TakesDecoded",
     "detect",
     "detect_document",
@@ -86,9 +90,36 @@ class Reader(Protocol):
         """The source ended: flush whatever the format still holds."""
         ...
 
-    # Optional: ``flush_trace(trace_id) -> list[Event]``, what the reader
-    # holds for one trace waiting for more input (a response's usage), given
-    # up now because the runner is about to close that trace (idle timeout).
+    # Optional: the reader Protocols below (FlushesTrace, TakesDecoded,
+    # SkipsToolResults, BreaksWhole) and, on the FormatType, SniffsDocuments
+    # and ResumesMidFile; each says what is assumed without it.
+
+
+@runtime_checkable
+class FlushesTrace(Protocol):
+    """A reader that holds events of one trace waiting for more input (a
+    response's usage until the response ends).
+
+    Default (absent): the reader holds nothing per trace; closing one trace
+    (an idle timeout) flushes nothing from it."""
+
+    def flush_trace(self, trace_id: str) -> list[Event]:
+        """What the reader holds for ``trace_id``, given up now because the
+        runner is about to close that trace."""
+        ...
+
+
+@runtime_checkable
+class BreaksWhole(Protocol):
+    """A reader of one JSON document, whose parser cannot restart mid-stream.
+
+    ``broken``: set once a batch made the reader fail; the document is then
+    unreadable (one error), and the reader stops producing events.
+
+    Default (absent): a batch the reader failed on is retried line by line,
+    so only the bad lines are lost (trajgrade.formats._lines.one_by_one)."""
+
+    broken: bool
 
 
 @runtime_checkable
@@ -120,8 +151,36 @@ class SkipsToolResults(Protocol):
     def skip_tool_results(self) -> None: ...
 
 
+@runtime_checkable
+class SniffsDocuments(Protocol):
+    """A whole-document format (``atif``, ``gemini-cli``, …), detected from
+    the shape of a JSON document rather than from its first line.
+
+    Default (absent): a line format; a JSON document that goes on past its
+    first line is not this format, and naming it does not make a deep or long
+    line part of a document."""
+
+    def sniff_document(self, shape: DocShape) -> bool:
+        """Whether a document of this ``shape`` is this format."""
+        ...
+
+
+@runtime_checkable
+class ResumesMidFile(Protocol):
+    """A format whose records decode alone, so a source can resume at any
+    line boundary (``native``).
+
+    ``stateless``: True.
+
+    Default (absent, or False): a source resumed from a checkpoint is
+    replayed from its start, the events before the resume point dropped."""
+
+    stateless: bool
+
+
 class FormatType(Protocol):
-    """A registered format."""
+    """A registered format (optionally also :class:`SniffsDocuments` and
+    :class:`ResumesMidFile`)."""
 
     name: str
     summary: str

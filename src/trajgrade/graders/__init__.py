@@ -33,6 +33,7 @@ __all__ = (
     "lookup",
     "provider",
     "registry",
+    "type_names",
 )
 
 S = TypeVar("S")
@@ -101,20 +102,16 @@ class Grader(Protocol[S]):
 
     def finish(self, state: S) -> Decision: ...
 
-    # Optional, for clock-driven graders (``uses_clock``):
-    #     def deadline(self, state: S) -> float | None
-    # the earliest elapsed seconds at which ``tick`` may decide something
-    # (None: never); early is allowed, late is not, and events may only move
-    # it later. With it the engine ticks a trace only when it is due
-    # (trajgrade.engine.clock); without it, every open trace on every tick.
-    # Optional, for graders that guard calls (see verdicts.Judgement):
-    #     def judge(self, state: S | None, call: ToolCall) -> Judgement | None
-    # called by the engine for every tool_call after ``step`` saw it, with
-    # ``state`` None once the grader's verdict is final.
+    # Optional capabilities, each a Protocol in trajgrade.graders.capabilities
+    # with its default (``deadline``, ``judge``, ``judges_call``,
+    # ``handlers``, ``call_handler``, ``reads_result``, ``packs_state``,
+    # ``matchers``, ``bindings``): a Suite probes them once, when it is built
+    # (``Suite.capabilities``). docs/library.md tabulates the whole contract.
 
 
 class GraderType(Protocol):
-    """What a grader plugin provides."""
+    """What a grader plugin provides (optionally also ``aliases``, see
+    :func:`type_names`)."""
 
     #: The config ``type`` string.
     kind: str
@@ -129,6 +126,13 @@ class GraderType(Protocol):
         """Compile a validated config; raise ConfigError (field relative to the
         grader's config) for semantic errors."""
         ...
+
+
+def type_names(gtype: GraderType) -> tuple[str, ...]:
+    """The config ``type`` strings a grader type is known by: its ``kind``,
+    then its ``aliases`` (:class:`~trajgrade.graders.capabilities.Aliased`;
+    default: none). Only built-in types' aliases are registered."""
+    return (gtype.kind, *getattr(gtype, "aliases", ()))
 
 
 #: Built-in grader types by config ``type`` (aliases included) -> the module
@@ -166,7 +170,7 @@ class _Builtins(Mapping[str, "GraderType"]):
         module = importlib.import_module(f"trajgrade.graders.{BUILTIN_MODULES[kind]}")
         for t in module.GRADER_TYPES:
             gtype = cast("GraderType", t)
-            for name in (gtype.kind, *getattr(gtype, "aliases", ())):
+            for name in type_names(gtype):
                 self._loaded[name] = gtype
         return self._loaded[kind]
 

@@ -174,7 +174,9 @@ class _Acts:
 
     def __init__(self, suite: Suite, *, fail_closed: bool) -> None:
         self.judging = {
-            g.name for g in suite.graders if callable(getattr(g, "judge", None))
+            g.name
+            for g, caps in zip(suite.graders, suite.capabilities, strict=True)
+            if caps.judge is not None
         }
         self.fail_closed = fail_closed
         self.deny: list[str] = []

@@ -117,7 +117,7 @@ class PartitionWorker:
             f"{topic}[{partition}]",
             fmt=fmt,
             max_line_bytes=max_line_bytes,
-            tool_results=reads_tool_results(suite.graders),
+            tool_results=reads_tool_results(suite.capabilities),
         )
         self._line = 1
         #: Records are OTLP payloads of this signal (``--kafka-encoding``).

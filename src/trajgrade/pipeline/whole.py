@@ -53,7 +53,7 @@ def grade_bytes(
         source,
         fmt=fmt,
         max_line_bytes=max_line_bytes,
-        tool_results=reads_tool_results(suite.graders),
+        tool_results=reads_tool_results(suite.capabilities),
         fixes=BATCH_FIXES,
     )
     feed = grading.feed

@@ -195,7 +195,7 @@ class _Run:
             fmt=self.options.fmt,
             default_trace=default_trace,
             max_line_bytes=self.options.max_line_bytes,
-            tool_results=reads_tool_results(self.suite.graders),
+            tool_results=reads_tool_results(self.suite.capabilities),
         )
         return TrackedInput(source, decoder)
 

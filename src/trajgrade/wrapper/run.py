@@ -423,7 +423,7 @@ async def wrap(
         fmt=options.fmt,
         default_trace=options.trace_id or name,
         max_line_bytes=options.max_line_bytes,
-        tool_results=reads_tool_results(suite.graders),
+        tool_results=reads_tool_results(suite.capabilities),
     )
     state._loop = asyncio.get_running_loop()  # anyio's backend here is asyncio
     previous = {s: signal.signal(s, state.on_signal) for s in _FORWARDED}

@@ -1,9 +1,11 @@
 """Embedding: grade an agent's events from your own Python code.
 
 The face of the package (names load on first use). Inside:
-``stream_grader`` (:class:`StreamGrader`), ``streams`` (its live async
-sources), ``checkpoints`` (its state as bytes), ``checks`` (the checks of
-its arguments).
+``stream_grader`` (:class:`StreamGrader`), ``records`` (what ``feed`` takes,
+as the line it is graded as), ``streams`` (its live async sources, a
+collaborator that works on it through ``stream_host``'s protocol),
+``checkpoints`` (its state as bytes), ``checks`` (the checks of its
+arguments).
 """
 
 from __future__ import annotations

@@ -37,19 +37,16 @@ budgets), import anyio only when called, so ``import trajgrade`` stays light.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
-from collections import deque
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
-from trajgrade._util.json_values import JSON_FIX, Problem, json_problem
-from trajgrade.api.checkpoints import Checkpointing
-from trajgrade.api.checks import check_source, escaped, exclusive
-from trajgrade.api.streams import AsyncStreams, Stream
+from trajgrade._util.json_values import JSON_FIX, Problem
+from trajgrade.api.checkpoints import restore_checkpoint, take_checkpoint
+from trajgrade.api.checks import check_source, exclusive
+from trajgrade.api.records import Refused, record_line
+from trajgrade.api.stream_host import Feedable
+from trajgrade.api.streams import LiveStreams
 from trajgrade.config.compile import compile_suite, load_suite
 from trajgrade.config.decode import decode_config
 from trajgrade.config.model import OnFail, Suite
@@ -65,18 +62,21 @@ from trajgrade.verdicts import GuardDecision, Outcome, Verdict
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import (
+        AsyncIterable,
+        AsyncIterator,
+        Awaitable,
+        Callable,
+        Mapping,
+    )
 
 __all__ = ("Feedable", "StreamGrader")
 
-#: What :meth:`StreamGrader.feed` accepts.
-Feedable = Event | Mapping[str, Any] | str | bytes
 _EVENT_CLASSES: Final = tuple(EVENT_TYPES.values())
-_ENC: Final = msgspec.json.Encoder()
 _BYTES: Final[tuple[type, ...]] = (bytes, bytearray, memoryview)
-_LONE: Final = re.compile("[\ud800-\udfff]")
 
 
-class StreamGrader(Checkpointing, AsyncStreams):
+class StreamGrader:
     """A compiled policy and the live state of the traces it grades."""
 
     def __init__(
@@ -95,8 +95,8 @@ class StreamGrader(Checkpointing, AsyncStreams):
         self.engine = Engine(suite, samples=samples, guarding=guarding)
         self._grading = Grading(self.engine)
         self._lock = threading.Lock()
-        self._undelivered: deque[Verdict] = deque()  # (api_async)
-        self._streams: list[Stream] = []  # (api_async)
+        #: The async streams running on this grader (api_async).
+        self._live = LiveStreams()
         self._fmt = fmt
         self._source = source
         self._max = max_line_bytes
@@ -171,49 +171,29 @@ class StreamGrader(Checkpointing, AsyncStreams):
         the traces fed."""
         check_source(source)
         if isinstance(item, _EVENT_CLASSES):
-            try:
-                event = checked(item)
-            except InputError as exc:  # built in code with a wrong field type
-                where = Location(file=source or self._source, field=exc.location.field)
-                return self._lost(exc.message, where, exc.trace_id or source)
-            now = time.time() if self._clocked else None
-            out = self.engine.feed_many(
-                [event], now=now, default_trace=source or self._source
-            )
-            if traces is not None:
-                traces.add(event.trace_id or source or self._source)
-            self._collect()
-            return out
-        if isinstance(item, Mapping):
-            record = item if type(item) is dict else dict(item)
-            # (msgspec would write bytes as base64 text, a NaN as null: a
-            # record a line could not hold is refused, not graded as that)
-            problem, _ = json_problem(record)
-            if problem is not None:
-                return self._refuse(record, source, problem)
-            try:
-                line = _ENC.encode(record)
-            except UnicodeEncodeError:  # a lone surrogate (json.loads of a Node log)
-                as_json = escaped(record)
-                if as_json is None:
-                    return self._refuse(record, source, Problem("", "not JSON"))
-                line = as_json
-        elif isinstance(item, str):
-            try:
-                line = item.encode()
-            except UnicodeEncodeError:  # written as the escape a Node host writes
-                line = _LONE.sub(lambda m: f"\\u{ord(m[0]):04x}", item).encode()
-        elif isinstance(item, bytes | bytearray | memoryview):
-            line = bytes(item)
-        else:
-            msg = f"cannot grade a {type(item).__name__}; feed an Event, a mapping, or a JSON line (str/bytes)"
-            raise TypeError(msg)
-        if b"\n" in line.rstrip(b"\r\n"):
-            msg = "feed() takes one record; pass several lines (or raw chunks) to feed_bytes()"
-            raise ValueError(msg)
-        if not line.endswith(b"\n"):
-            line += b"\n"
+            return self._feed_event(item, source, traces)
+        line = record_line(item)
+        if isinstance(line, Refused):
+            return self._refuse(line.record, source, line.problem)
         return self._feed_bytes(line, source, traces)
+
+    def _feed_event(
+        self, item: Event, source: str | None, traces: set[str] | None
+    ) -> list[Verdict]:
+        """One event built in code, checked as a decoded record is."""
+        try:
+            event = checked(item)
+        except InputError as exc:  # built in code with a wrong field type
+            where = Location(file=source or self._source, field=exc.location.field)
+            return self._lost(exc.message, where, exc.trace_id or source)
+        now = time.time() if self._clocked else None
+        out = self.engine.feed_many(
+            [event], now=now, default_trace=source or self._source
+        )
+        if traces is not None:
+            traces.add(event.trace_id or source or self._source)
+        self._collect()
+        return out
 
     @exclusive
     def feed_bytes(self, chunk: bytes, *, source: str | None = None) -> list[Verdict]:
@@ -326,6 +306,89 @@ class StreamGrader(Checkpointing, AsyncStreams):
         out = list(self.engine.decisions)
         self.engine.decisions.clear()
         return out
+
+    # ------------------------------------------------------------ checkpoints
+    @exclusive
+    def checkpoint(self) -> bytes:
+        """Every trace's state as bytes (msgpack). Take it between records:
+        a partial line held by :meth:`feed_bytes` is not included."""
+        return take_checkpoint(self.suite, self.engine)
+
+    @exclusive
+    def restore(self, data: bytes) -> None:
+        """Load a :meth:`checkpoint` taken with the same policy into this
+        grader, which must not have graded anything yet.
+
+        Raises :class:`~trajgrade.errors.ConfigError` when it came from another
+        policy, :class:`~trajgrade.errors.InputError` when it is not a
+        checkpoint (or one of another format version), and
+        :class:`~trajgrade.errors.StateError` when this grader has state of
+        its own. A refused checkpoint changes nothing.
+        """
+        restore_checkpoint(
+            data,
+            suite=self.suite,
+            engine=self.engine,
+            samples=self._samples,
+            reading=bool(self._decoders),
+        )
+
+    # ------------------------------------------------------------ async
+    def grade_stream(
+        self,
+        items: AsyncIterable[Feedable],
+        *,
+        source: str | None = None,
+        finish: bool = True,
+    ) -> AsyncIterator[Verdict]:
+        """Yield verdicts as the items of a live source decide them.
+
+        ``bytes`` items are raw chunks of ``source`` (a pipe, a socket:
+        framed by :meth:`feed_bytes`); anything else is one record
+        (:meth:`feed`). At the end of ``items`` the open traces are finished
+        (unless ``finish=False``); while other streams run on this grader,
+        only the traces this stream's items fed (and no other stream's) are
+        ended, and the last stream to end finishes the rest. Wall-time budgets are checked at each item;
+        use :meth:`grade_stream_to` to have them fire between items too.
+        The next item is read only when the last verdict was taken
+        (backpressure). Verdicts decided but not yet taken when the stream
+        is cancelled or left are kept for :meth:`take_undelivered` once the
+        stream is closed (``contextlib.aclosing``, or when it is collected).
+        Several streams may run at once on one grader (one per source):
+        each yields only the verdicts of its own items.
+        """
+        # (The async generator itself is LiveStreams': nothing runs, not
+        # even the check of ``source``, before its first item is asked for.)
+        return self._live.grade_stream(self, items, source=source, finish=finish)
+
+    async def grade_stream_to(
+        self,
+        items: AsyncIterable[Feedable],
+        on_verdict: Callable[[Verdict], Awaitable[None] | None],
+        *,
+        source: str | None = None,
+        finish: bool = True,
+        tick_interval: float = 0.1,
+    ) -> None:
+        """Call ``on_verdict`` (plain or async) for every verdict of a live
+        source; wall-time budgets fire on the clock between items. Its
+        end finishes traces as :meth:`grade_stream`'s does. An
+        exception of ``items`` or ``on_verdict`` is raised as it is (not in
+        an exception group); cancelled, it keeps the verdicts not yet handed
+        over for :meth:`take_undelivered`."""
+        await self._live.grade_stream_to(
+            self,
+            items,
+            on_verdict,
+            source=source,
+            finish=finish,
+            tick_interval=tick_interval,
+        )
+
+    def take_undelivered(self) -> list[Verdict]:
+        """The verdicts async streams decided but had not handed over when
+        they were cancelled or their consumer stopped early, oldest first."""
+        return self._live.take_undelivered()
 
     # ------------------------------------------------------------ internals
     @exclusive

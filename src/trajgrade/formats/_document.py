@@ -28,6 +28,8 @@ from trajgrade.errors import InputError, Location
 from trajgrade.formats._doc_faults import fault_line, fault_reason
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from trajgrade.events import Event
     from trajgrade.formats._lines import Fed
 
@@ -55,6 +57,19 @@ class DocShape(msgspec.Struct, frozen=True):
 
 def document_shape(prefix: bytes) -> DocShape | None:
     """The shape of a (possibly partial) JSON document; None if it is not JSON."""
+    events, complete, broken = _parse_prefix(prefix)
+    if not events:
+        return None
+    is_array = events[0][1] == "start_array"
+    top, first = _keys(events, is_array=is_array)
+    if broken and not top and not first:
+        return None  # nothing to tell a format by: not JSON
+    return DocShape(is_array, frozenset(top), frozenset(first), complete, broken)
+
+
+def _parse_prefix(prefix: bytes) -> tuple[list[tuple[str, str, Any]], bool, bool]:
+    """ijson's prefixed events of ``prefix``, as far as it parses; whether
+    the document was complete, and whether it broke (not merely stopped)."""
     events = ijson.sendable_list()
     coro = ijson.parse_coro(events, use_float=False)  # (see DocumentReader)
     complete, broken = True, False
@@ -68,9 +83,14 @@ def document_shape(prefix: bytes) -> DocShape | None:
         )
     except (ijson.JSONError, UnicodeDecodeError):  # ijson decodes UTF-8 as it goes
         complete, broken = False, True
-    if not events:
-        return None
-    is_array = events[0][1] == "start_array"
+    return events, complete, broken
+
+
+def _keys(
+    events: list[tuple[str, str, Any]], *, is_array: bool
+) -> tuple[set[str], set[str]]:
+    """The top-level object's keys, and the first item's: of the top-level
+    array, or of the first array-valued top-level key."""
     top: set[str] = set()
     first: set[str] = set()
     item_prefix: str | None = "item" if is_array else None
@@ -88,9 +108,7 @@ def document_shape(prefix: bytes) -> DocShape | None:
             first.add(value)
         elif event == "end_map" and prefix_path == item_prefix and first:
             item_prefix = "\x00"  # only the first element counts
-    if broken and not top and not first:
-        return None  # nothing to tell a format by: not JSON
-    return DocShape(is_array, frozenset(top), frozenset(first), complete, broken)
+    return top, first
 
 
 def _leads(paths: tuple[str, ...]) -> frozenset[str]:
@@ -111,6 +129,31 @@ class DocumentReader:
     ``("steps.item",)``) and ``SCALARS`` (top-level scalar prefixes to keep,
     e.g. ``("session_id",)``), and implement :meth:`item`, called with each
     finished object in document order, and optionally :meth:`end`.
+
+    The parser's events (``basic_parse``: no prefixes) move the reader
+    between three states; any of them may span chunks, so each keeps its
+    place in fields (``_path``; ``_stack``, ``_key``, ``_root``; ``_depth``)::
+
+                       start of a container at an ITEMS prefix
+             +--------------------------------------------------+
+             |                                                  v
+        +---------+  start of a container that leads   +-------------+
+        | WALKING |  nowhere (no item or scalar in it)  |  BUILDING   |
+        | (_path) |------------------+                 |  (_stack)   |
+        +---------+                  |                 +-------------+
+           ^   ^                     v                   |        |
+           |   |   depth back   +----------+  nested     |        |
+           |   +----- to 0 -----| SKIPPING |<-- deeper --+        |
+           |                    | (_depth) |  than MAX_DEPTH      |
+           |                    +----------+  (reported)          |
+           +------------- the item's root closes: item() ---------+
+
+    WALKING follows the containers on the way to an item or a ``SCALARS``
+    value (keeping those values), naming each event's prefix as ijson's
+    ``parse`` would. BUILDING adds each value to the item's innermost open
+    container. SKIPPING counts containers by depth alone. A parse error in
+    any state ends the document (``broken``): the events before it are
+    drained first, then the error is reported.
     """
 
     format: ClassVar[str]
@@ -251,92 +294,133 @@ class DocumentReader:
             errors.append(self.error(msg, trace=self.fault_trace()))
 
     def _drain(self, events: list[Event], errors: list[InputError]) -> None:
-        # The hot loop of every document format: one pass per ijson event.
-        # Items are built inline (what ijson's ObjectBuilder does, without a
-        # method and a closure call per value); containers that lead to no
-        # item are skipped by depth alone. State lives in locals and is
-        # written back at the end, since anything may span chunks.
+        # The hot path of every document format: the events the parser gave
+        # are consumed by the state they arrive in (see the class docstring),
+        # each state a loop over the one iterator with its fields in locals;
+        # it returns at a transition (True) or when the events run out.
+        self._seen = self._seen or bool(self._parsed)
+        parsed = iter(self._parsed)
+        more = True
+        while more:
+            if self._skipping:
+                more = self._skip(parsed)
+            elif self._stack:
+                more = self._build(parsed, events, errors)
+            else:
+                more = self._walk(parsed)
+        self._parsed.clear()
+
+    def _skip(self, parsed: Iterator[tuple[str, Any]]) -> bool:
+        """SKIPPING: count containers by depth alone until the skipped one
+        closes (-> WALKING)."""
+        depth = self._depth
+        for event, _ in parsed:
+            if event == "start_map" or event == "start_array":
+                depth += 1
+            elif event == "end_map" or event == "end_array":
+                depth -= 1
+                if depth <= 0:
+                    self._depth, self._skipping = depth, False
+                    return True
+        self._depth = depth
+        return False
+
+    def _build(
+        self,
+        parsed: Iterator[tuple[str, Any]],
+        events: list[Event],
+        errors: list[InputError],
+    ) -> bool:
+        """BUILDING: add each value to the item's innermost open container
+        (what ijson's ObjectBuilder does, without a method and a closure call
+        per value) until the item closes (-> WALKING) or nests too deep
+        (-> SKIPPING)."""
+        stack = self._stack
+        key = self._key
+        depth = self._depth
+        for event, value in parsed:
+            if event == "map_key":
+                key = value
+            elif event == "start_map" or event == "start_array":
+                depth += 1
+                if depth > MAX_DEPTH:
+                    self._key, self._depth = key, depth
+                    self._too_deep(errors)
+                    return True
+                new: Any = {} if event == "start_map" else []
+                top = stack[-1]
+                if type(top) is list:
+                    top.append(new)
+                else:
+                    top[key] = new
+                stack.append(new)
+            elif event == "end_map" or event == "end_array":
+                depth -= 1
+                stack.pop()
+                if not stack:
+                    self._key, self._depth = key, depth
+                    self._item(self._root, events, errors)
+                    self._root = None
+                    return True
+            else:
+                if type(value) is Decimal:
+                    value = float(value)  # (1e400 gives inf, as no number)
+                top = stack[-1]
+                if type(top) is list:
+                    top.append(value)
+                else:
+                    top[key] = value
+        self._key, self._depth = key, depth
+        return False
+
+    def _too_deep(self, errors: list[InputError]) -> None:
+        """BUILDING -> SKIPPING: the item is too deep to walk; it is dropped
+        and skipped to its end (charged to the trace it was read for)."""
+        trace = self.fault_trace()
+        self._stack.clear()
+        self._root = None
+        self._skipping = True
+        errors.append(self.error(too_deep_message(), trace=trace))
+
+    def _walk(self, parsed: Iterator[tuple[str, Any]]) -> bool:
+        """WALKING: follow the containers that lead to an item or a scalar,
+        naming each event's prefix as ijson's parse would, until an item
+        opens (-> BUILDING) or a container nobody wants does (-> SKIPPING)."""
         items = self.ITEMS
         scalars = self.SCALARS
         leads = self._leads
         path = self._path
-        stack = self._stack
-        key = self._key
-        depth = self._depth
-        skipping = self._skipping
-        self._seen = self._seen or bool(self._parsed)
-        for event, value in self._parsed:
-            if skipping:
-                if event == "start_map" or event == "start_array":
-                    depth += 1
-                elif event == "end_map" or event == "end_array":
-                    depth -= 1
-                    skipping = depth > 0
-                continue
-            if stack:
-                if event == "map_key":
-                    key = value
-                elif event == "start_map" or event == "start_array":
-                    depth += 1
-                    if depth > MAX_DEPTH:
-                        # Too deep to walk: drop the item, skip to its end
-                        # (charged to the trace it was read for).
-                        trace = self.fault_trace()
-                        stack.clear()
-                        self._root = None
-                        skipping = True
-                        errors.append(self.error(too_deep_message(), trace=trace))
-                        continue
-                    new: Any = {} if event == "start_map" else []
-                    top = stack[-1]
-                    if type(top) is list:
-                        top.append(new)
-                    else:
-                        top[key] = new
-                    stack.append(new)
-                elif event == "end_map" or event == "end_array":
-                    depth -= 1
-                    stack.pop()
-                    if not stack:
-                        self._item(self._root, events, errors)
-                        self._root = None
-                else:
-                    if type(value) is Decimal:
-                        value = float(value)  # (1e400 gives inf, as no number)
-                    top = stack[-1]
-                    if type(top) is list:
-                        top.append(value)
-                    else:
-                        top[key] = value
-                continue
-            # Outside items: the event's prefix, as ijson's parse names it.
+        for event, value in parsed:
             if event == "map_key":
                 path[-1][2] = value
                 continue
             if event == "end_map" or event == "end_array":
                 path.pop()
                 continue
-            if path:
-                is_map, outer, name = path[-1]
-                if not is_map:
-                    name = "item"
-                prefix = f"{outer}.{name}" if outer else name
-            else:
-                prefix = ""
+            prefix = _prefix(path)
             if event == "start_map" or event == "start_array":
                 if prefix in items:
                     self._root = {} if event == "start_map" else []
-                    stack.append(self._root)
+                    self._stack.append(self._root)
                     self._building = prefix
-                    depth = 1
-                elif prefix in leads:
-                    path.append([event == "start_map", prefix, None])
-                else:
-                    skipping = True  # nothing wanted inside: skip it whole
-                    depth = 1
+                    self._depth = 1
+                    return True
+                if prefix not in leads:
+                    self._skipping = True  # nothing wanted inside: skip it whole
+                    self._depth = 1
+                    return True
+                path.append([event == "start_map", prefix, None])
             elif prefix in scalars:
                 self.scalars[prefix] = float(value) if type(value) is Decimal else value
-        self._key = key
-        self._depth = depth
-        self._skipping = skipping
-        self._parsed.clear()
+        return False
+
+
+def _prefix(path: list[list[Any]]) -> str:
+    """The ijson prefix of a value in the innermost container of ``path``
+    (open containers outside items: [is_map, prefix, last key])."""
+    if not path:
+        return ""
+    is_map, outer, name = path[-1]
+    if not is_map:
+        name = "item"
+    return f"{outer}.{name}" if outer else name

@@ -3,7 +3,8 @@
 :class:`SourceDecoder` is one input source's byte stream: it frames lines
 across chunk boundaries (a partial last line is held until it completes),
 enforces the line-length limit without holding an oversize line in memory,
-detects the format from the first readable line, and runs that format's
+has the format detected from the first readable line
+(:class:`~trajgrade.formats._detect.FormatDetector`), and runs that format's
 reader. :class:`~trajgrade.pipeline.grading.Grading` (re-exported here) wires
 decoders to one :class:`~trajgrade.engine.engine.Engine` and collects what a runner
 needs to report: verdicts, located input errors and anomalies.
@@ -20,23 +21,20 @@ from trajgrade._util.depth import scan, too_deep_message
 from trajgrade.errors import InputError, Location
 from trajgrade.formats import (
     BUILTIN,
-    SNIFF_LIMIT,
     Reader,
     SkipsToolResults,
     TakesDecoded,
-    detect,
-    detect_document,
-    is_json_object,
     open_reader,
     sniff_trace_id,
-    starts_document,
 )
+from trajgrade.formats._detect import FormatDetector
 from trajgrade.formats._document import DocumentReader
 from trajgrade.formats._lines import one_by_one
 from trajgrade.pipeline.batches import Batch, Segment, segment
 
 if TYPE_CHECKING:
     from trajgrade.events import Event
+    from trajgrade.formats._lines import Fed
 
 __all__ = ("API_FIXES", "DEFAULT_MAX_LINE_BYTES", "SourceDecoder")
 
@@ -57,7 +55,45 @@ API_FIXES: Final = (
 
 
 class SourceDecoder:
-    """Framing + detection + format reader for one input source."""
+    """Framing + detection + format reader for one input source.
+
+    How :meth:`feed` frames a chunk (the framing states)::
+
+                 a UTF-8 BOM dropped (it may arrive in pieces)
+        (start) ----------------------------------------------+
+           |                                                  |
+           | a document format named (fmt=)                   v
+           |                     +-----------+  tail over  +----------+
+           |                     |   LINES   |--the limit->| SKIPPING |
+           |                     | (_tail)   |  (reported) +----------+
+           |                     +-----------+<--its newline---+
+           |                       |  the reader opened is a document's
+           v                       v
+        +--------------------------------+
+        |            DOCUMENT            |  every byte goes to the reader as
+        +--------------------------------+  it comes: no framing, no line limit
+
+    LINES decodes the complete lines of a chunk straight from it and holds
+    the cut last line in ``_tail`` until its newline. What :meth:`_decode`
+    does with complete lines (the reading states)::
+
+        +-----------+  the format is given, or the      +---------+
+        | DETECTING |  detector chooses one: the        | READING |
+        | (reader   |---reader opens------------------->| (reader)|
+        |  is None) |                                   +---------+
+        +-----------+  the detector gives up on a       +---------+
+              |        document (or fmt="none")         |  UNREAD |
+              +---------------------------------------->|         |
+                                                        +---------+
+
+    DETECTING hands the lines to the :class:`FormatDetector` as they are (a
+    document's deep or long line is part of it); READING blanks and reports
+    the lines too long or nested too deep for a line format, and gives the
+    rest to the reader (its failure costs its records, not the run); UNREAD
+    reads nothing more (an unrecognised document is reported once, not
+    line by line). :meth:`close` ends any state: a held line is decoded, a
+    document prefix decided, the reader flushed.
+    """
 
     def __init__(
         self,
@@ -83,6 +119,10 @@ class SourceDecoder:
         self._tool_results = tool_results
         #: Trace of events that carry no trace_id.
         self.default_trace = default_trace if default_trace is not None else source
+        #: DETECTING with fmt="auto": the format from the first lines.
+        self._detector = FormatDetector(
+            source, default_trace=self.default_trace, fix=fixes[0]
+        )
         self._max = max_line_bytes
         self._tail = b""
         #: Inside an oversize line: drop bytes until its newline.
@@ -90,9 +130,6 @@ class SourceDecoder:
         self._line = 1  # number of the next line to start
         self._reader: Reader | None = None
         self._takes_decoded = False
-        #: The start of a JSON document whose format is not known yet.
-        self._doc: bytearray | None = None
-        self._doc_line = 0
         #: Bytes consumed so far (complete lines handed to the reader, plus
         #: skipped oversize lines): a resume position.
         self.offset = 0
@@ -135,54 +172,87 @@ class SourceDecoder:
         batch = Batch(events=[], errors=[])
         start = 0
         if self.offset == 0 and len(self._tail) < len(_BOM):
-            # A UTF-8 byte order mark is not part of line 1, also when it
-            # arrives in pieces.
-            head = self._tail + chunk
-            if len(head) < len(_BOM) and _BOM.startswith(head):
-                self._tail = head  # still arriving
-                return batch
-            if head.startswith(_BOM):
-                chunk, self._tail = head, b""
-                start = self.offset = len(_BOM)
+            unmarked = self._strip_bom(chunk)
+            if unmarked is None:
+                return batch  # (a BOM still arriving)
+            chunk, start = unmarked
         if self._is_document or (self._reader is None and self._named_document):
-            # A document is parsed as its bytes come, however long its lines
-            # (a minified one is one line): no framing, no line limit.
-            if self._tail:
-                self._decode(self._tail + chunk[start:], batch)
-            elif start < len(chunk):
-                self._decode(memoryview(chunk)[start:], batch, chunk, start)
-            if len(chunk) > start or self._tail:
-                last = chunk if len(chunk) > start else self._tail
-                self._open_line = not last.endswith(b"\n")
-            self._tail = b""
-            return batch
+            self._feed_document(chunk, start, batch)
+        else:
+            self._feed_lines(chunk, start, batch)
+        return batch
+
+    def _feed_lines(self, chunk: bytes, start: int, batch: Batch) -> None:
+        """LINES (or SKIPPING first): the complete lines of ``chunk[start:]``
+        are decoded in place; its cut last line is held."""
+        at: int | None = start
         if self._skipping:
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                self.offset += len(chunk)
-                return batch
-            self.offset += nl + 1
-            start = nl + 1
-            self._skipping = False
-            self._line += 1
+            at = self._skip_to_newline(chunk)
+        if self._tail and at is not None:
+            at = self._join_tail(chunk, at, batch)
+        if at is None:
+            return
+        cut = chunk.rfind(b"\n", at)
+        if cut >= at:
+            self._decode(memoryview(chunk)[at : cut + 1], batch, chunk, at)
+            at = cut + 1
+        self._hold(chunk[at:], batch)
+
+    def _strip_bom(self, chunk: bytes) -> tuple[bytes, int] | None:
+        """(start) -> a UTF-8 byte order mark is not part of line 1, also
+        when it arrives in pieces: ``chunk`` and where its bytes start (None
+        while the mark may still be arriving)."""
+        head = self._tail + chunk
+        if len(head) < len(_BOM) and _BOM.startswith(head):
+            self._tail = head  # still arriving
+            return None
+        if head.startswith(_BOM):
+            self._tail = b""
+            self.offset = len(_BOM)
+            return head, len(_BOM)
+        return chunk, 0
+
+    def _feed_document(self, chunk: bytes, start: int, batch: Batch) -> None:
+        """DOCUMENT: parsed as its bytes come, however long its lines (a
+        minified one is one line): no framing, no line limit."""
         if self._tail:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                self._tail += chunk[start:]
-                if len(self._tail) > self._max:
-                    self._skip(self._tail, self._line, batch.errors)
-                return batch
-            head, self._tail = self._tail + chunk[start : nl + 1], b""
-            start = nl + 1
-            self._decode(head, batch)
-        cut = chunk.rfind(b"\n", start)
-        if cut >= start:
-            self._decode(memoryview(chunk)[start : cut + 1], batch, chunk, start)
-            start = cut + 1
-        self._tail = chunk[start:]
+            self._decode(self._tail + chunk[start:], batch)
+        elif start < len(chunk):
+            self._decode(memoryview(chunk)[start:], batch, chunk, start)
+        if len(chunk) > start or self._tail:
+            last = chunk if len(chunk) > start else self._tail
+            self._open_line = not last.endswith(b"\n")
+        self._tail = b""
+
+    def _skip_to_newline(self, chunk: bytes) -> int | None:
+        """SKIPPING: drop the oversize line's bytes up to its newline
+        (-> LINES); where the next line starts, None if ``chunk`` holds none."""
+        nl = chunk.find(b"\n")
+        if nl < 0:
+            self.offset += len(chunk)
+            return None
+        self.offset += nl + 1
+        self._skipping = False
+        self._line += 1
+        return nl + 1
+
+    def _join_tail(self, chunk: bytes, start: int, batch: Batch) -> int | None:
+        """LINES: the held line goes on in ``chunk[start:]``; decoded once its
+        newline came (where the next line starts), else held on (None)."""
+        nl = chunk.find(b"\n", start)
+        if nl < 0:
+            self._hold(self._tail + chunk[start:], batch)
+            return None
+        head, self._tail = self._tail + chunk[start : nl + 1], b""
+        self._decode(head, batch)
+        return nl + 1
+
+    def _hold(self, tail: bytes, batch: Batch) -> None:
+        """LINES: hold a cut last line until its newline; one over the limit
+        is reported and dropped (-> SKIPPING)."""
+        self._tail = tail
         if len(self._tail) > self._max:
             self._skip(self._tail, self._line, batch.errors)
-        return batch
 
     def flush_trace(self, trace_id: str) -> Batch:
         """What the reader holds for ``trace_id`` (usage waiting for its
@@ -203,7 +273,7 @@ class SourceDecoder:
         partial last line or an unfinished document is not a broken record,
         only an unread one; what the reader holds is flushed as at the end."""
         self._tail = b""
-        self._doc = None
+        self._detector.drop()
         if self.document:
             return Batch(events=[], errors=[])
         return self.close()
@@ -215,15 +285,16 @@ class SourceDecoder:
             tail, self._tail = self._tail, b""
             self._decode(tail + b"\n", batch)
             self.offset -= 1  # that newline was ours, not the source's
-        if self._doc is not None:
-            # A short document ends before its shape was certain: decide now.
-            data, line = self._try_document(batch.errors, final=True)
-            if self._reader is not None:
-                events, errs, lines = self._reader.feed(data, line)
-                batch.errors.extend(errs)
-                if events:
-                    batch.segments.append(segment(len(events), line, data, lines))
-                    batch.events.extend(events)
+        # A short document ends before its shape was certain: decide now.
+        found = self._detector.close(batch.errors)
+        if found is not None:
+            self._reader = self._open(found.fmt)
+            data, line = found.body, found.line
+            events, errs, lines = self._reader.feed(data, line)
+            batch.errors.extend(errs)
+            if events:
+                batch.segments.append(segment(len(events), line, data, lines))
+                batch.events.extend(events)
         if self._reader is not None:
             more, errs = self._reader.close()
             if more:
@@ -256,40 +327,17 @@ class SourceDecoder:
         """Decode the complete lines ``body`` (``chunk[start:]`` up to its
         last newline, when given) into ``batch``."""
         first, errors = self._line, batch.errors
-        deep: list[int] = []
-        #: Lines the depth bound decoded: (start, end, value) in ``body``.
-        measured: list[tuple[int, int, Any]] = []
         document = self.document or (self._reader is None and self._named_document)
-        if document:
-            # (Counted in place: a document chunk is not copied here.)
-            n_lines = (
-                chunk.count(b"\n", start)
-                if chunk is not None
-                else bytes(body).count(b"\n")
-            )
-        elif chunk is None:
-            n_lines, deep, found = scan(bytes(body))
-            measured = [(s, e, v) for _, s, e, v in found]
-        else:
-            # One pass over the whole chunk (no copy of the view) counts the
-            # lines and finds those nested too deep; the cut-off lines on
-            # either side are another call's.
-            n_all, deep, found = scan(chunk)
-            before = chunk.count(b"\n", 0, start)
-            n_lines = n_all - before
-            deep = [i - before for i in deep if before <= i < n_all]
-            measured = [
-                (s - start, e - start, v) for i, s, e, v in found if before <= i < n_all
-            ]
+        n_lines, deep, measured = self._count(body, chunk, start, document=document)
         self._line += n_lines
         self.offset += len(body)
         #: How many lines ``body`` has, for the reader (None once it is cut).
         counted: int | None = n_lines
         if self._reader is None:
-            # Detection sees the lines as they are: a document's deep or long
+            # DETECTING sees the lines as they are: a document's deep or long
             # line is part of it; a line format's is dropped once known.
-            if self._fmt == "none":
-                return  # an unrecognised document: reported once, not per line
+            if self._fmt == "none" or self._detector.gave_up:
+                return  # UNREAD: an unrecognised document, reported once
             body, first = self._start_reader(bytes(body), first, errors, deep)
             measured = []  # (lines before the first readable one are cut)
             counted = None
@@ -298,22 +346,11 @@ class SourceDecoder:
         elif deep or len(body) > self._max:
             body = self._drop_bad_lines(body, deep, first, errors)
             measured = []  # (offsets into the body as it was)
-        try:
-            if document:
-                events, errs, lines = self._reader.feed(body, first, n_lines)  # type: ignore[call-arg]
-            elif self._takes_decoded:
-                # The reader takes the measured lines' values instead of
-                # parsing the same bytes a second time, and the line count.
-                taker = cast("TakesDecoded", self._reader)
-                events, errs, lines = taker.feed_decoded(
-                    body, first, measured, lines=counted
-                )
-            else:
-                events, errs, lines = self._reader.feed(body, first)
-        except Exception as exc:  # a reader bug must cost its records, not the run
-            events, errs, lines = one_by_one(
-                self._reader, self.source, body, first, exc
-            )
+        if document:
+            fed = self._read_document(body, first, n_lines)
+        else:
+            fed = self._read_lines(body, first, measured, counted)
+        events, errs, lines = fed
         errors.extend(errs)
         if events:
             batch.segments.append(segment(len(events), first, body, lines))
@@ -322,43 +359,90 @@ class SourceDecoder:
             else:
                 batch.events = events
 
+    def _count(
+        self,
+        body: bytes | memoryview,
+        chunk: bytes | None,
+        start: int,
+        *,
+        document: bool,
+    ) -> tuple[int, list[int], list[tuple[int, int, Any]]]:
+        """How many lines ``body`` has; for lines, those nested too deep
+        (indexes from its first line) and the lines the depth bound decoded:
+        (start, end, value) in ``body``."""
+        if document:
+            # (Counted in place: a document chunk is not copied here.)
+            if chunk is not None:
+                return chunk.count(b"\n", start), [], []
+            return bytes(body).count(b"\n"), [], []
+        if chunk is None:
+            n_lines, deep, found = scan(bytes(body))
+            return n_lines, deep, [(s, e, v) for _, s, e, v in found]
+        # One pass over the whole chunk (no copy of the view) counts the
+        # lines and finds those nested too deep; the cut-off lines on
+        # either side are another call's.
+        n_all, deep, found = scan(chunk)
+        before = chunk.count(b"\n", 0, start)
+        deep = [i - before for i in deep if before <= i < n_all]
+        measured = [
+            (s - start, e - start, v) for i, s, e, v in found if before <= i < n_all
+        ]
+        return n_all - before, deep, measured
+
+    def _read_document(self, body: bytes | memoryview, first: int, n_lines: int) -> Fed:
+        """READING a document: its reader takes the line count it was given."""
+        assert self._reader is not None
+        try:
+            return self._reader.feed(body, first, n_lines)  # type: ignore[call-arg]
+        except Exception as exc:  # a reader bug must cost its records, not the run
+            return one_by_one(self._reader, self.source, body, first, exc)
+
+    def _read_lines(
+        self,
+        body: bytes | memoryview,
+        first: int,
+        measured: list[tuple[int, int, Any]],
+        counted: int | None,
+    ) -> Fed:
+        """READING lines: a reader that takes decoded lines gets the values
+        the depth bound measured instead of parsing the same bytes a second
+        time, and the line count."""
+        assert self._reader is not None
+        try:
+            if self._takes_decoded:
+                taker = cast("TakesDecoded", self._reader)
+                return taker.feed_decoded(body, first, measured, lines=counted)
+            return self._reader.feed(body, first)
+        except Exception as exc:  # a reader bug must cost its records, not the run
+            return one_by_one(self._reader, self.source, body, first, exc)
+
     def _start_reader(
         self, body: bytes, first: int, errors: list[InputError], deep: list[int]
     ) -> tuple[bytes, int]:
-        """Detect the format; return ``body`` from the first readable line on,
-        and that line's number (lines before it were reported here).
+        """DETECTING -> READING: open the given format's reader, or the one
+        the detector chooses; return ``body`` from the first readable line
+        on, and that line's number (lines before it were reported here).
 
         A line that starts a JSON document but is not a whole record (a
         pretty-printed ATIF file, say) starts a document prefix, collected
-        until a document format recognises its shape.
+        by the detector until a document format recognises its shape.
         """
-        if self._doc is not None:
-            self._doc += body
-            return self._try_document(errors, final=False)
-        fmt = self._fmt
-        start, n = 0, first
-        while fmt == "auto" and start < len(body):
-            end = body.find(b"\n", start)
-            end = len(body) if end < 0 else end
-            line = body[start:end]
-            if line.strip():
-                found = detect(line)
-                if found is not None:
-                    fmt = found
-                    break
-                if starts_document(line):
-                    self._doc, self._doc_line = bytearray(body[start:]), n
-                    return self._try_document(errors, final=False)
-                self._undetectable(line, n, errors)
-            start, n = end + 1, n + 1
-        if fmt == "auto":
-            return b"", n
+        if self._fmt != "auto":
+            fmt, n = self._fmt, first
+        else:
+            found = self._detector.feed(body, first, errors)
+            if found is None:
+                return b"", first
+            if found.prefix:
+                self._reader = self._open(found.fmt)
+                return found.body, found.line
+            fmt, body, n = found.fmt, found.body, found.line
         self._reader = self._open(fmt)
         if self._is_document:
-            return body[start:], n
+            return body, n
         # Lines: their deep and long ones (``deep``: indexes from ``first``) go.
         deep = [i - (n - first) for i in deep if i >= n - first]
-        return bytes(self._drop_bad_lines(body[start:], deep, n, errors)), n
+        return bytes(self._drop_bad_lines(body, deep, n, errors)), n
 
     def _open(self, fmt: str) -> Reader:
         reader = open_reader(fmt, source=self.source, default_trace=self.default_trace)
@@ -368,42 +452,6 @@ class SourceDecoder:
         self._takes_decoded = isinstance(reader, TakesDecoded)
         self._is_document = isinstance(reader, DocumentReader)
         return reader
-
-    def _try_document(
-        self, errors: list[InputError], *, final: bool
-    ) -> tuple[bytes, int]:
-        assert self._doc is not None
-        name, decided = detect_document(bytes(self._doc), final=final)
-        if name is not None:
-            data, line = bytes(self._doc), self._doc_line
-            self._doc = None
-            self._reader = self._open(name)
-            return data, line
-        # (Told once line 1, the record reported, is whole: how the bytes
-        # arrive must change neither the message nor the trace charged.)
-        end = self._doc.find(b"\n")
-        whole = end >= 0 or final or len(self._doc) > SNIFF_LIMIT
-        if whole and (decided or len(self._doc) > SNIFF_LIMIT):
-            first = self._doc[: end if end >= 0 else len(self._doc)]
-            self._undetectable(bytes(first[:4096]), self._doc_line, errors)
-            self._doc = None
-            # The rest of that document must not be re-detected line by line.
-            self._fmt = "none"
-        return b"", self._doc_line
-
-    def _undetectable(self, line: bytes, n: int, errors: list[InputError]) -> None:
-        head = line[:80].decode("utf-8", "replace")
-        msg = (
-            f"cannot tell the log format from this record ({head!r}); {self._fixes[0]}"
-        )
-        where = Location(file=self.source, line=n)
-        trace = sniff_trace_id(line)
-        if trace is None and is_json_object(line):
-            # A JSON record that names no trace belongs to the source's own
-            # trace, as in every line format: losing it taints that trace.
-            # (A line that is not JSON at all may be a header: no trace.)
-            trace = self.default_trace
-        errors.append(InputError(msg, location=where, trace_id=trace))
 
     def _drop_bad_lines(
         self,

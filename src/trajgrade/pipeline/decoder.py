@@ -21,8 +21,11 @@ from trajgrade._util.depth import scan, too_deep_message
 from trajgrade.errors import InputError, Location
 from trajgrade.formats import (
     BUILTIN,
+    FlushesTrace,
     Reader,
+    ResumesMidFile,
     SkipsToolResults,
+    SniffsDocuments,
     TakesDecoded,
     open_reader,
     sniff_trace_id,
@@ -108,7 +111,7 @@ class SourceDecoder:
         self.source = source
         self._fmt = fmt
         #: A document format was named: a deep or long line is part of it.
-        self._named_document = hasattr(BUILTIN.get(fmt), "sniff_document")
+        self._named_document = isinstance(BUILTIN.get(fmt), SniffsDocuments)
         self._is_document = False
         #: A document's last byte so far was not a newline: its line is open.
         self._open_line = False
@@ -154,7 +157,8 @@ class SourceDecoder:
         """Whether a source of format ``fmt`` can start mid-file at a line
         boundary (its records decode alone); others are replayed from the
         start with their events dropped."""
-        return fmt is not None and bool(getattr(BUILTIN.get(fmt), "stateless", False))
+        ftype: object = BUILTIN.get(fmt) if fmt is not None else None
+        return isinstance(ftype, ResumesMidFile) and bool(ftype.stateless)
 
     def resume_at(self, offset: int, line: int, fmt: str) -> None:
         """Start at ``offset``/``line`` of the source, in format ``fmt``
@@ -258,8 +262,10 @@ class SourceDecoder:
         """What the reader holds for ``trace_id`` (usage waiting for its
         response to end, say), as if that trace's input had ended; the source
         itself goes on. For a runner about to close an idle trace."""
-        flush = getattr(self._reader, "flush_trace", None)
-        events: list[Event] = flush(trace_id) if flush is not None else []
+        reader = self._reader
+        events: list[Event] = (
+            reader.flush_trace(trace_id) if isinstance(reader, FlushesTrace) else []
+        )
         batch = Batch(events=events, errors=[])
         if events:
             line = max(self._line - 1, 1)

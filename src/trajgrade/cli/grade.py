@@ -11,13 +11,6 @@ from typing import TYPE_CHECKING
 import click
 
 from trajgrade.cli.action_options import action_options
-from trajgrade.cli.grade_request import (
-    GradeRequest,
-    InputRequest,
-    OutputRequest,
-    PolicyRequest,
-    Terminal,
-)
 from trajgrade.cli.kafka_options import kafka_options
 from trajgrade.cli.options import (
     allow_code_option,
@@ -35,7 +28,7 @@ from trajgrade.cli.telemetry_options import telemetry_options
 from trajgrade.cli.types import FiniteFloat, require_companions
 
 if TYPE_CHECKING:
-    from trajgrade.cli.grade_request import MetricsOptions
+    from trajgrade.cli.grade_request import MetricsOptions, Terminal
     from trajgrade.kafka.options import KafkaOptions
     from trajgrade.runtime.actions import ActionOptions
     from trajgrade.telemetry.options import Telemetry
@@ -170,6 +163,13 @@ def grade(
     telemetry: Telemetry,
 ) -> None:
     """Grade agent event logs; verdicts on stdout as they are decided."""
+    # (Loaded when grade runs: the request's defaults import the decoder.)
+    from trajgrade.cli.grade_request import (
+        GradeRequest,
+        InputRequest,
+        OutputRequest,
+        PolicyRequest,
+    )
     from trajgrade.cli.grade_run import prepare, run_grade
     from trajgrade.runtime.stdin_hint import stdin_is_terminal
 
@@ -222,6 +222,8 @@ def grade(
 
 def _terminal(*, stdin_tty: bool) -> Terminal:
     """Which standard streams are open terminals, looked at once."""
+    from trajgrade.cli.grade_request import Terminal
+
     out, err = sys.stdout, sys.stderr
     return Terminal(
         stdout_open=out is not None,

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
-from trajgrade.cli.grade_request import DEFAULT_METRICS_HOST, MetricsOptions
 from trajgrade.cli.types import FiniteFloat, require_companions
 from trajgrade.kafka.options import (
+    DEFAULT_METRICS_HOST,
     PASSWORD_ENV,
     KafkaOptions,
     KafkaOptionsError,
@@ -151,6 +151,8 @@ def kafka_options(command: F) -> F:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from trajgrade.cli.grade_request import MetricsOptions
+
         values = {field: kwargs.pop(name) for name, field in _FIELDS.items()}
         kwargs["kafka"] = _build(values)
         # The metrics endpoint serves file runs too (follow, watch).

@@ -166,7 +166,7 @@ def test_decision_record() -> None:
 
 def test_tee_sink_sends_decisions_to_the_exporter() -> None:
     """Where the run drains ``engine.decisions``, the exporter gets them too."""
-    from trajgrade.telemetry.options import TeeSink
+    from trajgrade.sinks.tee import TeeSink
 
     sink = OtlpSink()
     exp = EvaluationExporter(sink.url, interval=0.05)
@@ -182,7 +182,7 @@ def test_tee_sink_sends_decisions_to_the_exporter() -> None:
         def close(self) -> None:
             pass
 
-    tee = TeeSink(_Plain(), [exp, _Plain()])
+    tee = TeeSink(_Plain(), [exp, _Plain()], decision_sinks=[exp])
     d = GuardDecision(
         trace_id="s1",
         grader="g",

@@ -48,7 +48,6 @@ import signal
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-import click
 
 from trajgrade.errors import SinkError, SourceError
 from trajgrade.kafka.assignment import (
@@ -68,17 +67,16 @@ from trajgrade.kafka.sink import (
 from trajgrade.runtime.signals import graceful_signals
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Sequence
-
     from trajgrade.config.model import Suite
     from trajgrade.kafka.options import KafkaOptions
     from trajgrade.kafka.sink import VerdictSink
     from trajgrade.runner.options import RunOptions
     from trajgrade.runtime.actions import ActionOptions
     from trajgrade.runtime.exit_status import RunSummary
-    from trajgrade.sinks import Sink
+    from trajgrade.runtime.metrics import Metrics, MetricsServer
+    from trajgrade.sinks import RunSink
 
-__all__ = ("run_kafka", "runner_for")
+__all__ = ("run_kafka",)
 
 #: Records per poll: large enough that per-batch round trips (flush,
 #: changelog acks, commit) vanish at full speed; a slow trickle is polled
@@ -116,7 +114,7 @@ def _explained(exc: BaseException) -> BaseException:
     return SourceError(msg)
 
 
-def _close(sink: Sink, grader: _Grader, log: Any) -> None:
+def _close(sink: RunSink, grader: _Grader, log: Any) -> None:
     """Close the command's sinks once the run ends, however it ends: the
     ``--junit`` report is written then, and ``--export-otlp`` delivers what
     it still holds. A report that cannot be written ends the run with
@@ -127,31 +125,6 @@ def _close(sink: Sink, grader: _Grader, log: Any) -> None:
         log.error("sink_close_failed", reason=str(exc))
         if grader.fatal is None:
             grader.fatal = exc if isinstance(exc, SinkError) else SinkError(str(exc))
-
-
-def runner_for(
-    kafka: KafkaOptions, *, inputs: Sequence[str]
-) -> Callable[..., Coroutine[Any, Any, RunSummary]]:
-    """The ``run`` the ``grade`` command calls instead of the local runner's."""
-    if inputs:
-        msg = f"with --kafka-bootstrap the input is topic {kafka.topic!r}; drop the INPUT arguments ({' '.join(inputs)})"
-        raise click.UsageError(msg)
-
-    async def run(
-        suite: Suite,
-        options: RunOptions,
-        sink: Sink,
-        log: Any,
-        *,
-        actions: ActionOptions | None = None,
-        status: Any = None,
-    ) -> RunSummary:
-        if options.state_dir is not None or options.live:
-            msg = "--state, --follow and --watch are for files; a Kafka run keeps its state in the changelog topic"
-            raise click.UsageError(msg)
-        return await run_kafka(suite, options, sink, log, kafka=kafka, actions=actions)
-
-    return run
 
 
 async def _start(
@@ -211,7 +184,7 @@ async def _start(
 async def run_kafka(
     suite: Suite,
     options: RunOptions,
-    sink: Sink,
+    sink: RunSink,
     log: Any,
     *,
     kafka: KafkaOptions,
@@ -229,14 +202,7 @@ async def run_kafka(
     # heap holding the pages its big tables and buffers freed (_malloc).
     map_big_blocks()
     settings = client_settings(kafka)
-    metrics = None
-    server = None
-    if kafka.metrics_port is not None:
-        from trajgrade.runtime.metrics import Metrics
-
-        metrics = Metrics()
-        server = metrics.serve(kafka.metrics_port, host=kafka.metrics_host)
-        log.info("metrics_serving", host=kafka.metrics_host, port=server.port)
+    metrics, server = _serve_metrics(kafka, log)
 
     admin = AIOKafkaAdminClient(**settings)
     producer = AIOKafkaProducer(
@@ -251,18 +217,15 @@ async def run_kafka(
     if kafka.verdicts_topic is not None:
         # The topic takes stdout's place; the telemetry sinks the command
         # teed beside stdout (--junit, --export-otlp) still get everything.
-        also = getattr(sink, "more", ())
-        out = TopicSink(producer, kafka.verdicts_topic, also=also)
+        out = TopicSink(
+            producer,
+            kafka.verdicts_topic,
+            also=sink.more,
+            decision_sinks=sink.decision_sinks,
+        )
     grader = _Grader(suite, options, kafka, out, log, metrics)
     grader.producer, grader.admin = producer, admin
-    if options.decisions is not None:
-        from trajgrade.sinks.decisions import open_decisions
-
-        try:
-            grader.decision_file = open_decisions(options.decisions)
-        except OSError as exc:
-            msg = f"cannot write guard decisions to {options.decisions}: {exc.strerror or exc}; check the path"
-            raise SourceError(msg) from None
+    _open_decisions(grader, options)
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -311,51 +274,14 @@ async def run_kafka(
             verdicts_topic=kafka.verdicts_topic,
         )
         try:
-            async with anyio.create_task_group() as tg:
-                grader.tg = tg
-                if grader.actions is not None:
-                    tg.start_soon(grader.actions.serve)
-                # The stages end by themselves once ``stop`` is set; one that
-                # fails cancels the grading loop and ends the run.
-                async with anyio.create_task_group() as stages:
-                    if stage is not None:
-                        stages.start_soon(stage.run, stop)
-                    undecodable = decode_errors()
-                    while not stop.is_set():
-                        try:
-                            batches = await consumer.getmany(
-                                timeout_ms=POLL_MS, max_records=MAX_RECORDS
-                            )
-                        except undecodable as exc:
-                            batches = await skip_undecodable(grader, exc, MAX_RECORDS)
-                        await grader.step(batches)
-                    await grader.settled()
-                    if grader.holding:
-                        # The changelog was created again just now: write
-                        # it again before the last offsets are committed.
-                        await grader.step({})
-                        await grader.settled()
-                if grader.actions is not None:
-                    await grader.actions.drain(
-                        grader.actions.options.on_fail_timeout + 1.0
-                    )
-                tg.cancel_scope.cancel()  # stops actions.serve
+            await _consume(grader, stage, consumer, stop)
         except BaseExceptionGroup as group:
             raise _explained(_sole(group)) from None
     finally:
         handlers.close()
         if metrics is not None:
             metrics.set_ready(False)
-        # Shielded: the group is left and the producer flushed even when the
-        # run was cancelled; bounded so a dead broker cannot hold the exit.
-        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
-            for client in reversed(started):
-                try:
-                    await (client.close() if client is admin else client.stop())
-                except (Exception, asyncio.CancelledError) as exc:
-                    # (aiokafka's stop re-raises the cancellation of a fetch
-                    # it was retrying against a broker that is down)
-                    log.warning("client_stop_failed", reason=repr(exc))
+        await _stop_clients(started, admin, log)
         client_logs.close()
         if server is not None:
             server.close()
@@ -365,3 +291,79 @@ async def run_kafka(
     if grader.fatal is not None:
         raise _explained(grader.fatal)
     return grader.finish()
+
+
+def _serve_metrics(
+    kafka: KafkaOptions, log: Any
+) -> tuple[Metrics | None, MetricsServer | None]:
+    """``--metrics-port``: the run's metrics and their server (else None, None)."""
+    if kafka.metrics_port is None:
+        return None, None
+    from trajgrade.runtime.metrics import Metrics
+
+    metrics = Metrics()
+    server = metrics.serve(kafka.metrics_port, host=kafka.metrics_host)
+    log.info("metrics_serving", host=kafka.metrics_host, port=server.port)
+    return metrics, server
+
+
+def _open_decisions(grader: _Grader, options: RunOptions) -> None:
+    """``--decisions PATH``: opened before the clients start, so a path that
+    cannot be written is a start-up error."""
+    if options.decisions is None:
+        return
+    from trajgrade.sinks.decisions import open_decisions
+
+    try:
+        grader.decision_file = open_decisions(options.decisions)
+    except OSError as exc:
+        msg = f"cannot write guard decisions to {options.decisions}: {exc.strerror or exc}; check the path"
+        raise SourceError(msg) from None
+
+
+async def _consume(
+    grader: _Grader, stage: Any, consumer: Any, stop: anyio.Event
+) -> None:
+    """Poll and grade until ``stop``, beside the on-fail actions and the
+    repartition stage; then settle the last batch and drain the actions."""
+    async with anyio.create_task_group() as tg:
+        grader.tg = tg
+        if grader.actions is not None:
+            tg.start_soon(grader.actions.serve)
+        # The stages end by themselves once ``stop`` is set; one that
+        # fails cancels the grading loop and ends the run.
+        async with anyio.create_task_group() as stages:
+            if stage is not None:
+                stages.start_soon(stage.run, stop)
+            undecodable = decode_errors()
+            while not stop.is_set():
+                try:
+                    batches = await consumer.getmany(
+                        timeout_ms=POLL_MS, max_records=MAX_RECORDS
+                    )
+                except undecodable as exc:
+                    batches = await skip_undecodable(grader, exc, MAX_RECORDS)
+                await grader.step(batches)
+            await grader.settled()
+            if grader.holding:
+                # The changelog was created again just now: write
+                # it again before the last offsets are committed.
+                await grader.step({})
+                await grader.settled()
+        if grader.actions is not None:
+            await grader.actions.drain(grader.actions.options.on_fail_timeout + 1.0)
+        tg.cancel_scope.cancel()  # stops actions.serve
+
+
+async def _stop_clients(started: list[Any], admin: Any, log: Any) -> None:
+    """Stop the clients, last started first. Shielded: the group is left and
+    the producer flushed even when the run was cancelled; bounded so a dead
+    broker cannot hold the exit."""
+    with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+        for client in reversed(started):
+            try:
+                await (client.close() if client is admin else client.stop())
+            except (Exception, asyncio.CancelledError) as exc:
+                # (aiokafka's stop re-raises the cancellation of a fetch
+                # it was retrying against a broker that is down)
+                log.warning("client_stop_failed", reason=repr(exc))

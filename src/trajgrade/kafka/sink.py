@@ -30,7 +30,7 @@ from trajgrade.errors import SourceError
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
-    from trajgrade.sinks import Sink
+    from trajgrade.sinks import DecisionSink, RunSink, Sink
     from trajgrade.verdicts import GuardDecision, Verdict
 
 __all__ = (
@@ -152,18 +152,16 @@ class VerdictSink(Protocol):
 class LocalSink:
     """The command's stdout/JSONL sink behind the async interface."""
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: RunSink) -> None:
         self._sink = sink
 
     def send(self, verdicts: Sequence[Verdict]) -> None:
         self._sink.send(verdicts)
 
     def send_decisions(self, decisions: Sequence[GuardDecision]) -> None:
-        # The telemetry tee (--export-otlp) takes decisions; stdout does not
+        # To the sinks that take them (--export-otlp); stdout does not
         # (``--decisions -`` is the runner's).
-        send = getattr(self._sink, "send_decisions", None)
-        if send is not None:
-            send(decisions)
+        self._sink.send_decisions(decisions)
 
     async def push(self) -> None:
         self._sink.flush()
@@ -175,12 +173,20 @@ class LocalSink:
 class TopicSink:
     """Verdicts to a Kafka topic, keyed by trace id, id in a header; and to
     the ``also`` sinks (``--junit``, ``--export-otlp``), which the topic
-    replaces stdout beside, not them."""
+    replaces stdout beside, not them; guard decisions also to
+    ``decision_sinks`` (those of ``also`` that take them)."""
 
-    def __init__(self, producer: Any, topic: str, also: Sequence[Any] = ()) -> None:
+    def __init__(
+        self,
+        producer: Any,
+        topic: str,
+        also: Sequence[Sink] = (),
+        decision_sinks: Sequence[DecisionSink] = (),
+    ) -> None:
         self._producer = producer
         self._topic = topic
         self._also = list(also)
+        self._decision_sinks = list(decision_sinks)
         self._enc = msgspec.json.Encoder()
         self._queued: list[Verdict] = []
         self._decisions: list[GuardDecision] = []
@@ -194,9 +200,8 @@ class TopicSink:
 
     def send_decisions(self, decisions: Sequence[GuardDecision]) -> None:
         self._decisions.extend(decisions)
-        for s in self._also:
-            if hasattr(s, "send_decisions"):
-                s.send_decisions(decisions)
+        for s in self._decision_sinks:
+            s.send_decisions(decisions)
 
     async def push(self) -> None:
         """Hand the queued records to the producer (encoded: a few hundred

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from trajgrade.runtime.actions import ActionOptions
     from trajgrade.runtime.exit_status import RunSummary
     from trajgrade.runtime.status_line import StatusLine
-    from trajgrade.sinks import Sink
+    from trajgrade.sinks import RunSink
     from trajgrade.sources.live import LiveFiles
 
 __all__ = ("run",)
@@ -60,7 +60,7 @@ __all__ = ("run",)
 async def run(
     suite: Suite,
     options: RunOptions,
-    sink: Sink,
+    sink: RunSink,
     log: Any,
     *,
     status: StatusLine | None = None,
@@ -79,7 +79,7 @@ async def run(
         from trajgrade.runtime.metrics import Metrics
 
         state.metrics = Metrics()
-        for collector in getattr(sink, "collectors", ()):
+        for collector in sink.collectors:
             state.metrics.registry.register(collector)  # e.g. --export-otlp's drops
         server = state.metrics.serve(options.metrics_port, host=options.metrics_host)
         state.metrics.set_ready(True)

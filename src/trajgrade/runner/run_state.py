@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from trajgrade.runtime.actions import Actions
     from trajgrade.runtime.metrics import Metrics
     from trajgrade.runtime.status_line import StatusLine
-    from trajgrade.sinks import Sink
+    from trajgrade.sinks import RunSink
     from trajgrade.sinks.decisions import DecisionWriter
     from trajgrade.sources import StreamSource
     from trajgrade.sources.live import Closed, LiveFiles, Opened
@@ -52,7 +52,9 @@ __all__: tuple[str, ...] = ()
 
 
 class _Run:
-    def __init__(self, suite: Suite, options: RunOptions, sink: Sink, log: Any) -> None:
+    def __init__(
+        self, suite: Suite, options: RunOptions, sink: RunSink, log: Any
+    ) -> None:
         self.engine = Engine(suite, samples=options.samples)
         self.grading = Grading(self.engine, decisions_inline=options.decisions == "-")
         self.suite = suite
@@ -135,10 +137,7 @@ class _Run:
         self.emit(verdicts)
         if self.decisions is not None:
             self.decisions.send(decisions)
-        # The telemetry tee (--export-otlp) takes decisions; plain sinks do not.
-        send = getattr(self.sink, "send_decisions", None)
-        if send is not None:
-            send(decisions)
+        self.sink.send_decisions(decisions)  # (to --export-otlp, if given)
         if self.actions is not None:
             self.actions.observe_decisions(decisions)
 
@@ -148,7 +147,7 @@ class _Run:
         return (
             self.decisions is not None
             or self.actions is not None
-            or hasattr(self.sink, "send_decisions")
+            or bool(self.sink.decision_sinks)
         )
 
     def report(self) -> None:

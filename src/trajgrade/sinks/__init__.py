@@ -1,17 +1,23 @@
 """Sinks: where verdicts go. A sink takes verdicts and flushes them; a runner
 flushes before it reports progress (and, with durable state, before it
-commits positions)."""
+commits positions).
+
+A runner is handed a :class:`RunSink`: the verdict sink together with what
+it can do beyond verdicts (take guard decisions, count for ``/metrics``,
+feed telemetry beside stdout), declared by the one who built it rather than
+probed for. :class:`trajgrade.sinks.tee.TeeSink` is the one the CLI builds.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from trajgrade.verdicts import Verdict
+    from trajgrade.verdicts import GuardDecision, Verdict
 
-__all__ = ("Sink",)
+__all__ = ("DecisionSink", "RunSink", "Sink")
 
 
 class Sink(Protocol):
@@ -28,3 +34,29 @@ class Sink(Protocol):
     def close(self) -> None:
         """Flush and release the destination."""
         ...
+
+
+class DecisionSink(Protocol):
+    """Takes guard decisions as the engine makes them (``--export-otlp``)."""
+
+    def send_decisions(self, decisions: Sequence[GuardDecision]) -> None: ...
+
+
+class RunSink(Sink, DecisionSink, Protocol):
+    """A run's sink with its optional capabilities spelled out.
+
+    ``send_decisions`` reaches the ``decision_sinks`` (none: the engine need
+    not judge every call for them); ``collectors`` are Prometheus collectors
+    to serve beside the run's own metrics; ``more`` are the sinks teed beside
+    the verdict sink, which keep getting verdicts when a Kafka run writes
+    them to a topic instead of stdout.
+    """
+
+    @property
+    def more(self) -> Sequence[Sink]: ...
+
+    @property
+    def decision_sinks(self) -> Sequence[DecisionSink]: ...
+
+    @property
+    def collectors(self) -> Sequence[Any]: ...

@@ -1,0 +1,289 @@
+"""``trajgrade grade`` carried out: load the policy and the dataset
+(:func:`prepare`), plan the run (:func:`trajgrade.cli.plan.plan`), open its
+sinks, run it, report its summary and exit with its status
+(:func:`run_grade`).
+
+Exit status: see :data:`trajgrade.runtime.exit_status.EXIT_CODES` (0 all
+passed, 1 a fail or error, 2 usage/config error, 5 nothing graded, 130 forced).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from functools import partial
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from trajgrade.cli.options import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    check_format,
+    load_policy,
+    log_level,
+)
+from trajgrade.cli.plan import Display, Plan, PlanError, plan
+from trajgrade.runtime.gc import settle as settle_gc
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from trajgrade.cli.grade_request import GradeRequest, PolicyRequest
+    from trajgrade.config.model import Suite
+    from trajgrade.runtime.exit_status import RunSummary
+    from trajgrade.runtime.status_line import StatusLine
+    from trajgrade.sinks import Sink
+    from trajgrade.sinks.tee import TeeSink
+
+__all__ = ("open_sinks", "prepare", "run_grade")
+
+
+def prepare(request: GradeRequest) -> tuple[Suite, dict[str, Any] | None, Any]:
+    """Logging set up, the policy compiled, the dataset read: the suite, the
+    samples by trace id (None without ``--dataset``) and the logger. A
+    config or dataset that cannot be used exits with status 2."""
+    from trajgrade.errors import InputError
+    from trajgrade.graders import BuildContext
+    from trajgrade.runtime import log as tlog
+
+    out, policy = request.output, request.policy
+    tlog.configure(level=log_level(out.log_level, quiet=out.quiet))
+    logger = tlog.get_logger()
+    check_format(request.inputs.fmt)
+    suite = load_policy(
+        policy.config_path,
+        BuildContext(
+            regex_timeout=policy.regex_timeout,
+            allow_code=policy.allow_code,
+            threshold=policy.threshold,
+        ),
+    )
+    samples = None
+    if policy.dataset_path is not None:
+        from trajgrade.runner.dataset import load_dataset
+
+        try:
+            samples = load_dataset(policy.dataset_path, key=policy.dataset_key)
+        except InputError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
+    return suite, samples, logger
+
+
+def run_grade(
+    request: GradeRequest, suite: Suite, samples: dict[str, Any] | None, log: Any
+) -> NoReturn:
+    """Plan the run, carry it out, report; exit with the run's status."""
+    import msgspec
+
+    from trajgrade.runtime.exit_status import exit_code, report
+    from trajgrade.runtime.stdin_hint import hint_stdin
+
+    try:
+        decided = plan(request)
+    except PlanError as exc:
+        raise click.UsageError(str(exc)) from None
+    if decided.hint_stdin:  # else it looks like a hang
+        hint_stdin("grade")
+    status, sink = open_sinks(decided, request.inputs.paths, log)
+    options = msgspec.structs.replace(decided.options, samples=samples)
+    settle_gc()
+    summary = _run(decided, suite, options, sink, log, status)
+    notes = _dataset_notes(summary, request.policy, log)
+    report(
+        summary,
+        log,
+        pretty=decided.pretty,
+        quiet=request.output.quiet,
+        echo=click.echo,
+        summarised=decided.summarised,
+        notes=notes,
+    )
+    sys.exit(exit_code(summary))
+
+
+def open_sinks(
+    decided: Plan, paths: Sequence[str], log: Any
+) -> tuple[StatusLine | None, TeeSink]:
+    """The run's sinks as planned: stdout's (and its status line, if any),
+    then ``--junit`` and ``--export-otlp`` teed beside it. A JUnit path that
+    cannot be written exits with status 2; a bad export URL is a usage error."""
+    from trajgrade.sinks.tee import TeeSink
+
+    status, first = _stdout_sink(decided, paths)
+    if decided.open_receiver and decided.options.otlp is not None:
+        log.warning(
+            "otlp_without_token",
+            host=decided.options.otlp.host,
+            reason="--otlp-allow-remote without --otlp-token-env: anyone who reaches the port can feed the grader",
+        )
+    more: list[Sink] = []
+    if decided.junit is not None:
+        from trajgrade.errors import SinkError
+        from trajgrade.telemetry.junit import JunitSink, check_writable
+
+        try:
+            check_writable(decided.junit)
+        except SinkError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
+        more.append(JunitSink(decided.junit))
+    if decided.export is None:
+        return status, TeeSink(first, more)
+    from trajgrade.telemetry.export import EvaluationExporter
+
+    try:
+        exporter = EvaluationExporter(
+            decided.export.url, headers=decided.export.headers, log=log
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    # The exporter takes guard decisions too, and counts for /metrics.
+    tee = TeeSink(
+        first, [*more, exporter], decision_sinks=[exporter], collectors=[exporter]
+    )
+    return status, tee
+
+
+def _stdout_sink(decided: Plan, paths: Sequence[str]) -> tuple[StatusLine | None, Sink]:
+    from trajgrade.sinks.jsonl import JsonlSink, PrettySink
+
+    if decided.display is Display.STATUS_LINE:
+        # A person is watching: a status line (progress bar for files of
+        # known size), with the verdicts printed above it.
+        from trajgrade.runtime.status_line import ConsoleWriter, StatusLine
+
+        status = StatusLine(
+            total_bytes=_total_bytes(
+                paths, live=decided.options.follow or bool(decided.options.watch)
+            ),
+            label=decided.status_label,
+        )
+        return status, PrettySink(ConsoleWriter(status.console), color=True)
+    if decided.display is Display.PRETTY:
+        return None, PrettySink(sys.stdout, color=decided.color)
+    return None, JsonlSink(sys.stdout.buffer)
+
+
+def _run(
+    decided: Plan,
+    suite: Suite,
+    options: Any,
+    sink: TeeSink,
+    log: Any,
+    status: StatusLine | None,
+) -> RunSummary:
+    """Run the planned runner; a fatal source, state or sink error exits
+    with status 2, a stdout that cannot be written with status 1."""
+    import anyio
+
+    from trajgrade.errors import SinkError, SourceError, StateError
+
+    runner: Any
+    if decided.kafka is not None:
+        from trajgrade.kafka.runner import run_kafka
+
+        runner = partial(run_kafka, kafka=decided.kafka, actions=decided.actions)
+    else:
+        from trajgrade.runner.run import run
+
+        runner = partial(run, status=status, actions=decided.actions)
+    fatal_kinds = (SourceError, StateError, SinkError)
+    try:
+        with status if status is not None else contextlib.nullcontext():
+            summary: RunSummary = anyio.run(runner, suite, options, sink, log)
+    except fatal_kinds as exc:
+        _fail(str(exc))
+    except (OSError, BaseExceptionGroup) as exc:
+        # A state directory that fails mid-run (a full disk) surfaces from
+        # inside the task group: the same error and status as at start-up.
+        fatal = _found(exc, fatal_kinds)
+        if fatal is not None:
+            _fail(str(fatal))
+        broken = _stdout_error(exc)
+        if broken is None:
+            raise
+        _quiet_stdout()
+        if not isinstance(broken, BrokenPipeError):
+            click.echo(f"error: cannot write verdicts to stdout: {broken}", err=True)
+        sys.exit(EXIT_FAILED)
+    return summary
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def _dataset_notes(summary: RunSummary, policy: PolicyRequest, log: Any) -> list[str]:
+    """Why dataset rows and traces did not meet (the verdicts stand)."""
+    if policy.dataset_path is None or summary.dataset is None:
+        return []
+    from trajgrade.runner.dataset import unmatched_note
+
+    match = summary.dataset
+    note = unmatched_note(match, path=policy.dataset_path, key=policy.dataset_key)
+    if note is None:
+        return []
+    log.warning(
+        "dataset_unmatched",
+        dataset=policy.dataset_path,
+        rows_unmatched=match.rows_unmatched,
+        traces_without_row=match.traces_without_row,
+        reason=note,
+    )
+    return [note]
+
+
+def _stdout_error(exc: BaseException) -> OSError | None:
+    """The stdout write error inside ``exc`` (the task group wraps it), if any."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _stdout_error(inner)
+            if found is not None:
+                return found
+        return None
+    return (
+        exc
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError)
+        else None
+    )
+
+
+def _found(exc: BaseException, kinds: tuple[type[Exception], ...]) -> Exception | None:
+    """The first exception of ``kinds`` in ``exc`` or the groups it nests."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _found(inner, kinds)) is not None:
+                return found
+        return None
+    return exc if isinstance(exc, kinds) else None
+
+
+def _quiet_stdout() -> None:
+    # The reader is gone (or the disk is full): point stdout at /dev/null so
+    # the interpreter's final flush does not fail a second time.
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _total_bytes(inputs: Sequence[str], *, live: bool) -> int | None:
+    """Bytes a batch run will read, when every input is a regular file."""
+    import os
+    import stat
+
+    if live or not inputs:
+        return None
+    total = 0
+    for name in inputs:
+        try:
+            st = os.stat(name)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        total += st.st_size
+    return total

@@ -27,7 +27,7 @@ from trajgrade.graders.agentv import _score, tool_trajectory
 from trajgrade.graders.agentv._score import TrajectoryState
 from trajgrade.graders.letta import _extract
 from trajgrade.graders.letta.tool import LettaToolState
-from trajgrade.graders.vally import tool_calls
+from trajgrade.graders.vally import _tool_calls_state
 from trajgrade.graders.vally.tool_calls import ToolCallsState
 
 OPEN, LISTED, CHARS = 3, 4, 5
@@ -47,7 +47,7 @@ def _tiny_bounds() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         import trajgrade.engine.engine
 
-        for module in (trajgrade.engine.engine, tool_calls, tool_trajectory):
+        for module in (trajgrade.engine.engine, _tool_calls_state, tool_trajectory):
             mp.setattr(module, "OPEN_CALLS_MAX", OPEN)
         for module in (tool_trajectory, _score):
             mp.setattr(module, "SUBSET_LISTED_MAX", LISTED)

@@ -67,19 +67,23 @@ def deep_equal(a: Any, b: Any) -> bool:
     if isinstance(a, str):
         return isinstance(b, str) and a == b
     if isinstance(a, list):
-        return (
-            isinstance(b, list)
-            and len(a) == len(b)
-            and all(deep_equal(x, y) for x, y in zip(a, b, strict=True))
-        )
+        return isinstance(b, list) and _lists_equal(a, b)
     if isinstance(a, dict):
-        return (
-            isinstance(b, dict)
-            and len(a) == len(b)
-            and all(k in b and deep_equal(v, b[k]) for k, v in a.items())
-        )
+        return isinstance(b, dict) and _objects_equal(a, b)
     # YAML-only types (dates, ...) compare as themselves.
     return type(a) is type(b) and bool(a == b)
+
+
+def _lists_equal(a: list[Any], b: list[Any]) -> bool:
+    """Arrays: same length, equal in order."""
+    return len(a) == len(b) and all(deep_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _objects_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Objects: the same key set, equal values."""
+    return len(a) == len(b) and all(
+        k in b and deep_equal(v, b[k]) for k, v in a.items()
+    )
 
 
 def actual_args(call: ToolCall) -> Any:

@@ -112,35 +112,14 @@ def parse(raw: dict[str, Any], *, name: str, context: BuildContext) -> Spec:
     what it drops."""
     errors = ErrorList()
     norm: dict[str, Any] = {"name": name}
-    compat = COMPAT["docs"]
-    if "agentv_compat" in raw:
-        value = raw["agentv_compat"]
-        if isinstance(value, str) and value in COMPAT:
-            compat = COMPAT[value]
-            norm["agentv_compat"] = value
-        else:
-            errors.add(
-                "agentv_compat",
-                f"agentv_compat must be one of {', '.join(COMPAT)} (got {value!r})",
-            )
+    compat = _compat(raw, norm, errors)
     for key in raw:
         if key not in _GRADER_KEYS:
             context.warn(_field("", key), _unknown(key, _GRADER_KEYS, "this grader"))
     mode = raw.get("mode")
     modes = MODES if compat.has_args_match else MODES[:3]
     if mode not in modes:
-        extra = (
-            "; superset and subset also work from agentv 2.7.1 on"
-            if compat.has_args_match
-            else ""
-        )
-        got = "no mode" if mode is None else f"invalid mode '{mode}'"
-        close = difflib.get_close_matches(str(mode), modes, n=1)
-        fix = f"did you mean {close[0]}?" if close else "set mode to one of these"
-        errors.add(
-            "mode",
-            f"{got} (must be any_order, in_order, or exact){extra}; {_SKIPS}; {fix}",
-        )
+        _bad_mode(mode, modes, compat, errors)
     norm["mode"] = mode
     weight = _number(raw, "weight", errors, upper=math.inf, what="a finite number >= 0")
     threshold = _number(
@@ -175,6 +154,39 @@ def parse(raw: dict[str, Any], *, name: str, context: BuildContext) -> Spec:
     errors.raise_if_any()
     assert isinstance(mode, str)
     return Spec(mode, minimums, expected, args_match, threshold, weight, compat, norm)
+
+
+def _compat(raw: dict[str, Any], norm: dict[str, Any], errors: ErrorList) -> Compat:
+    """The agentv version band ``agentv_compat`` names (``docs`` by default)."""
+    if "agentv_compat" not in raw:
+        return COMPAT["docs"]
+    value = raw["agentv_compat"]
+    if isinstance(value, str) and value in COMPAT:
+        norm["agentv_compat"] = value
+        return COMPAT[value]
+    errors.add(
+        "agentv_compat",
+        f"agentv_compat must be one of {', '.join(COMPAT)} (got {value!r})",
+    )
+    return COMPAT["docs"]
+
+
+def _bad_mode(
+    mode: Any, modes: tuple[str, ...], compat: Compat, errors: ErrorList
+) -> None:
+    """The error for a ``mode`` that is missing or not one of ``modes``."""
+    extra = (
+        "; superset and subset also work from agentv 2.7.1 on"
+        if compat.has_args_match
+        else ""
+    )
+    got = "no mode" if mode is None else f"invalid mode '{mode}'"
+    close = difflib.get_close_matches(str(mode), modes, n=1)
+    fix = f"did you mean {close[0]}?" if close else "set mode to one of these"
+    errors.add(
+        "mode",
+        f"{got} (must be any_order, in_order, or exact){extra}; {_SKIPS}; {fix}",
+    )
 
 
 #: Keys people write on expected items for the arguments (agentv ignores them).

@@ -170,6 +170,7 @@ class _Writer:
         return self.chars(r"[\w]", flags & re.ASCII)
 
     def node(self, op: Any, av: Any, flags: int) -> str:
+        """One parsed node; the character-level ones are decided here, by ``re``."""
         if op is C.LITERAL:
             if flags & re.IGNORECASE:
                 return self.chars(_u(av), flags)
@@ -184,6 +185,12 @@ class _Writer:
             return r"[\U00000000-\U0010ffff]" if flags & re.DOTALL else r"[^\n]"
         if op is C.AT:
             return self.at(av, flags)
+        return self.control(op, av, flags)
+
+    def control(self, op: Any, av: Any, flags: int) -> str:
+        """A control construct (group, alternation, repeat, backreference,
+        conditional, lookaround, atomic group): written as it is, around its
+        rewritten parts, since both engines give these the same meaning."""
         if op is C.SUBPATTERN:
             group, add, remove, sub = av
             inner = self.seq(sub, (flags | add) & ~remove)

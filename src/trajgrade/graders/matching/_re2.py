@@ -54,62 +54,77 @@ def to_re2(translated: str) -> str | None:
     while i < n:
         ch = translated[i]
         if ch == "\\":
-            if i + 1 >= n:
-                return None
-            c = translated[i + 1]
-            if c in "uU":
-                width = 4 if c == "u" else 8
-                digits = translated[i + 2 : i + 2 + width]
-                if len(digits) != width or not set(digits) <= _HEX:
-                    return None
-                if _surrogate(int(digits, 16)):
-                    return None
-                out.append(f"\\x{{{digits}}}")
-                i += 2 + width
-                continue
-            if c == "x":
-                digits = translated[i + 2 : i + 4]
-                if len(digits) != 2 or not set(digits) <= _HEX:
-                    return None
-                out.append(translated[i : i + 4])
-                i += 4
-                continue
-            if c == "Z":
-                out.append("\\z")
-            elif c in _SAME or c in _PUNCT:
-                out.append(translated[i : i + 2])
-            else:
-                return None  # \g<...> backreferences and anything unforeseen
-            i += 2
-            continue
-        if ch == "(" and translated.startswith("(?", i):
-            if translated.startswith("(?:", i):
-                out.append("(?:")
-                i += 3
-                continue
-            if translated.startswith("(?P<", i):
-                end = translated.find(">", i)
-                if end < 0:
-                    return None
-                out.append("(?:")  # only "does it match" is asked: no captures
-                i = end + 1
-                continue
-            return None  # lookaround, (?i), conditionals
-        if ch == "(":
-            out.append("(?:")
-            i += 1
-            continue
-        if ch == "{" and (m := _COUNT.match(translated, i)) is not None:
-            if any(g and int(g) > _MAX_REPEAT for g in m.groups()):
-                return None
-            out.append(m[0])
-            i = m.end()
-            continue
-        if _surrogate(ord(ch)):
+            after = _escape(translated, i, out)
+        elif ch == "(":
+            after = _group(translated, i, out)
+        elif ch == "{" and (m := _COUNT.match(translated, i)) is not None:
+            after = _count(m, out)
+        elif _surrogate(ord(ch)):
             return None
-        out.append(ch)
-        i += 1
+        else:
+            out.append(ch)
+            after = i + 1
+        if after is None:
+            return None
+        i = after
     return "".join(out)
+
+
+# The constructs of to_re2: each appends the RE2 spelling of the one that
+# starts at translated[i] to out and gives the index after it, or None when
+# RE2 could read it differently.
+def _escape(translated: str, i: int, out: list[str]) -> int | None:
+    """A backslash escape."""
+    if i + 1 >= len(translated):
+        return None
+    c = translated[i + 1]
+    if c in "uU":
+        width = 4 if c == "u" else 8
+        digits = translated[i + 2 : i + 2 + width]
+        if len(digits) != width or not set(digits) <= _HEX:
+            return None
+        if _surrogate(int(digits, 16)):
+            return None
+        out.append(f"\\x{{{digits}}}")
+        return i + 2 + width
+    if c == "x":
+        digits = translated[i + 2 : i + 4]
+        if len(digits) != 2 or not set(digits) <= _HEX:
+            return None
+        out.append(translated[i : i + 4])
+        return i + 4
+    if c == "Z":
+        out.append("\\z")
+    elif c in _SAME or c in _PUNCT:
+        out.append(translated[i : i + 2])
+    else:
+        return None  # \g<...> backreferences and anything unforeseen
+    return i + 2
+
+
+def _group(translated: str, i: int, out: list[str]) -> int | None:
+    """A group's opening parenthesis (groups are written non-capturing)."""
+    if not translated.startswith("(?", i):
+        out.append("(?:")
+        return i + 1
+    if translated.startswith("(?:", i):
+        out.append("(?:")
+        return i + 3
+    if translated.startswith("(?P<", i):
+        end = translated.find(">", i)
+        if end < 0:
+            return None
+        out.append("(?:")  # only "does it match" is asked: no captures
+        return end + 1
+    return None  # lookaround, (?i), conditionals
+
+
+def _count(m: re.Match[str], out: list[str]) -> int | None:
+    """A counted repetition ``{n}``, ``{n,}`` or ``{n,m}``."""
+    if any(g and int(g) > _MAX_REPEAT for g in m.groups()):
+        return None
+    out.append(m[0])
+    return m.end()
 
 
 def compile_re2(translated: str) -> Callable[[str], bool] | None:

@@ -217,6 +217,8 @@ class _Acc:
                 self.script(command, depth + 1)
 
     def argv(self, argv: list[str | None], depth: int) -> None:
+        """Read a simple command's words: its program, and through wrappers
+        the programs they run."""
         while argv:
             head = argv[0]
             if head is None:
@@ -227,38 +229,49 @@ class _Acc:
             rest = argv[1:]
             if self._builtin(base, rest, depth):
                 return
-            if base == "env":
-                split = env_split(rest)
-                if split is None:
-                    self.unknown = True
-                    return
-                rest = split
-            if base == "command" and COMMAND_LOOKUP.intersection(
-                w for w in rest if w is not None
-            ):
-                return
-            wrapper = WRAPPERS.get(base)
-            if wrapper is None and base not in ("command", "coproc"):
-                return
-            wrapper = wrapper or Wrapper()
-            inner = after_options(rest, wrapper)
+            inner = self._wrapped(base, rest, depth)
             if inner is None:
-                self.unknown = True
                 return
-            if not inner:
-                if starts_shell(rest, wrapper):
-                    self.unknown = True  # `sudo -s`, `chroot /`: stdin
-                elif base == "xargs":
-                    self.names.append("echo")  # xargs' default command
-                return
-            if base == "xargs":
-                inner = replacing(inner, xargs_replacement(rest))
-            elif base == "watch":
-                opts = rest[: len(rest) - len(inner)]
-                if not (_has_flag(opts, "x") or "--exec" in opts):
-                    self._string(inner, depth)  # watch runs `sh -c "<words>"`
-                    return
             argv = inner
+
+    def _wrapped(
+        self, base: str, rest: list[str | None], depth: int
+    ) -> list[str | None] | None:
+        """The words of the command that wrapper ``base`` runs with arguments
+        ``rest``; None when there is none to read on (not a wrapper, or what
+        it runs is unknown or already read)."""
+        if base == "env":
+            split = env_split(rest)
+            if split is None:
+                self.unknown = True
+                return None
+            rest = split
+        if base == "command" and COMMAND_LOOKUP.intersection(
+            w for w in rest if w is not None
+        ):
+            return None
+        wrapper = WRAPPERS.get(base)
+        if wrapper is None and base not in ("command", "coproc"):
+            return None
+        wrapper = wrapper or Wrapper()
+        inner = after_options(rest, wrapper)
+        if inner is None:
+            self.unknown = True
+            return None
+        if not inner:
+            if starts_shell(rest, wrapper):
+                self.unknown = True  # `sudo -s`, `chroot /`: stdin
+            elif base == "xargs":
+                self.names.append("echo")  # xargs' default command
+            return None
+        if base == "xargs":
+            inner = replacing(inner, xargs_replacement(rest))
+        elif base == "watch":
+            opts = rest[: len(rest) - len(inner)]
+            if not (_has_flag(opts, "x") or "--exec" in opts):
+                self._string(inner, depth)  # watch runs `sh -c "<words>"`
+                return None
+        return inner
 
     def _builtin(self, base: str, rest: list[str | None], depth: int) -> bool:
         """Read a command that is not a plain wrapper; True: done with it."""
@@ -281,22 +294,27 @@ class _Acc:
         elif base in DECLARATIONS:  # `builtin export BASH_ENV=x`
             self.unknown |= any(w is None or _sets_code(w) for w in rest)
         else:
-            if base in VARIABLE_SETTERS:  # read PS4, printf -v BASH_ENV
-                self.unknown |= any(w is not None and runs_code(w) for w in rest)
-            spec = COMMAND_OPTS.get(base)
-            if spec is None:
-                return False
-            found = command_options(rest, spec)
-            for script in found:
-                if script is None:
-                    self.unknown = True
-                else:
-                    self.script(script, depth + 1)
-            if found or spec.shell:
-                self.unknown |= not found  # `su root`: a shell reading stdin
-                return True
-            return False
+            return self._command_options(base, rest, depth)
         return True
+
+    def _command_options(self, base: str, rest: list[str | None], depth: int) -> bool:
+        """Read the scripts a command takes in its options (``su -c``,
+        ``flock -c``, ...); True: done with it."""
+        if base in VARIABLE_SETTERS:  # read PS4, printf -v BASH_ENV
+            self.unknown |= any(w is not None and runs_code(w) for w in rest)
+        spec = COMMAND_OPTS.get(base)
+        if spec is None:
+            return False
+        found = command_options(rest, spec)
+        for script in found:
+            if script is None:
+                self.unknown = True
+            else:
+                self.script(script, depth + 1)
+        if found or spec.shell:
+            self.unknown |= not found  # `su root`: a shell reading stdin
+            return True
+        return False
 
     def _string(self, words: list[str | None], depth: int) -> None:
         if any(w is None for w in words):

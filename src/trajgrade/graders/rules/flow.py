@@ -39,13 +39,16 @@ from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall, ToolResult
 from trajgrade.graders._spec import ErrorList
 from trajgrade.graders.matching._match import js_stringify
+from trajgrade.graders.rules._flow_binding import (
+    if_bound_hit,
+    read_binding,
+    unless_bound_hit,
+)
 from trajgrade.graders.rules._flow_parts import (
     FlowConfig,
     SecretTrigger,
     kept_form,
     read_after,
-    redacted,
-    short,
     time_of,
 )
 from trajgrade.graders.rules._shared import (
@@ -133,7 +136,7 @@ class Flow:
         self._bind = config.bind
         self._unless = config.unless_bound
         self._if = config.if_bound
-        self._read_binding(config, errors)
+        read_binding(config, self._after, self._secret, errors)
         errors.raise_if_any()
         self._max_values = config.max_values
         self._min_length = config.min_length
@@ -179,43 +182,6 @@ class Flow:
             self._within_calls = w
         else:
             self._within_s = parse_window(w, "within", errors)
-
-    def _read_binding(self, config: FlowConfig, errors: ErrorList) -> None:
-        bind = config.bind
-        for key in ("bind", "unless_bound", "if_bound"):
-            name = getattr(config, key)
-            if name is not None and not name.strip():
-                errors.add(
-                    key,
-                    f"{key} must name an argument (command, path, url, or the "
-                    "argument's own name)"
-                    + (", result or secret" if key == "bind" else ""),
-                )
-        if bind is None:
-            for key in ("unless_bound", "if_bound"):
-                if getattr(config, key) is not None:
-                    errors.add(key, f"{key} compares with bound values; give bind too")
-            return
-        if config.forbid is None:
-            errors.add("bind", "bind works with forbid (and unless_bound or if_bound)")
-        if (config.unless_bound is None) == (config.if_bound is None):
-            errors.add(
-                "bind", "with bind, give exactly one of unless_bound or if_bound"
-            )
-        if bind == "secret" and self._secret is None:
-            errors.add("bind", "bind: secret needs after: {secret: ...}")
-        elif bind != "secret" and self._secret is not None:
-            errors.add("bind", "with after: {secret: ...}, bind must be secret")
-        elif (
-            bind not in ("result", "secret")
-            and self._after is not None
-            and self._after.result is not None
-        ):
-            errors.add(
-                "bind",
-                "binding an argument needs an after matcher without result "
-                "(the argument is taken when the call is made)",
-            )
 
     # ------------------------------------------------------------ contract
     def start(self) -> FlowState:
@@ -374,60 +340,46 @@ class Flow:
     def _check(
         self, state: FlowState, call: ToolCall, t: float
     ) -> tuple[str, str] | None:
+        """The rule's ruling on one call: (option violated, reason), or None."""
         if state.due and self._require is not None:
-            if matches(self._require, call):
-                state.due = False
-                return None
-            state.since += 1
-            over = (
-                self._within_calls is not None and state.since > self._within_calls
-            ) or (state.deadline is not None and t > state.deadline)
-            if over:
-                limit = (
-                    f"{self._within_calls} call(s)"
-                    if self._within_calls is not None
-                    else f"{self._within_s:g}s"
-                )
-                return (
-                    "require",
-                    f"{call_label(call)} is refused: {state.due_from}, and no call matching {self._require_label()} followed within {limit}",
-                )
-            return None
+            return self._overdue(state, call, t, self._require)
         forbid = self._forbid
         if forbid is None or not matches(forbid, call):
             return None
         if self._unless is not None:
-            values = arg_values(call, self._unless)
-            unbound = [
-                v for v in values if kept_form(v, exact=True) not in state.values
-            ]
-            if values and not unbound:
-                return None
-            shown = short(unbound[0]) if unbound else "nothing"
-            return (
-                "unless_bound",
-                f"{call_label(call)} has {self._unless}={shown}, which no earlier call matching after bound ({self._bind})",
-            )
+            return unless_bound_hit(call, self._unless, self._bind, state.values)
         if self._if is not None:
-            for value in arg_values(call, self._if):
-                for bound in state.values:
-                    if bound in value:
-                        # A bound secret is never repeated in full: the
-                        # reason reaches the model, logs and verdict files.
-                        shown = (
-                            redacted(bound) if self._bind == "secret" else short(bound)
-                        )
-                        return (
-                            "if_bound",
-                            f"{call_label(call)} has {self._if} containing {shown}, a value bound from {self._bind} after {state.trigger}",
-                        )
-            return None
+            return if_bound_hit(call, self._if, self._bind, state.values, state.trigger)
         if state.fired:
             return (
                 "forbid",
                 f"{call_label(call)} matches forbid {forbid.label} after {state.trigger}",
             )
         return None
+
+    def _overdue(
+        self, state: FlowState, call: ToolCall, t: float, require: Matcher
+    ) -> tuple[str, str] | None:
+        """While a ``require`` obligation is open: the call meets it, or is
+        refused once the obligation is past ``within``."""
+        if matches(require, call):
+            state.due = False
+            return None
+        state.since += 1
+        over = (
+            self._within_calls is not None and state.since > self._within_calls
+        ) or (state.deadline is not None and t > state.deadline)
+        if not over:
+            return None
+        limit = (
+            f"{self._within_calls} call(s)"
+            if self._within_calls is not None
+            else f"{self._within_s:g}s"
+        )
+        return (
+            "require",
+            f"{call_label(call)} is refused: {state.due_from}, and no call matching {self._require_label()} followed within {limit}",
+        )
 
     # ------------------------------------------------------------ helpers
     def _fire(self, state: FlowState, what: str, t: float) -> None:

@@ -215,6 +215,12 @@ class Loop(CallRule):
             )
         if hit is None:
             return None
+        return self._record(state, hit)
+
+    @staticmethod
+    def _record(state: LoopState, hit: tuple[str, str]) -> Decision | None:
+        """Count a looping call; the first one fails the trace (sealed), the
+        rest are only judged."""
         state.hit = hit
         state.violations += 1
         if state.violations > 1:

@@ -54,7 +54,7 @@ def check(config_path: str, allow_code: bool, agents: tuple[str, ...]) -> None:
 @click.command()
 def graders() -> None:
     """List the grader types, one line each."""
-    from trajgrade.graders import provider, registry
+    from trajgrade.graders import provider, registry, type_names
 
     types = registry()
     width = max(len(k) for k in types)
@@ -64,7 +64,7 @@ def graders() -> None:
             continue  # an alias; listed with its type
         origin = provider(kind)
         plugin = "" if origin == "trajgrade" else f" [plugin: {origin}]"
-        aliases = getattr(t, "aliases", ())
+        aliases = type_names(t)[1:]
         also = f" (also: {', '.join(aliases)})" if aliases else ""
         click.echo(f"{kind:<{width}}  {t.summary}{also}{plugin}")
 

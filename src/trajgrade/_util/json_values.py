@@ -17,7 +17,7 @@ so an event can be given to graders as a line would give it.
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 from trajgrade._util.depth import MAX_DEPTH
 
@@ -67,13 +67,22 @@ def json_problem(value: object, limit: int = MAX_DEPTH) -> tuple[Problem | None,
                 if tx is float and math.isfinite(x):
                     continue
                 todo.append((x, depth + 1))
-        elif t is str or t is int or t is bool or v is None:
-            continue
-        elif isinstance(v, str | int) or (isinstance(v, float) and math.isfinite(v)):
-            loose = loose or t is not float  # (an enum of str or int: its value)
-        else:
-            return _where(value, limit), loose
+        else:  # (rare: plain scalars are never pushed; the top value may be one)
+            held = _scalar_held(v, t)
+            if held is None:
+                return _where(value, limit), loose
+            loose = loose or held == "loose"
     return None, loose
+
+
+def _scalar_held(v: object, t: type) -> Literal["plain", "loose"] | None:
+    """How a JSON line holds scalar ``v`` (of type ``t``): "plain", "loose"
+    (a subclass of str, int or float: as its value), or None: it cannot."""
+    if t is str or t is int or t is bool or v is None:
+        return "plain"
+    if isinstance(v, str | int) or (isinstance(v, float) and math.isfinite(v)):
+        return "plain" if t is float else "loose"  # (an enum of str or int: its value)
+    return None
 
 
 def _where(value: object, limit: int) -> Problem:

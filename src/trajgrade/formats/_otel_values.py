@@ -8,11 +8,14 @@ OTLP/JSON is the protobuf JSON mapping of the OTLP messages: 64-bit integers
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from trajgrade._util.depth import decode_bounded
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = (
     "REFUSED",
@@ -32,6 +35,9 @@ _INT_DIGITS: Final = 32
 #: The one-key object trajgrade's OTLP receiver puts in place of a value it
 #: refused (nested too deep for one line): read as an error naming the value.
 REFUSED: Final = "trajgrade.refused"
+#: What a kind's reader answers for a value that kind cannot hold (None is
+#: a value: an empty ``AnyValue`` inside an array).
+_INVALID: Final = object()
 
 
 class BadValue(Exception):
@@ -83,28 +89,56 @@ def _value(raw: Any, field: str) -> Any:
         refusal = str(value)
         raise BadValue(refusal, field=field)
     where = f"{field}.{kind}"
-    if kind in ("stringValue", "bytesValue") and isinstance(value, str):
-        return value
-    if kind == "boolValue" and isinstance(value, bool):
-        return value
-    if kind == "intValue":
-        return _int(value, where)
-    if kind == "doubleValue" and (
-        (isinstance(value, (int, float)) and not isinstance(value, bool))
-        or (isinstance(value, str) and value in _SPECIAL_DOUBLES)
+    read = _KINDS.get(kind)
+    got = _INVALID if read is None else read(value, where)
+    if got is _INVALID:
+        msg = f"not a valid AnyValue {kind}: {value!r:.60}"
+        raise BadValue(msg, field=where)
+    return got
+
+
+def _text(value: Any, where: str) -> Any:
+    return value if isinstance(value, str) else _INVALID
+
+
+def _bool(value: Any, where: str) -> Any:
+    return value if isinstance(value, bool) else _INVALID
+
+
+def _double(value: Any, where: str) -> Any:
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
+        isinstance(value, str) and value in _SPECIAL_DOUBLES
     ):
         try:
             return float(value)
         except OverflowError:  # an integer too large for a double
             pass
-    if kind == "arrayValue" and isinstance(value, dict):
-        items = value.get("values", [])
-        if isinstance(items, list):
-            return [_value(v, f"{where}.values[{i}]") for i, v in enumerate(items)]
-    if kind == "kvlistValue" and isinstance(value, dict):
-        return attributes(value.get("values"), f"{where}.values")
-    msg = f"not a valid AnyValue {kind}: {value!r:.60}"
-    raise BadValue(msg, field=where)
+    return _INVALID
+
+
+def _array(value: Any, where: str) -> Any:
+    items = value.get("values", []) if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        return _INVALID
+    return [_value(v, f"{where}.values[{i}]") for i, v in enumerate(items)]
+
+
+def _kvlist(value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        return _INVALID
+    return attributes(value.get("values"), f"{where}.values")
+
+
+#: How each ``AnyValue`` kind is read (``intValue`` raises its own error).
+_KINDS: Final[dict[str, Callable[[Any, str], Any]]] = {
+    "stringValue": _text,
+    "bytesValue": _text,
+    "boolValue": _bool,
+    "intValue": _int,
+    "doubleValue": _double,
+    "arrayValue": _array,
+    "kvlistValue": _kvlist,
+}
 
 
 def any_value(raw: Any, field: str) -> Any:

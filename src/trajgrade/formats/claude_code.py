@@ -125,6 +125,7 @@ from trajgrade.formats._lines import (
 from trajgrade.formats.vally import parse_timestamp
 
 if TYPE_CHECKING:
+    from trajgrade.formats._claude_records import Block
     from trajgrade.formats._lines import Fed, Measured
 
 __all__ = ("FORMAT", "FORMATS", "ClaudeCodeReader")
@@ -298,16 +299,41 @@ class ClaudeCodeReader(DecodedFeed):
         content = msg.content
         if isinstance(content, str):
             events.append(Message(trace_id=tid, ts=ts, role="assistant", text=content))
-        for k, b in enumerate(content if isinstance(content, list) else ()):
-            if b.type == "text" and rec.api_error:
-                code = rec.error if isinstance(rec.error, str) else None
-                events.append(
-                    AgentError(trace_id=tid, ts=ts, message=b.text or "", code=code)
-                )
-            elif b.type == "text":
-                events.append(
-                    Message(trace_id=tid, ts=ts, role="assistant", text=b.text or "")
-                )
+        elif isinstance(content, list):
+            self._blocks(rec, content, tid, ts, n, agent, events, errors)
+        if msg.usage is None:
+            return
+        usage = usage_event(msg.usage, tid, ts, model=msg.model)
+        s.model = msg.model or s.model
+        if msg.id is None:
+            self._emit(s, usage, None, events)  # nothing to de-duplicate on
+        elif msg.id not in self._seen:
+            s.pending[agent] = (msg.id, usage)  # the later line's numbers win
+
+    def _blocks(
+        self,
+        rec: Record,
+        content: list[Block],
+        tid: str,
+        ts: float | None,
+        n: int,
+        agent: str | None,
+        events: list[Event],
+        errors: list[InputError],
+    ) -> None:
+        """The events of an assistant line's content blocks, in order."""
+        for k, b in enumerate(content):
+            if b.type == "text":
+                text = b.text or ""
+                if rec.api_error:
+                    code = rec.error if isinstance(rec.error, str) else None
+                    events.append(
+                        AgentError(trace_id=tid, ts=ts, message=text, code=code)
+                    )
+                else:
+                    events.append(
+                        Message(trace_id=tid, ts=ts, role="assistant", text=text)
+                    )
             elif b.type == "thinking":
                 text = b.thinking or ""
                 events.append(Message(trace_id=tid, ts=ts, role="reasoning", text=text))
@@ -330,14 +356,6 @@ class ClaudeCodeReader(DecodedFeed):
                         agent=agent,
                     )
                 )
-        if msg.usage is None:
-            return
-        usage = usage_event(msg.usage, tid, ts, model=msg.model)
-        s.model = msg.model or s.model
-        if msg.id is None:
-            self._emit(s, usage, None, events)  # nothing to de-duplicate on
-        elif msg.id not in self._seen:
-            s.pending[agent] = (msg.id, usage)  # the later line's numbers win
 
     def _user(
         self,

@@ -101,51 +101,21 @@ class GeminiStreamReader(RecordReader):
         kind = record.get("type")
         ts = parse_ts(record.get("timestamp"))
         if kind == "message" and record.get("role") == "assistant":
-            self._respond(ts, events)
-            content = record.get("content")
-            if isinstance(content, str) and content:
-                if not self._text:
-                    self._text_ts = ts
-                self._text.append(content)
+            self._chunk(record, ts, events)
             return
         self._end_text(events)
-        tid = self._trace
         if kind == "init":
-            sid = record.get("session_id")
-            if isinstance(sid, str) and sid:
-                self._trace = tid = sid
-            self._in_response = False
-            model = record.get("model")
-            meta = {"model": model} if isinstance(model, str) else None
-            events.append(TraceStart(trace_id=tid, ts=ts, metadata=meta))
+            self._init(record, ts, events)
         elif kind == "message":
             self._in_response = False
-            content = record.get("content")
-            role = record.get("role")
-            events.append(
-                Message(
-                    trace_id=tid,
-                    ts=ts,
-                    role=role if isinstance(role, str) else "user",
-                    text=content if isinstance(content, str) else "",
-                )
-            )
+            self._message(record, ts, events)
         elif kind == "tool_use":
             self._tool_use(record, n, ts, events, errors)
         elif kind == "tool_result":
             self._in_response = False
             self._tool_result(record, ts, events)
         elif kind == "error":
-            message = record.get("message")
-            severity = record.get("severity")
-            events.append(
-                AgentError(
-                    trace_id=tid,
-                    ts=ts,
-                    message=message if isinstance(message, str) else str(record),
-                    code=severity if isinstance(severity, str) else None,
-                )
-            )
+            self._agent_error(record, ts, events)
         elif kind == "result":
             self._result(record, n, ts, events, errors)
 
@@ -166,6 +136,56 @@ class GeminiStreamReader(RecordReader):
         if not self._in_response:
             self._in_response = True
             events.append(TurnStart(trace_id=self._trace, ts=ts, source="agent"))
+
+    def _chunk(
+        self, record: dict[str, Any], ts: float | None, events: list[Event]
+    ) -> None:
+        """An assistant ``delta`` chunk: held until the response's text ends."""
+        self._respond(ts, events)
+        content = record.get("content")
+        if isinstance(content, str) and content:
+            if not self._text:
+                self._text_ts = ts
+            self._text.append(content)
+
+    def _init(
+        self, record: dict[str, Any], ts: float | None, events: list[Event]
+    ) -> None:
+        sid = record.get("session_id")
+        if isinstance(sid, str) and sid:
+            self._trace = sid
+        self._in_response = False
+        model = record.get("model")
+        meta = {"model": model} if isinstance(model, str) else None
+        events.append(TraceStart(trace_id=self._trace, ts=ts, metadata=meta))
+
+    def _message(
+        self, record: dict[str, Any], ts: float | None, events: list[Event]
+    ) -> None:
+        content = record.get("content")
+        role = record.get("role")
+        events.append(
+            Message(
+                trace_id=self._trace,
+                ts=ts,
+                role=role if isinstance(role, str) else "user",
+                text=content if isinstance(content, str) else "",
+            )
+        )
+
+    def _agent_error(
+        self, record: dict[str, Any], ts: float | None, events: list[Event]
+    ) -> None:
+        message = record.get("message")
+        severity = record.get("severity")
+        events.append(
+            AgentError(
+                trace_id=self._trace,
+                ts=ts,
+                message=message if isinstance(message, str) else str(record),
+                code=severity if isinstance(severity, str) else None,
+            )
+        )
 
     def _end_text(self, events: list[Event]) -> None:
         if self._text:

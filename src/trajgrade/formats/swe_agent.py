@@ -98,25 +98,9 @@ class SweAgentReader(MessageItemsReader):
         if not isinstance(m, dict):
             msg = f"a history entry must be an object, got {type(m).__name__}"
             raise BadMessageError(msg)
-        tid = self.trace_id
         role = m.get("role")
         if role == "tool":
-            ids = m.get("tool_call_ids")
-            if ids is None:
-                ids = [m.get("tool_call_id")]
-            if not isinstance(ids, list):
-                msg = "`tool_call_ids` must be a list of call ids"
-                raise BadMessageError(msg, "tool_call_ids")
-            result = m.get("content")
-            return [
-                ToolResult(
-                    trace_id=tid,
-                    call_id=cid if isinstance(cid, str) else None,
-                    name=self._names.pop(cid, None) if isinstance(cid, str) else None,
-                    result=result,
-                )
-                for cid in ids
-            ]
+            return self._results(m)
         if not isinstance(role, str):
             msg = "a history entry needs a string `role`"
             raise BadMessageError(msg, "role")
@@ -124,21 +108,52 @@ class SweAgentReader(MessageItemsReader):
             return []
         text = text_of(m.get("content"))
         if role == "user":
-            if self._open is not None:
-                name, self._open = self._open, None
-                return [ToolResult(trace_id=tid, name=name, result=m.get("content"))]
-            if self._tasked:
-                return [Message(trace_id=tid, role="user", text=text)]
-            self._tasked = True
-            return [
-                TurnStart(trace_id=tid, step=0, source="user"),
-                Message(trace_id=tid, role="user", text=text),
-            ]
-        out: list[Event] = []
-        if text or role != "assistant":
-            out.append(Message(trace_id=tid, role=role, text=text))
+            return self._user(m, text)
         if role != "assistant":
-            return out
+            return [Message(trace_id=self.trace_id, role=role, text=text)]
+        return self._assistant(m, text)
+
+    def _results(self, m: dict[str, Any]) -> list[Event]:
+        """A 1.x ``tool`` entry: one result per call id, named after its call."""
+        ids = m.get("tool_call_ids")
+        if ids is None:
+            ids = [m.get("tool_call_id")]
+        if not isinstance(ids, list):
+            msg = "`tool_call_ids` must be a list of call ids"
+            raise BadMessageError(msg, "tool_call_ids")
+        tid = self.trace_id
+        result = m.get("content")
+        return [
+            ToolResult(
+                trace_id=tid,
+                call_id=cid if isinstance(cid, str) else None,
+                name=self._names.pop(cid, None) if isinstance(cid, str) else None,
+                result=result,
+            )
+            for cid in ids
+        ]
+
+    def _user(self, m: dict[str, Any], text: str) -> list[Event]:
+        """The task (the first), an observation of the open 0.x action, or
+        other feedback."""
+        tid = self.trace_id
+        if self._open is not None:
+            name, self._open = self._open, None
+            return [ToolResult(trace_id=tid, name=name, result=m.get("content"))]
+        if self._tasked:
+            return [Message(trace_id=tid, role="user", text=text)]
+        self._tasked = True
+        return [
+            TurnStart(trace_id=tid, step=0, source="user"),
+            Message(trace_id=tid, role="user", text=text),
+        ]
+
+    def _assistant(self, m: dict[str, Any], text: str) -> list[Event]:
+        """Its text, then its 1.x ``tool_calls`` or else its 0.x ``action``."""
+        tid = self.trace_id
+        out: list[Event] = []
+        if text:
+            out.append(Message(trace_id=tid, role="assistant", text=text))
         calls = m.get("tool_calls")
         if calls:
             if not isinstance(calls, list):

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import functools
 import posixpath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.graders.matching._agents import UNION
 
 if TYPE_CHECKING:
     import re
+    from collections.abc import Callable
 
     from trajgrade.events import ToolCall
 
@@ -149,25 +150,33 @@ def command_of(call: ToolCall) -> str | None:
 
 
 def _read(spec: str, args: dict[str, Any], call: ToolCall, view: str) -> list[str]:
+    """The values one spec reads: ``@patch``, ``@<reader>:<key>`` (a string
+    argument read through :data:`_TEXT_READERS`), or a dotted key."""
     if spec == "@patch":
-        text = call.args_raw
-        for key in _PATCH_KEYS:
-            if text is not None:
-                break
-            value = args.get(key)
-            text = value if isinstance(value, str) else None
-        return patch_paths(text) if text is not None else []
-    if spec.startswith("@urls:"):
-        value = args.get(spec[6:])
-        return _url().findall(value) if isinstance(value, str) else []
-    if spec.startswith("@login_shell:"):
-        value = args.get(spec[13:])
-        return [_unwrap_login_shell(value)] if isinstance(value, str) else []
-    if spec.startswith("@word1:"):
-        value = args.get(spec[7:])
-        return _first_argument(value) if isinstance(value, str) else []
-    # `key` is a string (vally: anything else is no value); `key[]` a list:
-    # an argv for `command`, several paths or URLs otherwise.
+        return _read_patch(args, call)
+    reader, colon, key = spec.partition(":")
+    of_text = _TEXT_READERS.get(reader) if colon else None
+    if of_text is not None:
+        value = args.get(key)
+        return of_text(value) if isinstance(value, str) else []
+    return _read_key(spec, args, view)
+
+
+def _read_patch(args: dict[str, Any], call: ToolCall) -> list[str]:
+    """The paths of an ``apply_patch`` call: its raw text, else the first
+    string of its patch arguments."""
+    text = call.args_raw
+    for key in _PATCH_KEYS:
+        if text is not None:
+            break
+        value = args.get(key)
+        text = value if isinstance(value, str) else None
+    return patch_paths(text) if text is not None else []
+
+
+def _read_key(spec: str, args: dict[str, Any], view: str) -> list[str]:
+    """``key`` is a string (vally: anything else is no value); ``key[]`` a
+    list: an argv for ``command``, several paths or URLs otherwise."""
     listed = spec.endswith("[]")
     values = _dig(args, (spec[:-2] if listed else spec).split("."))
     if not listed:
@@ -238,6 +247,22 @@ def _first_argument(line: str) -> list[str]:
     except ValueError:
         return []
     return words[1:2]
+
+
+def _urls_in(text: str) -> list[str]:
+    return _url().findall(text)
+
+
+def _login_shell_script(command: str) -> list[str]:
+    return [_unwrap_login_shell(command)]
+
+
+#: The spec readers of one string argument (``@urls:prompt``), by name.
+_TEXT_READERS: Final[dict[str, Callable[[str], list[str]]]] = {
+    "@urls": _urls_in,
+    "@login_shell": _login_shell_script,
+    "@word1": _first_argument,
+}
 
 
 def patch_paths(text: str) -> list[str]:

@@ -1,6 +1,6 @@
 """Which dataset rows found their trace, and which traces found no row.
 
-A mixin of :class:`trajgrade.engine.engine.Engine`. A row reaches a trace only when
+The engine's :class:`DatasetRows` collaborator. A row reaches a trace only when
 its key equals the trace id (as text); a ``--dataset-key`` or a trace id
 template that does not fit makes every row miss, and the graders that need a
 row then give ``error`` verdicts with nothing else said. The engine counts
@@ -53,17 +53,17 @@ class DatasetMatch(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class DatasetRows:
-    """The matching of rows to traces, counted."""
+    """A dataset's rows by trace id, and how they met the traces (counted)."""
 
-    _samples: Mapping[str, Any] | None
-
-    def _init_rows(self) -> None:
+    def __init__(self, samples: Mapping[str, Any] | None) -> None:
+        #: Rows by trace id; None: the engine has no dataset.
+        self._samples = samples
         self._rows_matched: set[str] = set()
         self._n_with_row = 0
         self._n_without_row = 0
         self._example_trace: str | None = None
 
-    def _row_of(self, trace_id: str) -> Any:
+    def row_of(self, trace_id: str) -> Any:
         """A newly opened trace's row (``NO_ROW`` without one), counted."""
         samples = self._samples
         if samples is None:
@@ -78,13 +78,13 @@ class DatasetRows:
         self._n_with_row += 1
         return row
 
-    def _rows_seen(self, trace_ids: Iterable[str]) -> None:
+    def seen(self, trace_ids: Iterable[str]) -> None:
         """Traces a checkpoint brings back: their rows found them before."""
         if self._samples is not None:
             self._rows_matched.update(t for t in trace_ids if t in self._samples)
 
-    def dataset_match(self) -> DatasetMatch | None:
-        """The counts so far; None when the engine has no dataset."""
+    def match(self) -> DatasetMatch | None:
+        """The counts so far; None without a dataset."""
         if self._samples is None:
             return None
         return DatasetMatch(

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from trajgrade.events import TraceStart
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-__all__ = ("NO_ROW", "DatasetMatch", "DatasetRows")
+__all__ = ("DatasetMatch", "DatasetRows")
 
 #: (a row may be None: the engine's caller gives any mapping of rows)
 NO_ROW: Any = object()
@@ -63,20 +65,22 @@ class DatasetRows:
         self._n_without_row = 0
         self._example_trace: str | None = None
 
-    def row_of(self, trace_id: str) -> Any:
-        """A newly opened trace's row (``NO_ROW`` without one), counted."""
+    def start_event(self, trace_id: str) -> TraceStart | None:
+        """What a newly opened trace's graders get of its row: a
+        ``trace_start`` with ``metadata["sample"]``; None without a row.
+        Counted either way."""
         samples = self._samples
         if samples is None:
-            return NO_ROW
+            return None
         row = samples.get(trace_id, NO_ROW)
         if row is NO_ROW:
             self._n_without_row += 1
             if self._example_trace is None:
                 self._example_trace = trace_id
-            return NO_ROW
+            return None
         self._rows_matched.add(trace_id)
         self._n_with_row += 1
-        return row
+        return TraceStart(trace_id=trace_id, metadata={"sample": row})
 
     def seen(self, trace_ids: Iterable[str]) -> None:
         """Traces a checkpoint brings back: their rows found them before."""

@@ -49,7 +49,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.engine.clock import TraceClock, check_clock
-from trajgrade.engine.dataset import NO_ROW, DatasetRows
+from trajgrade.engine.dataset import DatasetRows
 from trajgrade.engine.guard import Guard
 from trajgrade.engine.input import checked_runs, invalid_event
 from trajgrade.engine.packing import WARM_TRACES, Packer
@@ -111,9 +111,8 @@ class Engine:
         warm_traces: int = WARM_TRACES,
     ) -> None:
         self.suite = suite
-        graders = self._graders = suite.graders
-        #: Dataset rows by trace id; a trace's row reaches its graders as a
-        #: ``trace_start`` event with ``metadata["sample"]`` when it opens.
+        graders = suite.graders
+        #: Dataset rows by trace id: a trace's reaches its graders when it opens.
         self._rows = DatasetRows(samples)
         self._integrity = check_integrity
         #: Anomalies found since the runner last cleared this list.
@@ -124,9 +123,8 @@ class Engine:
         # Per event type and tool name: the graders that can react.
         self._routing = Routes(graders, judges)
         self._routes = self._routing.by_type
-        #: Packs idle traces' states once more than twice ``warm_traces``
-        #: are open (trajgrade.engine.packing); None: never (0, or a clocked
-        #: grader without a deadline).
+        #: Packs idle traces' states past twice ``warm_traces`` open ones;
+        #: None: never (0, or a clocked grader without a deadline).
         self._packer = Packer.for_suite(graders, warm=warm_traces)
         self._clock = TraceClock(graders, self._packer, self._reporter)
         self._table = TraceTable(
@@ -140,6 +138,8 @@ class Engine:
             guard_memory=GUARD_MEMORY,
         )
         self._n_events = 0
+        self._n_late = 0
+        self._n_settled = 0
         self._n_rejected = 0
 
     @property
@@ -198,8 +198,8 @@ class Engine:
         ``events``. This is the one implementation of feeding; each event
         goes through these phases:
 
-        1. find its trace: open a new one (with its dataset row), or drop
-           the event of a trace closed already (``_arrive``);
+        1. find its trace: drop the event of a trace closed already, or
+           open a new one, with its dataset row (``_arrive``);
         2. bring the trace back: unpack it if it was packed, tick it up to
            the latest tick if it missed some (trajgrade.engine.clock);
         3. count the event: the trace's event number, the runner's clock,
@@ -217,12 +217,13 @@ class Engine:
         event to every grader's ``step``, no routing, no shortcuts) gives
         the same verdicts and decisions (``tests/properties/test_reference.py``).
         """
-        # Written out on purpose: this loop runs once per event, and a call
-        # per phase costs more than the phases (benchmarks/run.py). Only
-        # what is rare is a method: a new or closed trace (phase 1) and a
-        # grader's decision (phase 5).
+        # Written out on purpose: it runs once per event (under a microsecond
+        # each), and a method per phase would cost calls per event that the
+        # phases themselves do not. Only the rare parts are methods: a new
+        # trace (phase 1) and a grader's decision (phase 5).
         out: list[Verdict] = []
         traces = self._table.open
+        closed = self._table.closed
         routes = self._routes
         routing = self._routing
         by_name = routing.by_name
@@ -237,8 +238,17 @@ class Engine:
             # 1. Its trace.
             tid = event.trace_id or default_trace
             tr = find(tid)  # (not try/except: the events of settled traces miss)
-            if tr is None and (tr := self._arrive(tid, now, out)) is None:
-                continue
+            if tr is None:
+                ended = closed.get(tid)
+                if ended is not None:
+                    # Dropped (counted): its trace ended, or all is final.
+                    if ended:
+                        self._n_late += 1
+                    else:
+                        self._n_settled += 1
+                    continue
+                if (tr := self._arrive(tid, now, out)) is None:
+                    continue
             # 2. Back up to date.
             if tr.packed is not None:  # (only a packer packs: it is set)
                 self._packer.thaw(tr)  # type: ignore[union-attr]
@@ -319,13 +329,15 @@ class Engine:
         return out
 
     def _arrive(self, tid: str, now: float | None, out: list[Verdict]) -> _Trace | None:
-        """Phase 1 of :meth:`feed_many` for an id with no open trace: the
-        trace it opens (its dataset row's verdicts go to ``out``), or None
-        when the event is dropped (its trace was closed, or its row alone
-        made every verdict final)."""
+        """Phase 1 of :meth:`feed_many` for an id neither open nor closed:
+        the trace it opens (its dataset row's verdicts go to ``out``), or
+        None when its row alone made every verdict final."""
         tr = self._table.arrive(tid, now)
-        if tr is not None and (row := self._rows.row_of(tid)) is not NO_ROW:
-            self._introduce(tr, row, out)
+        if (event := self._rows.start_event(tid)) is not None:
+            for i, handler in self._routes[TraceStart]:
+                st = tr.states[i]
+                if st is not None and (d := decide(handler, st, event)) is not None:
+                    self._reporter.report(out, tr, i, d, None, early=True)
             if tr.live == 0 and self._table.settle(tr):
                 return None
         return tr
@@ -440,8 +452,8 @@ class Engine:
             closed_traces=self._table.n_closed,
             verdicts=self._reporter.n_verdicts,
             early_verdicts=self._reporter.n_early,
-            late_events=self._table.n_late,
-            settled_events=self._table.n_settled,
+            late_events=self._n_late,
+            settled_events=self._n_settled,
             rejected_events=self._n_rejected,
         )
 
@@ -476,17 +488,6 @@ class Engine:
         self._rows.seen(snap.trace_id for snap in state.traces)
 
     # ------------------------------------------------------------ internals
-    def _introduce(self, tr: _Trace, sample: Any, out: list[Verdict]) -> None:
-        """Give a newly opened trace's graders its dataset row."""
-        event = TraceStart(trace_id=tr.id, metadata={"sample": sample})
-        for i, handler in self._routes[TraceStart]:
-            st = tr.states[i]
-            if st is None:
-                continue
-            d = decide(handler, st, event)
-            if d is not None:
-                self._reporter.report(out, tr, i, d, None, early=True)
-
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
         self.anomalies.append(call_anomaly(tr.id, kind, cid, event))
 

@@ -74,26 +74,15 @@ class TraceTable:
         self.closes: list[str] | None = None
         self.forgotten: list[str] | None = None
         self.n_closed = 0
-        #: Events dropped: of a trace after its end (``trace_end``, end of
-        #: input, idle timeout), of a trace whose every grader was final.
-        self.n_late = 0
-        self.n_settled = 0
 
     def log_closes(self) -> None:
         """Start listing closed and forgotten ids (``closes``, ``forgotten``)."""
         self.closes, self.forgotten = [], []
 
     # ------------------------------------------------------------ opening, closing
-    def arrive(self, trace_id: str, now: float | None) -> _Trace | None:
-        """The trace an event opens, when its id has no open trace; None
-        when that id was closed (the event is dropped, counted)."""
-        ended = self.closed.get(trace_id)
-        if ended is not None:
-            if ended:
-                self.n_late += 1
-            else:
-                self.n_settled += 1
-            return None
+    def arrive(self, trace_id: str, now: float | None) -> _Trace:
+        """The trace an event of an id neither open nor closed opens, with
+        the taint of a record of it lost before."""
         tr = self.new(trace_id, now)
         if self._unopened:
             tr.tainted = self._unopened.pop(trace_id)

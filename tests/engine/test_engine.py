@@ -131,7 +131,7 @@ def test_verdict_ids_keep_their_published_values() -> None:
     versions (known answers, and the engine's per-grader key ends)."""
     assert verdict_id("tr-1", "exact", final=True) == "da0193b3e21502fe"
     assert verdict_id("tr-1", "exact", final=False) == "168a5a708f8fba44"
-    sealed, final = Engine(suite(POLICY))._id_suffixes[0]
+    sealed, final = Engine(suite(POLICY))._reporter._id_suffixes[0]
     assert keyed_id("tr-1", final) == verdict_id("tr-1", "tool-calls", final=True)
     assert keyed_id("tr-1", sealed) == verdict_id("tr-1", "tool-calls", final=False)
 

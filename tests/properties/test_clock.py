@@ -84,7 +84,9 @@ def test_ticking_by_deadlines_equals_ticking_every_trace(
     # Ours also packs idle traces at nearly every event (a tick that is due
     # unpacks them); the reference neither skips ticks nor packs.
     ours, ref = Engine(case.suite, warm_traces=1), Engine(reference_suite)
-    assert ours._by_deadline and not ref._by_deadline and ref._packer is None
+    assert (
+        ours._clock.by_deadline and not ref._clock.by_deadline and ref._packer is None
+    )
     restore_at = data.draw(st.integers(0, len(events)), label="checkpoint at")
     now = 0.0
     for k, ev in enumerate(events):
@@ -117,11 +119,11 @@ def test_ticks_before_any_budget_is_due_visit_no_trace() -> None:
         engine.feed(call("bash", f"c{k}", trace=f"t{k}"), now=100.0)
     for now in (101.0, 130.0, 159.0):
         assert engine.tick(now) == []
-    assert all(tr.ticked is None for tr in engine._traces.values())  # untouched
+    assert all(tr.ticked is None for tr in engine._table.open.values())  # untouched
     out = engine.tick(160.01)  # 60.01 s: over the budget, each trace once
     assert {v.trace_id for v in out} == {f"t{k}" for k in range(2000)}
     assert all(not v.final for v in out)
-    assert all(tr.ticked == 160.01 for tr in engine._traces.values())
+    assert all(tr.ticked == 160.01 for tr in engine._table.open.values())
 
 
 def test_a_closing_trace_reports_the_latest_tick() -> None:

@@ -138,7 +138,7 @@ def test_idle_traces_are_packed_and_come_back_the_same() -> None:
     plain = Engine(suite, warm_traces=0)
     got = packing.feed_many(heads[:80]) + packing.feed_many(heads[80:])
     want = plain.feed_many(heads)
-    cold = [tr for tr in packing._traces.values() if tr.packed is not None]
+    cold = [tr for tr in packing._table.open.values() if tr.packed is not None]
     assert len(cold) >= 20  # the traces opened before the last sweep
     # Their states and their open call go into the bytes.
     assert all(tr.states is PACKED and tr.calls is NO_CALLS for tr in cold)
@@ -163,12 +163,12 @@ def test_a_clocked_grader_is_packed_only_when_it_has_a_deadline() -> None:
         engine = Engine(s, warm_traces=1)
         engine.feed_many([ev for k in range(10) for ev in _head(f"t{k}")], now=1.0)
         engine.feed_many([ev for k in range(10, 20) for ev in _head(f"t{k}")], now=2.0)
-        cold = [tr for tr in engine._traces.values() if tr.packed is not None]
+        cold = [tr for tr in engine._table.open.values() if tr.packed is not None]
         assert bool(cold) is packs
         if packs:  # a due tick unpacks what it ticks
             out = engine.tick(62.0)
             assert {v.trace_id for v in out} == {f"t{k}" for k in range(10)}
-            assert all(engine._traces[f"t{k}"].packed is None for k in range(10))
+            assert all(engine._table.open[f"t{k}"].packed is None for k in range(10))
 
 
 def test_a_third_party_grader_is_packed_only_when_it_says_so() -> None:
@@ -198,5 +198,5 @@ def test_a_third_party_grader_is_packed_only_when_it_says_so() -> None:
         engine = Engine(suite, warm_traces=1)
         engine.feed_many(heads[:40])
         engine.feed_many(heads[40:])
-        cold = [tr for tr in engine._traces.values() if tr.packed is not None]
+        cold = [tr for tr in engine._table.open.values() if tr.packed is not None]
         assert bool(cold) is packed

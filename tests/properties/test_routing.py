@@ -202,7 +202,7 @@ def test_a_settled_grader_comes_back_for_its_dataset_row() -> None:
     ]
     engine = Engine(suite)
     got = engine.feed_many(events[:2])
-    assert engine._traces["t"].parked  # left the routes: it is settled
+    assert engine._table.open["t"].parked  # left the routes: it is settled
     got += engine.feed_many(events[2:]) + engine.finish()
     want, _ = _reference(suite, _Events(events))
     assert got == want

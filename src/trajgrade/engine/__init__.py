@@ -1,11 +1,13 @@
 """The engine: events in, verdicts and guard decisions out; no I/O, no clock.
 
 The face of the package (names load on first use). Inside: ``engine`` (the
-:class:`Engine`), ``state`` (its records), ``checkpoint``, ``clock``
-(deadlines and idle timeouts), ``input`` (events built in code, checked),
-``dataset`` (which rows found their trace), ``routing`` (which graders an
-event concerns), ``guard`` (a decision for every call), ``packing`` (idle
-traces' states as bytes).
+:class:`Engine` and its feeding loop), ``state`` (its records), and its
+collaborators: ``traces`` (opening, closing, remembering and checkpointing
+traces), ``reporting`` (decisions made verdicts), ``clock`` (ticks and
+deadlines), ``input`` (events built in code, checked), ``dataset`` (which
+rows found their trace), ``routing`` (which graders an event concerns),
+``guard`` (a decision for every call), ``packing`` (idle traces' states as
+bytes).
 """
 
 from __future__ import annotations

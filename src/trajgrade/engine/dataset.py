@@ -1,6 +1,6 @@
 """Which dataset rows found their trace, and which traces found no row.
 
-A mixin of :class:`trajgrade.engine.engine.Engine`. A row reaches a trace only when
+The engine's :class:`DatasetRows` collaborator. A row reaches a trace only when
 its key equals the trace id (as text); a ``--dataset-key`` or a trace id
 template that does not fit makes every row miss, and the graders that need a
 row then give ``error`` verdicts with nothing else said. The engine counts
@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from trajgrade.events import TraceStart
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-__all__ = ("NO_ROW", "DatasetMatch", "DatasetRows")
+__all__ = ("DatasetMatch", "DatasetRows")
 
 #: (a row may be None: the engine's caller gives any mapping of rows)
 NO_ROW: Any = object()
@@ -53,38 +55,40 @@ class DatasetMatch(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class DatasetRows:
-    """The matching of rows to traces, counted."""
+    """A dataset's rows by trace id, and how they met the traces (counted)."""
 
-    _samples: Mapping[str, Any] | None
-
-    def _init_rows(self) -> None:
+    def __init__(self, samples: Mapping[str, Any] | None) -> None:
+        #: Rows by trace id; None: the engine has no dataset.
+        self._samples = samples
         self._rows_matched: set[str] = set()
         self._n_with_row = 0
         self._n_without_row = 0
         self._example_trace: str | None = None
 
-    def _row_of(self, trace_id: str) -> Any:
-        """A newly opened trace's row (``NO_ROW`` without one), counted."""
+    def start_event(self, trace_id: str) -> TraceStart | None:
+        """What a newly opened trace's graders get of its row: a
+        ``trace_start`` with ``metadata["sample"]``; None without a row.
+        Counted either way."""
         samples = self._samples
         if samples is None:
-            return NO_ROW
+            return None
         row = samples.get(trace_id, NO_ROW)
         if row is NO_ROW:
             self._n_without_row += 1
             if self._example_trace is None:
                 self._example_trace = trace_id
-            return NO_ROW
+            return None
         self._rows_matched.add(trace_id)
         self._n_with_row += 1
-        return row
+        return TraceStart(trace_id=trace_id, metadata={"sample": row})
 
-    def _rows_seen(self, trace_ids: Iterable[str]) -> None:
+    def seen(self, trace_ids: Iterable[str]) -> None:
         """Traces a checkpoint brings back: their rows found them before."""
         if self._samples is not None:
             self._rows_matched.update(t for t in trace_ids if t in self._samples)
 
-    def dataset_match(self) -> DatasetMatch | None:
-        """The counts so far; None when the engine has no dataset."""
+    def match(self) -> DatasetMatch | None:
+        """The counts so far; None without a dataset."""
         if self._samples is None:
             return None
         return DatasetMatch(

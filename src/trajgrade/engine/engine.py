@@ -33,20 +33,27 @@ Memory: past ``2 * warm_traces`` open traces, the grader states of idle
 traces are packed into bytes until their next event (:mod:`trajgrade.engine.packing`).
 
 ``feed`` raises nothing for bad data: a grader's other exceptions are its bugs.
+
+The engine itself is the feeding loop (:meth:`Engine.feed_many`); its
+collaborators, each with its own state, do the rest: ``TraceTable``
+(:mod:`~trajgrade.engine.traces`: opening, closing, remembering and
+checkpointing traces), ``VerdictReporter`` (:mod:`~trajgrade.engine.reporting`:
+every decision made a verdict), ``TraceClock`` (:mod:`~trajgrade.engine.clock`:
+ticks and deadlines), ``DatasetRows`` (:mod:`~trajgrade.engine.dataset`),
+with the ``Guard``, ``Routes`` and ``Packer`` above; events built in code are
+checked first (:mod:`trajgrade.engine.input`).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
-from trajgrade._util.bounded_ids import BoundedIds
-from trajgrade.engine.checkpoint import Checkpoints
-from trajgrade.engine.clock import Clock
-from trajgrade.engine.dataset import NO_ROW, DatasetRows
+from trajgrade.engine.clock import TraceClock, check_clock
+from trajgrade.engine.dataset import DatasetRows
 from trajgrade.engine.guard import Guard
-from trajgrade.engine.input import CheckedInput
+from trajgrade.engine.input import checked_runs, invalid_event
 from trajgrade.engine.packing import WARM_TRACES, Packer
+from trajgrade.engine.reporting import VerdictReporter
 from trajgrade.engine.routing import Routes, decide
 from trajgrade.engine.state import (
     CLOSED_MEMORY,
@@ -55,47 +62,39 @@ from trajgrade.engine.state import (
     EngineState,
     EngineStats,
     TraceSnapshot,
-    _Trace,
     call_anomaly,
-    closing_decision,
-    unanswered,
 )
-from trajgrade.errors import GradeError
+from trajgrade.engine.traces import TraceTable
+from trajgrade.errors import GradeError, InputError
 from trajgrade.events import (
     OPEN_CALLS_MAX,
-    Event,
     LeanResult,
     ToolCall,
     ToolResult,
     TraceEnd,
     TraceStart,
+    checked,
 )
-from trajgrade.verdicts import (
-    SETTLED,
-    Decision,
-    GuardDecision,
-    Outcome,
-    Verdict,
-    grader_failed,
-    id_suffixes,
-    keyed_id,
-)
+from trajgrade.verdicts import SETTLED, Decision, Outcome, grader_failed
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from trajgrade.config.model import Suite
+    from trajgrade.engine.dataset import DatasetMatch
+    from trajgrade.engine.state import _Trace
+    from trajgrade.events import Event
+    from trajgrade.verdicts import GuardDecision, Verdict
 
 __all__ = ("Anomaly", "Engine", "EngineState", "EngineStats", "TraceSnapshot")
 
-_NOTHING: Final[tuple[Verdict, ...]] = ()
 _GONE: Final = object()
 #: How many traces whose verdicts are all final are kept for guarding their
 #: later calls; beyond that the oldest is closed (its late calls: undecided).
 GUARD_MEMORY: Final = 65_536
 
 
-class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
+class Engine:
     """Grades any number of interleaved traces with one compiled Suite.
 
     The Suite may be shared by engines in many threads; an engine is one
@@ -112,54 +111,77 @@ class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
         warm_traces: int = WARM_TRACES,
     ) -> None:
         self.suite = suite
-        #: Dataset rows by trace id; a trace's row reaches its graders as a
-        #: ``trace_start`` event with ``metadata["sample"]`` when it opens.
-        self._samples = samples
-        self._init_rows()  # (which rows found a trace: engine_dataset)
-        self._graders = suite.graders
-        self._traces: dict[str, _Trace] = {}
-        #: Closed ids (bounded, oldest forgotten first): late events dropped.
-        self._closed: BoundedIds[bool] = BoundedIds(CLOSED_MEMORY)
-        #: Traces a rejected record named before any of their events
-        #: arrived, with the reason (bounded as the closed ids are).
-        self._unopened: BoundedIds[str] = BoundedIds(CLOSED_MEMORY)
-        self._clocked = tuple(i for i, g in enumerate(self._graders) if g.uses_clock)
-        self._init_clock()
+        graders, capabilities = suite.graders, suite.capabilities
+        #: Dataset rows by trace id: a trace's reaches its graders when it opens.
+        self._rows = DatasetRows(samples)
         self._integrity = check_integrity
         #: Anomalies found since the runner last cleared this list.
         self.anomalies: list[Anomaly] = []
-        #: False: nobody reads decisions (a plain ``grade``), so calls are
-        #: not judged and no trace is kept for guarding; verdicts are the same.
-        self.guarding = guarding
-        self._guard = Guard(suite, self._graders)
-        self._judges = self._guard.judges
+        self._guard = Guard(suite, graders)
+        judges = self._guard.judges
+        self._reporter = VerdictReporter(graders, self._guard, guarding=guarding)
         # Per event type and tool name: the graders that can react.
-        self._routing = Routes(self._graders, suite.capabilities, self._judges)
-        self._id_suffixes = tuple(id_suffixes(g.name) for g in self._graders)
-        #: Packs idle traces' states once more than twice ``warm_traces``
-        #: are open (trajgrade.engine.packing); None: never (0, or a clocked grader
-        #: without a deadline).
-        self._packer = Packer.for_suite(
-            self._graders, suite.capabilities, warm=warm_traces
-        )
+        self._routing = Routes(graders, capabilities, judges)
         self._routes = self._routing.by_type
-        #: Traces kept only for guarding (every verdict final), oldest first.
-        self._kept: OrderedDict[str, None] = OrderedDict()
-        #: With :meth:`log_closes`: ids of the traces closed, and of the
-        #: closed ids forgotten (the oldest past ``CLOSED_MEMORY``), since
-        #: the caller last cleared these lists; else None.
-        self.closes: list[str] | None = None
-        self.forgotten: list[str] | None = None
+        #: Packs idle traces' states past twice ``warm_traces`` open ones;
+        #: None: never (0, or a clocked grader without a deadline).
+        self._packer = Packer.for_suite(graders, capabilities, warm=warm_traces)
+        self._clock = TraceClock(graders, capabilities, self._packer, self._reporter)
+        self._table = TraceTable(
+            graders,
+            self._packer,
+            self._clock,
+            self._reporter,
+            judging=bool(judges),
+            unanswered_calls=self.anomalies if check_integrity else None,
+            memory=CLOSED_MEMORY,
+            guard_memory=GUARD_MEMORY,
+        )
         self._n_events = 0
-        self._n_verdicts = 0
-        self._n_early = 0
-        self._n_closed = 0
         self._n_late = 0
         self._n_settled = 0
         self._n_rejected = 0
 
+    @property
+    def guarding(self) -> bool:
+        """False: nobody reads decisions (a plain ``grade``), so calls are
+        not judged and no trace is kept for guarding; verdicts are the same."""
+        return self._reporter.guarding
+
+    @guarding.setter
+    def guarding(self, on: bool) -> None:
+        self._reporter.guarding = on
+
     # ------------------------------------------------------------ feeding
-    # (feed and feed_all, which check events built in code: engine_input)
+    def feed(self, event: Event, *, now: float | None = None) -> Sequence[Verdict]:
+        """Process one event; return the verdicts it decided (often none).
+
+        An event with a wrong field type is not graded: its trace is tainted
+        and an ``invalid_event`` anomaly says why (trajgrade.engine.input).
+        An object that is not an event raises TypeError, a ``now`` that is
+        not a finite number ValueError (the clock is the caller's, not the
+        agent's data).
+        """
+        if now is not None:
+            check_clock(now)
+        try:
+            event = checked(event)
+        except InputError as exc:
+            return self._invalid(exc)
+        return self.feed_many((event,), now=now)
+
+    def feed_all(self, events: Iterable[Event]) -> list[Verdict]:
+        """Feed many events, each checked as :meth:`feed` does; return all
+        their verdicts (batch convenience). An object that is not an event
+        raises TypeError before any of them is fed (the caller cannot tell
+        which were, else)."""
+        out: list[Verdict] = []
+        for good, bad in checked_runs(events):
+            out += self.feed_many(good)  # (in order: the bad event comes after)
+            if bad is not None:
+                out += self._invalid(bad)
+        return out
+
     def feed_many(
         self,
         events: Sequence[Event],
@@ -173,11 +195,35 @@ class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
         source's own trace). They are not checked (decoders check every
         record; ``feed`` checks events built in code). Anomalies found are
         appended to ``anomalies`` with the position of their event in
-        ``events``. This is the one implementation of feeding; its loop is
-        written out in full because it runs once per event.
+        ``events``. This is the one implementation of feeding; each event
+        goes through these phases:
+
+        1. find its trace: drop the event of a trace closed already, or
+           open a new one, with its dataset row (``_arrive``);
+        2. bring the trace back: unpack it if it was packed, tick it up to
+           the latest tick if it missed some (trajgrade.engine.clock);
+        3. count the event: the trace's event number, the runner's clock,
+           the producer's timestamp;
+        4. route it: the graders its type (and a call's tool name) concern;
+           pair call ids with results (integrity anomalies);
+        5. step those graders: a settled one leaves the routes (parked), a
+           decision is stamped into a verdict (``_decided``); a trace whose
+           graders are all final is forgotten;
+        6. a ``tool_call`` is judged by the guard (a decision for every call);
+        7. a ``trace_end`` closes the trace: every open grader's final verdict.
+
+        Then the counters, and the packing of idle traces. The naive
+        reference engine in ``tests/properties/reference_engine.py`` (every
+        event to every grader's ``step``, no routing, no shortcuts) gives
+        the same verdicts and decisions (``tests/properties/test_reference.py``).
         """
+        # Written out on purpose: it runs once per event (under a microsecond
+        # each), and a method per phase would cost calls per event that the
+        # phases themselves do not. Only the rare parts are methods: a new
+        # trace (phase 1) and a grader's decision (phase 5).
         out: list[Verdict] = []
-        traces = self._traces
+        traces = self._table.open
+        closed = self._table.closed
         routes = self._routes
         routing = self._routing
         by_name = routing.by_name
@@ -185,13 +231,15 @@ class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
         parkable = routing.parkable
         integrity = self._integrity
         guarding = self.guarding
-        clock = self._clock if self._by_deadline else None
+        clock = self._clock
+        latest_tick = clock.now if clock.by_deadline else None
         find = traces.get
         for event in events:
+            # 1. Its trace.
             tid = event.trace_id or default_trace
             tr = find(tid)  # (not try/except: the events of settled traces miss)
             if tr is None:
-                ended = self._closed.get(tid)
+                ended = closed.get(tid)
                 if ended is not None:
                     # Dropped (counted): its trace ended, or all is final.
                     if ended:
@@ -199,24 +247,21 @@ class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
                     else:
                         self._n_settled += 1
                     continue
-                tr = self._open(tid, now)
-                if self._unopened:
-                    tr.tainted = self._unopened.pop(tid)
-                if (row := self._row_of(tid)) is not NO_ROW:
-                    out.extend(self._introduce(tr, row))
-                    if tr.live == 0 and not self._keep(tr):
-                        self._forget(tr, ended=False)
-                        continue
+                if (tr := self._arrive(tid, now, out)) is None:
+                    continue
+            # 2. Back up to date.
             if tr.packed is not None:  # (only a packer packs: it is set)
                 self._packer.thaw(tr)  # type: ignore[union-attr]
-            if clock is not None and tr.ticked != clock:
-                out += self._catch_up(tr)  # ticks it skipped (engine_clock)
+            if latest_tick is not None and tr.ticked != latest_tick:
+                out += clock.catch_up(tr)  # the ticks it skipped
+            # 3. Counted.
             tr.events += 1
             if now is not None:
                 tr.seen_at = now
             ts = event.ts
             if ts is not None:
                 tr.last_ts = ts
+            # 4. Routed (call ids paired on the way).
             kind = type(event)
             if kind is ToolCall:
                 abort = tr.abort
@@ -246,6 +291,7 @@ class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
                             tr.calls = NO_CALLS  # an emptied dict keeps its table
                 elif kind is TraceStart and tr.parked:
                     tr.unpark()  # it may bring what a settled grader waits for
+            # 5. Stepped.
             if route:
                 states = tr.states
                 for i, handler in route:
@@ -260,40 +306,56 @@ class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
                         )
                     except Exception as exc:  # a grader bug: one error, not a crash
                         d = grader_failed(exc)
-                    if d is not None:
-                        if d is SETTLED:
-                            if i in parkable:
-                                tr.park(i)
-                            continue
-                        first = not tr.sealed >> i & 1
-                        v = self._stamp(tr, i, d, early=True)
-                        if v is not None:
-                            out.append(v)
-                            if guarding and v.outcome is not Outcome.PASS:
-                                self._guard.verdict(tr, i, v, event, first=first)
-                        if tr.live == 0 and kind is not TraceEnd:
-                            if self._keep(tr):
-                                continue
-                            # Every grader is final: nothing more to learn.
-                            self._forget(tr, ended=False)
-                            break
-            if kind is ToolCall and guarding and tr.id in traces:  # not forgotten
+                    if d is None:
+                        continue
+                    if d is SETTLED:  # it leaves the routes until a trace_start
+                        if i in parkable:
+                            tr.park(i)
+                    elif self._decided(out, tr, i, d, event):
+                        break  # every grader is final: the trace is forgotten
+            # 6. Judged (a call of a trace not forgotten).
+            if kind is ToolCall and guarding and tr.id in traces:
                 judges = judges_by_name.get(name)
                 if judges is None:
                     judges = routing.call_judges(name)
                 if judges or abort is not None:
                     self._guard.judge(tr, event, abort, judges)  # type: ignore[arg-type]
+            # 7. Closed at its end.
             if kind is TraceEnd:
-                out.extend(self._close(tr, ended=True))
+                out.extend(self._table.close(tr, ended=True))
         self._n_events += len(events)
         if self._packer is not None:
             self._packer.sweep(traces, self._n_events)
         return out
 
+    def _arrive(self, tid: str, now: float | None, out: list[Verdict]) -> _Trace | None:
+        """Phase 1 of :meth:`feed_many` for an id neither open nor closed:
+        the trace it opens (its dataset row's verdicts go to ``out``), or
+        None when its row alone made every verdict final."""
+        tr = self._table.arrive(tid, now)
+        if (event := self._rows.start_event(tid)) is not None:
+            for i, handler in self._routes[TraceStart]:
+                st = tr.states[i]
+                if st is not None and (d := decide(handler, st, event)) is not None:
+                    self._reporter.report(out, tr, i, d, None, early=True)
+            if tr.live == 0 and self._table.settle(tr):
+                return None
+        return tr
+
+    def _decided(
+        self, out: list[Verdict], tr: _Trace, i: int, d: Decision, event: Event
+    ) -> bool:
+        """Phase 5 of :meth:`feed_many`: grader ``i`` decided ``d`` on
+        ``event``; True when every grader is final now and the trace was
+        forgotten (nothing more to learn)."""
+        self._reporter.report(out, tr, i, d, event, early=True)
+        return tr.live == 0 and type(event) is not TraceEnd and self._table.settle(tr)
+
+    # ------------------------------------------------------------ closing
     def end_trace(self, trace_id: str) -> list[Verdict]:
         """Close one trace as if its ``trace_end`` arrived (idle timeout, …)."""
-        tr = self._traces.get(trace_id)
-        return self._close(tr, ended=True) if tr is not None else []
+        tr = self._table.open.get(trace_id)
+        return self._table.close(tr, ended=True) if tr is not None else []
 
     def finish(self) -> list[Verdict]:
         """End of input: every open trace gives its final verdicts."""
@@ -303,185 +365,135 @@ class Engine(CheckedInput, Checkpoints, Clock, DatasetRows):
         """:meth:`finish`, the verdicts of ``traces`` traces at a time: a
         runner writes each batch before the next is built (ending a run with
         a hundred thousand traces open does not hold all their verdicts)."""
-        for tid, reason in self._unopened.items():
-            # Traces whose only records were lost still get (error) verdicts.
-            self._open(tid, None).tainted = reason
-        self._unopened.clear()
-        yield from self._close_batches(
-            list(self._traces.values()), ended=False, traces=traces
+        self._table.open_tainted()
+        yield from self._table.close_batches(
+            list(self._table.open.values()), ended=False, traces=traces
         )
 
     def reject(self, trace_id: str, reason: str) -> None:
         """An event of ``trace_id`` was lost (undecodable, wrong types): its
         graders that are still open end in ``error`` instead of guessing."""
         self._n_rejected += 1
-        if trace_id in self._closed:
-            return
-        tr = self._traces.get(trace_id)
-        if tr is None:
-            # Opened by its first good event (which brings the runner's clock
-            # and its dataset row), or at the end if none comes.
-            if trace_id not in self._unopened:
-                self._remember_unopened(trace_id, reason)
-        elif tr.tainted is None:
-            tr.tainted = reason
+        self._table.taint(trace_id, reason)
 
+    # ------------------------------------------------------------ the runner's clock
+    def tick(self, now: float) -> list[Verdict]:
+        """Advance the runner's clock: clock-driven graders may fire."""
+        return [v for batch in self.tick_batches(now) for v in batch]
+
+    def tick_batches(self, now: float, traces: int = 1024) -> Iterator[list[Verdict]]:
+        """:meth:`tick`, the verdicts of ``traces`` traces at a time (a burst
+        of sessions started together reaches a wall-time budget together).
+        Only the traces due are ticked (trajgrade.engine.clock)."""
+        return self._clock.tick_batches(now, self._table, traces)
+
+    def idle_traces(self, now: float, idle: float) -> list[str]:
+        """Ids of the traces :meth:`expire` would close now (so a runner can
+        first flush what its readers still hold for them)."""
+        return self._table.idle(now, idle)
+
+    def expire(self, now: float, idle: float) -> list[Verdict]:
+        """Close, as if they ended, the traces with no event for ``idle``
+        seconds of the runner's clock (live sources with no end marker)."""
+        return [v for batch in self.expire_batches(now, idle) for v in batch]
+
+    def expire_batches(
+        self, now: float, idle: float, traces: int = 1024
+    ) -> Iterator[list[Verdict]]:
+        """:meth:`expire`, ``traces`` traces at a time (see ``finish_batches``)."""
+        return self.end_batches(self.idle_traces(now, idle), traces=traces)
+
+    def end_batches(
+        self, trace_ids: Iterable[str], traces: int = 1024
+    ) -> Iterator[list[Verdict]]:
+        """Close the given traces as if they ended, ``traces`` at a time;
+        ids no longer open are passed over. A runner that called
+        :meth:`idle_traces` (to flush what its readers hold for them) closes
+        the same traces with this instead of scanning every open trace again."""
+        return self._table.end_batches(trace_ids, traces)
+
+    # ------------------------------------------------------------ queries
     @property
     def decisions(self) -> list[GuardDecision]:
         """Guard decisions since the caller last cleared this list (drain
         it with ``.clear()``, like ``anomalies``)."""
         return self._guard.decisions
 
+    @property
+    def closes(self) -> list[str] | None:
+        """With :meth:`log_closes`: the ids closed since last cleared."""
+        return self._table.closes
+
+    @property
+    def forgotten(self) -> list[str] | None:
+        """With :meth:`log_closes`: the closed ids forgotten since last cleared."""
+        return self._table.forgotten
+
     def log_closes(self) -> None:
         """Start listing closed and forgotten ids (``closes``, ``forgotten``):
         a Kafka partition writes and tombstones its closed markers from them
         instead of keeping a second memory of closed ids."""
-        self.closes, self.forgotten = [], []
+        self._table.log_closes()
 
-    # ------------------------------------------------------------ queries
     def open_traces(self) -> list[str]:
         """Ids of the traces still open, oldest first."""
-        return list(self._traces)
+        return list(self._table.open)
+
+    def is_closed(self, trace_id: str) -> bool:
+        """True when ``trace_id`` was closed recently (its late events are dropped)."""
+        # (the dict's own get: a Kafka poll asks this of every trace it names)
+        return self._table.closed.get(trace_id) is not None
 
     def statistics(self) -> EngineStats:
         """Counters since creation."""
         return EngineStats(
             events=self._n_events,
-            open_traces=len(self._traces),
-            closed_traces=self._n_closed,
-            verdicts=self._n_verdicts,
-            early_verdicts=self._n_early,
+            open_traces=len(self._table.open),
+            closed_traces=self._table.n_closed,
+            verdicts=self._reporter.n_verdicts,
+            early_verdicts=self._reporter.n_early,
             late_events=self._n_late,
             settled_events=self._n_settled,
             rejected_events=self._n_rejected,
         )
 
-    # ------------------------------------------------------------ state
-    def is_closed(self, trace_id: str) -> bool:
-        """True when ``trace_id`` was closed recently (its late events are dropped)."""
-        # (the dict's own get: a Kafka poll asks this of every trace it names)
-        return self._closed.get(trace_id) is not None
+    def dataset_match(self) -> DatasetMatch | None:
+        """How the dataset's rows met the traces; None without a dataset."""
+        return self._rows.match()
+
+    # ------------------------------------------------------------ checkpoints
+    def snapshot_trace(self, trace_id: str) -> TraceSnapshot | None:
+        """One open trace's state as plain data."""
+        tr = self._table.open.get(trace_id)
+        return None if tr is None else self._table.snapshot(tr)
+
+    def snapshot(self) -> list[TraceSnapshot]:
+        """Every open trace's state (see :mod:`trajgrade.runner.store` for the file form)."""
+        return [self._table.snapshot(tr) for tr in self._table.open.values()]
+
+    def restore(self, snapshots: Iterable[TraceSnapshot]) -> None:
+        """Load trace states taken by ``snapshot`` from an engine with the same suite."""
+        self._table.restore(snapshots)
+
+    def checkpoint(self) -> EngineState:
+        """The whole engine state: open traces, closed ids, pending taints."""
+        return self._table.checkpoint()
+
+    def load(self, state: EngineState) -> None:
+        """Restore a :meth:`checkpoint` (from an engine with the same suite)."""
+        self._table.load_ids(state.closed, state.unopened.items())
+        self._table.restore(state.traces)
+        # (their dataset rows found them in the run that wrote the checkpoint)
+        self._rows.seen(tid for tid, _ in state.closed)
+        self._rows.seen(snap.trace_id for snap in state.traces)
 
     # ------------------------------------------------------------ internals
-    def _open(self, trace_id: str, now: float | None) -> _Trace:
-        tr = _Trace(trace_id, [g.start() for g in self._graders], now)
-        self._traces[trace_id] = tr
-        if self._by_deadline:
-            tr.ticked = self._clock  # (no tick before it opened concerns it)
-            self._schedule(tr)
-        return tr
-
-    def _introduce(self, tr: _Trace, sample: Any) -> list[Verdict]:
-        """Give a newly opened trace's graders its dataset row."""
-        event = TraceStart(trace_id=tr.id, metadata={"sample": sample})
-        out = []
-        for i, handler in self._routes[TraceStart]:
-            st = tr.states[i]
-            if st is None:
-                continue
-            d = decide(handler, st, event)
-            if d is not None and (v := self._stamp(tr, i, d, early=True)) is not None:
-                out.append(v)
-                if self.guarding and v.outcome is not Outcome.PASS:
-                    self._guard.verdict(tr, i, v, None, first=True)
-        return out
-
-    def _stamp(self, tr: _Trace, i: int, d: Decision, *, early: bool) -> Verdict | None:
-        if d.final:
-            tr.states[i] = None
-            tr.live -= 1
-        elif tr.sealed >> i & 1:
-            return None  # already reported as sealed; wait for the final one
-        tr.sealed |= 1 << i
-        g = self._graders[i]
-        self._n_verdicts += 1
-        if early:
-            self._n_early += 1
-        return Verdict(
-            id=keyed_id(tr.id, self._id_suffixes[i][d.final]),
-            trace_id=tr.id,
-            grader=g.name,
-            kind=g.kind,
-            outcome=d.outcome,
-            score=d.score,
-            final=d.final,
-            early=early,
-            evidence=d.evidence,
-            metadata=d.metadata,
-            at_event=tr.events,
-            ts=tr.last_ts,
-        )
-
-    def _close(self, tr: _Trace, *, ended: bool) -> list[Verdict]:
-        if tr.packed is not None:
-            self._packer.thaw(tr)  # type: ignore[union-attr]
-        if tr.parked:
-            tr.unpark()  # settled graders give their final verdicts too
-        if self._integrity and tr.calls:
-            # Calls a trace ends with unanswered are kept (graders never
-            # invent results) and reported once, here.
-            self.anomalies.append(unanswered(tr.id, list(tr.calls)))
-        out = self._catch_up(tr)  # (ticks it skipped: engine_clock)
-        graders, tainted = self._graders, tr.tainted
-        for i, st in enumerate(tr.states):
-            if st is None:
-                continue
-            first = not tr.sealed >> i & 1
-            d = decide(graders[i].finish, st)
-            if d is None or not d.final or tainted is not None:
-                d = closing_decision(d, tainted, sealed=not first)
-            v = self._stamp(tr, i, d, early=False)
-            if v is not None:
-                out.append(v)
-                if self.guarding and v.outcome is not Outcome.PASS:
-                    self._guard.verdict(tr, i, v, None, first=first)
-        self._forget(tr, ended=ended)
-        return out
-
-    def _close_batches(
-        self, trs: list[_Trace], *, ended: bool, traces: int
-    ) -> Iterator[list[Verdict]]:
-        out: list[Verdict] = []
-        for k, tr in enumerate(trs, start=1):
-            out.extend(self._close(tr, ended=ended))
-            if k % traces == 0:
-                yield out
-                out = []
-        if out:
-            yield out
-
-    def _forget(self, tr: _Trace, *, ended: bool) -> None:
-        del self._traces[tr.id]
-        if self._kept:
-            self._kept.pop(tr.id, None)
-        self._n_closed += 1
-        old = self._closed.add(tr.id, ended)
-        if self.closes is not None:
-            self.closes.append(tr.id)
-        if old is not None and self.forgotten is not None:
-            self.forgotten.append(old)
-
-    # ------------------------------------------------------------ guard
-    def _keep(self, tr: _Trace) -> bool:
-        """Keep a trace whose verdicts are all final: its calls are still
-        judged (a grader judges calls, or the run was aborted)."""
-        if not self.guarding or (not self._judges and tr.abort is None):
-            return False
-        kept = self._kept
-        if tr.id not in kept:
-            kept[tr.id] = None
-            if len(kept) > GUARD_MEMORY:
-                old = self._traces.get(next(iter(kept)))
-                if old is not None and old is not tr:
-                    self._close(old, ended=False)
-        return True
-
-    def _remember_unopened(self, trace_id: str, reason: str) -> None:
-        """Past CLOSED_MEMORY such traces the oldest is let go (its errors
-        were reported where they were read; it gets no verdict of its own)."""
-        old = self._unopened.add(trace_id, reason)
-        if old is not None and self.forgotten is not None:
-            self.forgotten.append(old)  # (its taint marker goes too)
-
     def _anomaly(self, tr: _Trace, kind: str, cid: str, event: Event) -> None:
         self.anomalies.append(call_anomaly(tr.id, kind, cid, event))
+
+    def _invalid(self, exc: InputError) -> list[Verdict]:
+        """A bad event built in code: not graded, its trace tainted."""
+        tid, anomaly = invalid_event(exc)
+        self.anomalies.append(anomaly)
+        self.reject(tid, exc.message)
+        return []

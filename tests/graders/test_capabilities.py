@@ -51,8 +51,8 @@ def test_a_grader_offering_nothing_gets_every_default() -> None:
     )
     engine = Engine(Suite([Bare()], fingerprint="f", source="<test>"))
     assert engine._packer is None  # clocked without a deadline, and a plug-in's
-    assert not engine._by_deadline
-    assert engine._judges == ()
+    assert not engine._clock.by_deadline
+    assert engine._guard.judges == ()
 
 
 def test_judge_and_deadline_count_only_when_callable() -> None:

@@ -76,3 +76,15 @@ def test_detection_survives_odd_first_records() -> None:
 
     assert detect(b'{"type": [1]}') is None
     assert detect(b'{"type": {"a": 1}, "data": {}}') is None
+
+
+def test_flushes_trace_answers_as_the_protocol_does() -> None:
+    """The cached check of a reader's FlushesTrace agrees with isinstance for
+    every built-in format's reader (and for an object that is no reader)."""
+    from trajgrade.formats import BUILTIN, FlushesTrace, flushes_trace
+
+    readers = [f.reader(source="s", default_trace="t") for f in BUILTIN.values()]
+    assert any(isinstance(r, FlushesTrace) for r in readers)
+    for reader in [*readers, object(), None]:
+        assert flushes_trace(reader) is isinstance(reader, FlushesTrace)
+        assert flushes_trace(reader) is isinstance(reader, FlushesTrace)  # cached

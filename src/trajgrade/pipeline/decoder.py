@@ -27,6 +27,7 @@ from trajgrade.formats import (
     SkipsToolResults,
     SniffsDocuments,
     TakesDecoded,
+    flushes_trace,
     open_reader,
     sniff_trace_id,
 )
@@ -264,7 +265,9 @@ class SourceDecoder:
         itself goes on. For a runner about to close an idle trace."""
         reader = self._reader
         events: list[Event] = (
-            reader.flush_trace(trace_id) if isinstance(reader, FlushesTrace) else []
+            cast("FlushesTrace", reader).flush_trace(trace_id)
+            if flushes_trace(reader)
+            else []
         )
         batch = Batch(events=events, errors=[])
         if events:

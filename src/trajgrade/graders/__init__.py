@@ -21,6 +21,7 @@ from trajgrade.errors import ConfigError
 
 if TYPE_CHECKING:
     from trajgrade.events import Event
+    from trajgrade.graders.protect.facts import World
     from trajgrade.verdicts import Decision
 
 __all__ = (
@@ -44,7 +45,15 @@ ENTRY_POINT_GROUP: Final = "trajgrade.graders"
 class BuildContext:
     """Options every grader type may use while compiling (not per trace)."""
 
-    __slots__ = ("allow_code", "base_dir", "regex_timeout", "threshold", "warnings")
+    __slots__ = (
+        "allow_code",
+        "base_dir",
+        "guard_files",
+        "regex_timeout",
+        "threshold",
+        "warnings",
+        "world",
+    )
 
     def __init__(
         self,
@@ -53,6 +62,8 @@ class BuildContext:
         base_dir: str | None = None,
         allow_code: bool = False,
         threshold: float | None = None,
+        world: World | None = None,
+        guard_files: tuple[str, ...] = (),
     ) -> None:
         t = regex_timeout
         if type(t) not in (int, float) or not 0 < t < float("inf"):  # (NaN too)
@@ -69,6 +80,13 @@ class BuildContext:
         #: A suite-wide pass threshold from the config layout (agentv's
         #: ``execution.threshold``), for graders that have one.
         self.threshold = threshold
+        #: The agent's file system, in guard modes only (hooks, ``serve``,
+        #: ``run``): the ``protect`` judge resolves paths through it. None
+        #: (recorded logs): lexical rules only.
+        self.world = world
+        #: The guard's own files (policy, state directory, installation), which
+        #: the ``protect`` judge's built-in rules keep the agent from changing.
+        self.guard_files = guard_files
         #: Warnings raised while compiling: (field relative to the grader's
         #: config, message). The loader adds file and line.
         self.warnings: list[tuple[str, str]] = []

@@ -69,17 +69,23 @@ def _layout_entries(
     """The grader entries of the layout the top-level key names, and the
     suite-wide threshold (agentv's); entry problems go to ``errors``."""
     graders = doc.get("graders")
+    if PROTECT in doc and (graders is None or isinstance(graders, list)):
+        protect = [_protect_entry(doc[PROTECT], shell, errors)]
+        graders = graders or []
+    else:
+        protect = []
     if isinstance(graders, list):
         errors.extend(
             ConfigError(
-                f"unknown top-level key {k!r}; only 'graders' is recognised in this layout",
+                f"unknown top-level key {k!r}; only 'graders' and 'protect' are recognised in this layout",
                 location=shell.locate((str(k),)),
             )
             for k in doc
-            if k != "graders"
+            if k not in ("graders", PROTECT)
         )
         entries = [(("graders", i), e) for i, e in enumerate(graders)]
-        return _entries(entries, shell, errors, _trajgrade_entry), None
+        specs = _entries(entries, shell, errors, _trajgrade_entry)
+        return [s for s in protect if s is not None] + specs, None
     if isinstance(graders, Mapping):
         named = [(("graders", k), e) for k, e in graders.items()]
         return _entries(named, shell, errors, _letta_entry), None
@@ -89,6 +95,26 @@ def _layout_entries(
         scorers = [(("scorers", i), e) for i, e in enumerate(doc["scorers"])]
         return _entries(scorers, shell, errors, _aigo_entry), None
     raise _no_graders(doc, shell)
+
+
+#: The top-level key of the guard's policy section (docs/guard-layers.md).
+PROTECT: Final = "protect"
+
+
+def _protect_entry(
+    section: Any, shell: SuiteConfig, errors: list[ConfigError]
+) -> GraderSpec | None:
+    """``protect:`` as the ``protect`` grader's spec (its options inline,
+    so that an error names ``protect.<field>``)."""
+    if section is None:
+        section = {}
+    if not isinstance(section, Mapping):
+        msg = f"`protect` must be a mapping (got {type(section).__name__}); see docs/guard-layers.md"
+        errors.append(ConfigError(msg, location=shell.locate((PROTECT,))))
+        return None
+    return GraderSpec(
+        type=PROTECT, name=PROTECT, config=dict(section), path=(PROTECT,), inline=True
+    )
 
 
 def _agentv_layout(

@@ -52,7 +52,9 @@ DECISIONS: Final = ("allow", "ask", "deny")
 PROFILES: Final = ("strict", "standard")
 
 
-class ProgramAllow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ProgramAllow(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
     """A program the posture lets run, optionally only with these arguments."""
 
     program: str
@@ -60,7 +62,9 @@ class ProgramAllow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     args: str | None = None
 
 
-class AllowConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class AllowConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
     """What the default posture lets through without a decision."""
 
     kinds: tuple[str, ...] = ()
@@ -70,13 +74,17 @@ class AllowConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     programs: tuple[str | ProgramAllow, ...] = ()
 
 
-class NetworkConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class NetworkConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
     #: Domains the agent may reach (``*.example.com`` for subdomains). The
     #: agent's model API is always reachable (the sandbox adds it).
     allow: tuple[str, ...] = ()
 
 
-class ProtectConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ProtectConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
     """The ``protect:`` section. Every field left out takes the profile's value."""
 
     profile: Literal["strict", "standard"] = "standard"

@@ -1,0 +1,115 @@
+"""The shipped profiles of ``protect:``, and a section resolved against its profile.
+
+``strict`` asks (or, where the host cannot ask, denies) for what no rule
+names; ``standard`` allows it. Both hide the same secrets and keep the same
+files read-only; they differ in posture and in the capabilities they ask for.
+Every field a policy writes replaces the profile's (lists are not merged:
+what the policy says is what it gets, and ``check`` shows the result).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from trajgrade.graders.protect.config import (
+    AllowConfig,
+    NetworkConfig,
+    ProgramAllow,
+    ProtectConfig,
+)
+
+__all__ = ("PROFILE", "SECRETS", "resolved")
+
+#: Files that hold credentials, in the project and in the home directory.
+SECRETS: Final = (
+    ".env",
+    ".env.*",
+    "**/.env",
+    "**/.env.*",
+    "**/*.pem",
+    "**/*.key",
+    "**/id_rsa*",
+    "**/id_ed25519*",
+    "**/id_ecdsa*",
+    "~/.ssh/**",
+    "~/.aws/**",
+    "~/.azure/**",
+    "~/.config/gcloud/**",
+    "~/.kube/config",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.gnupg/**",
+)
+#: Templates named like secrets that hold none.
+NOT_SECRETS: Final = (
+    "**/.env.example",
+    "**/.env.sample",
+    "**/.env.template",
+    "**/.env.dist",
+    "**/*.pub",
+)
+#: Beyond the built-in guard files: what only git itself should write.
+READ_ONLY: Final = (".git/hooks/**", ".git/config")
+
+_PROGRAMS: Final[tuple[str | dict[str, str], ...]] = (
+    # Reading, listing and searching: their file words are judged as reads.
+    "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "fd", "tree",
+    "file", "stat", "du", "df", "pwd", "echo", "printf", "true", "false",
+    "test", "[", "diff", "cmp", "sort", "uniq", "cut", "tr", "basename",
+    "dirname", "realpath", "readlink", "which", "type", "date", "env",
+    "jq", "less", "more", "nl", "column", "sha256sum", "md5sum",
+    # Changing the tree: their file words are judged as writes.
+    "mkdir", "touch", "cp", "mv", "rm", "ln", "chmod", "sed",
+    # Version control for what is local.
+    {"program": "git", "args": r"^(status|diff|log|show|branch|add|commit|restore|checkout|switch|stash|rev-parse|ls-files|blame|grep|mv|rm|init|tag|merge|rebase|reset|fetch|pull)\b"},
+)  # fmt: skip
+
+
+def _programs() -> tuple[str | ProgramAllow, ...]:
+    return tuple(p if isinstance(p, str) else ProgramAllow(**p) for p in _PROGRAMS)
+
+
+PROFILE: Final[dict[str, ProtectConfig]] = {
+    "strict": ProtectConfig(
+        profile="strict",
+        default="ask",
+        secrets=SECRETS,
+        not_secrets=NOT_SECRETS,
+        read_only=READ_ONLY,
+        network=NetworkConfig(allow=()),
+        capabilities={
+            "network": "deny",
+            "privilege": "deny",
+            "signal": "ask",
+            "run-code": "ask",
+            "runs-agent-code": "ask",
+        },
+        allow=AllowConfig(
+            kinds=("read", "list", "search", "edit", "write", "todo", "plan"),
+            programs=_programs(),
+        ),
+    ),
+    "standard": ProtectConfig(
+        profile="standard",
+        default="allow",
+        secrets=SECRETS,
+        not_secrets=NOT_SECRETS,
+        read_only=READ_ONLY,
+        network=NetworkConfig(allow=()),
+        capabilities={"network": "deny", "privilege": "deny"},
+        allow=AllowConfig(),
+    ),
+}
+
+
+def resolved(config: ProtectConfig) -> ProtectConfig:
+    """``config`` with every field it leaves out taken from its profile."""
+    base = PROFILE[config.profile]
+    fields = {
+        f: getattr(config, f) if getattr(config, f) is not None else getattr(base, f)
+        for f in config.__struct_fields__
+    }
+    return ProtectConfig(**fields)

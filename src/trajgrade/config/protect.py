@@ -31,22 +31,10 @@ def protect_of(config: SuiteConfig) -> ProtectConfig | None:
             try:
                 section = msgspec.convert(spec.config or {}, ProtectConfig)
             except msgspec.ValidationError as exc:
-                where = str(exc).rpartition(" - at `$")[2].rstrip("`")
-                field = where.lstrip(".") if " - at `$" in str(exc) else ""
-                path = (
-                    PROTECT,
-                    *[
-                        p
-                        for p in field.replace("[", ".").replace("]", "").split(".")
-                        if p
-                    ],
-                )
-                raise ConfigError(
-                    f"{str(exc).partition(' - at ')[0]}; see docs/guard-layers.md",
-                    location=config.locate(
-                        [int(p) if p.isdigit() else p for p in path]
-                    ),
-                ) from None
+                problem, _, at = str(exc).partition(" - at `$")
+                msg = f"{problem}; see docs/guard-layers.md"
+                where = config.locate((PROTECT, *_field_path(at.rstrip("`"))))
+                raise ConfigError(msg, location=where) from None
             return resolved(section)
     return None
 

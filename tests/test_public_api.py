@@ -41,6 +41,7 @@ EDGE_PARTS = frozenset(
         "sinks",
         "runtime",
         "runner",
+        "sandbox",
         "wrapper",
         "kafka",
         "hooks",

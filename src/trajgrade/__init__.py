@@ -41,6 +41,8 @@ Edges:
   logs, reports of bad input
 * ``runner/``       grade files, pipes and followed logs: the run, its state,
   tracked inputs, rotation, the durable store, datasets
+* ``sandbox/``      the guard's OS layer: the policy's ``protect:`` section
+  compiled into the host's sandbox settings and into bubblewrap
 * ``kafka/``        grade a Kafka topic: consumer loop, grading steps, output
 * ``hooks/``        answer agents' hook calls (cold hooks and ``serve``)
 * ``wrapper/``      ``trajgrade run -- AGENT``: the agent's process group and

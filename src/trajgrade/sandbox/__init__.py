@@ -8,3 +8,5 @@
 
 docs/guard-layers.md says what each layer stops.
 """
+
+__all__: tuple[str, ...] = ()

@@ -11,3 +11,5 @@
 
 docs/guard-layers.md says what this layer stops and what only the sandbox does.
 """
+
+__all__: tuple[str, ...] = ()

@@ -133,6 +133,9 @@ class ToolCall(_Base, tag="tool_call", frozen=True):
     args_json: str | None = None
     #: The (sub)agent that made the call, when the format distinguishes them.
     agent: str | None = None
+    #: The directory the call runs in, when the source says (every hook
+    #: payload does): the guard anchors the call's relative paths there.
+    cwd: str | None = None
 
 
 class ToolResult(_Base, tag="tool_result", frozen=True):

@@ -200,6 +200,7 @@ def _call(
             # A call its user rejected never ends: the oldest is let go.
             del open_calls[0]
     sub = payload.get("agent_id")
+    cwd = payload.get("cwd")
     events.append(
         ToolCall(
             ts=ts,
@@ -208,6 +209,7 @@ def _call(
             args=args,
             args_raw=args_raw,
             agent=sub if isinstance(sub, str) and sub else None,
+            cwd=cwd if isinstance(cwd, str) and cwd else None,
         )
     )
     return next_call

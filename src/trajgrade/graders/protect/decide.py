@@ -251,7 +251,8 @@ def _capabilities(
     provenance = agent_code(facts, state, cwd)
     if provenance is not None:
         caps.add("runs-agent-code")
-    for cap in sorted(caps - {"network"}):
+    # runs-agent-code first: of two asks, the more telling reason.
+    for cap in sorted(caps - {"network"}, key=lambda c: (c != "runs-agent-code", c)):
         decision = policy.capabilities.get(cap)
         if decision is None or decision == "allow":
             continue

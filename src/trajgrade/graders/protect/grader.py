@@ -63,7 +63,9 @@ class Protect:
         world = context.world
         self._world: World | None = world
         home = home_of()
-        guarded = ProtectedTrees(builtin_roots(context.guard_files), world=world)
+        guarded = ProtectedTrees(
+            builtin_roots(context.guard_files), world=world, agent_dirs=True
+        )
         not_secrets = path_rules(section.not_secrets or ())
         self.policy = compile_policy(
             section,

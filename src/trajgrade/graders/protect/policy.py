@@ -186,7 +186,12 @@ def _programs(
             (entry, None) if isinstance(entry, str) else (entry.program, entry.args)
         )
         where = f"allow.programs[{i}]"
-        if not name or "/" in name or any(c in name for c in "*?["):
+        if (
+            not name
+            or "/" in name
+            or any(c in name for c in "*?")
+            or ("[" in name and name != "[")
+        ):
             errors.add(
                 where if isinstance(entry, str) else f"{where}.program",
                 f"{name!r} is not a program name; write its base name (git, not /usr/bin/git), without globs",

@@ -72,7 +72,7 @@ def installation() -> tuple[str, ...]:
 class ProtectedTrees:
     """Paths (files or directory trees) that no call may change."""
 
-    __slots__ = ("_home_relative", "_inodes", "_roots")
+    __slots__ = ("_agent_dirs", "_home_relative", "_inodes", "_roots")
 
     def __init__(
         self,
@@ -80,7 +80,10 @@ class ProtectedTrees:
         *,
         world: World | None = None,
         cwd: str | None = None,
+        agent_dirs: bool = False,
     ) -> None:
+        #: Also protect every directory named in :data:`AGENT_DIRS`.
+        self._agent_dirs = agent_dirs
         self._roots: dict[str, tuple[str, ...]] = {}
         self._home_relative: list[str] = []
         self._inodes: dict[tuple[int, int], str] = {}
@@ -121,7 +124,9 @@ class ProtectedTrees:
         for path in (touch.path, touch.real):
             if path is None:
                 continue
-            hit = _agent_dir(path) or _hit(path, touch.pattern, roots, cwd, home)
+            hit = (_agent_dir(path) if self._agent_dirs else None) or _hit(
+                path, touch.pattern, roots, cwd, home
+            )
             if hit is not None:
                 return hit
         return None
@@ -235,7 +240,7 @@ _KILLALL_VALUED: Final = frozenset("sunoyYZ") | {
     "--younger-than",
     "--context",
 }
-_SIGNUM: Final = re.compile(r"^-(\d+|[A-Z][A-Z0-9+-]*)$")
+_SIGNUM: Final = re.compile(r"^-(\d+|[A-Z]{2}[A-Z0-9+-]*)$")
 
 
 def signal_threat(run: Run) -> str | None:
@@ -267,8 +272,7 @@ def signal_threat(run: Run) -> str | None:
 
 def _kill(argv: tuple[str, ...]) -> str | None:
     targets: list[str] = []
-    skip = False
-    done = False
+    skip = done = signalled = False
     for word in argv:
         if skip:
             skip = False
@@ -278,10 +282,12 @@ def _kill(argv: tuple[str, ...]) -> str | None:
             done = True
         elif word in ("-l", "-L", "--list", "--table"):
             return None  # lists signal names
-        elif word in ("-s", "-n", "--signal"):
-            skip = True
-        elif _SIGNUM.match(word) is None:
-            targets.append(word)  # -1234: a process group
+        elif word in ("-s", "-n", "--signal") and not signalled:
+            skip = signalled = True
+        elif signalled or _SIGNUM.match(word) is None:
+            targets.append(word)  # `kill -9 -1`: after the signal, a process group
+        else:
+            signalled = True
     if not targets:
         return "kill with no literal pid (pids from stdin or an expansion) could reach trajgrade"
     for t in targets:

@@ -4,7 +4,6 @@ as the analysis reports them."""
 from __future__ import annotations
 
 import pytest
-
 from tests.guard._protect_support import (
     CWD,
     HOME,
@@ -18,8 +17,9 @@ from tests.guard._protect_support import (
     w,
     x,
 )
+
 from trajgrade.graders.protect.decide import decide
-from trajgrade.graders.protect.facts import CallFacts
+from trajgrade.graders.protect.facts import CallFacts, Run
 from trajgrade.graders.protect.state import ProtectState
 from trajgrade.verdicts import Action, Outcome
 
@@ -460,12 +460,7 @@ def test_allow_lists_let_named_tools_and_programs_through():
     )
     assert rule_of(section, shell(run("ls"), run("git", "push"))) == "protect.default"
     # A program whose name is not known (a glob in it: /usr/bin/cur?) is unknown.
-    unknown = shell(
-        CallFacts.__struct_fields__
-        and __import__("trajgrade.graders.protect.facts", fromlist=["Run"]).Run(
-            name=None, argv=("/usr/bin/cur?",)
-        )
-    )
+    unknown = shell(Run(name=None, argv=("/usr/bin/cur?",)))
     j = ruling(section, unknown)
     assert j is not None and "unknown program" in j.reason
     # An allow-listed program does not escape the rules above the posture.

@@ -7,8 +7,8 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from tests.guard._protect_support import CWD, d, policy, r, run, shell, tool, w, x
+
 from trajgrade.graders.protect.decide import decide
 from trajgrade.graders.protect.facts import CallFacts
 from trajgrade.graders.protect.state import WRITTEN_MAX, ProtectState, record_writes

@@ -26,7 +26,6 @@ a World resolved the call's paths, by real path and by (device, inode).
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import sys
@@ -395,7 +394,8 @@ def _regex_reaches(
     return any(test(c) is not None for c in candidates)
 
 
-def home_of(env_home: str | None = None) -> str | None:
-    """The home directory the ``~/`` rules mean (``$HOME``)."""
-    home = env_home if env_home is not None else os.environ.get("HOME")
-    return posixpath.normpath(home) if home else None
+def home_of() -> str | None:
+    """The home directory the ``~/`` rules mean (``$HOME``; read from the
+    environment, not the file system)."""
+    home = posixpath.expanduser("~")
+    return None if home == "~" else posixpath.normpath(home)

@@ -6,6 +6,7 @@ config), ``graders`` and ``formats`` (list what is built in or installed),
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +20,9 @@ from trajgrade.cli.options import (
     load_policy,
 )
 from trajgrade.graders.matching._agents import AGENT_NAMES
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ("check", "convert", "formats", "graders", "stats")
 
@@ -49,6 +53,22 @@ def check(config_path: str, allow_code: bool, agents: tuple[str, ...]) -> None:
     click.echo(
         f"{config_path}: ok, {len(suite.graders)} grader(s): {', '.join(g.name for g in suite.graders)}"
     )
+    _print_protect(suite.graders)
+
+
+def _print_protect(compiled: Sequence[Any]) -> None:
+    """The ``protect:`` section with its profile's values filled in: what
+    the guard will decide by (lists are replaced, never merged)."""
+    import msgspec
+    import yaml
+
+    from trajgrade.graders.protect.grader import Protect
+
+    for g in compiled:
+        if isinstance(g, Protect):
+            section = msgspec.to_builtins(g.section)
+            click.echo(f"# {g.name}: resolved against the {g.section.profile} profile")
+            click.echo(yaml.safe_dump({"protect": section}, sort_keys=False).rstrip())
 
 
 @click.command()

@@ -3,6 +3,7 @@ every grader's config validated and built, all errors at once."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from trajgrade._util.digest import blake2b
 from trajgrade._util.locate import Path as _Path
 from trajgrade._util.locate import convert_all, parse_path, relocate
 from trajgrade.config.decode import load_config
+from trajgrade.config.layouts import PROTECT
 from trajgrade.config.model import (
     ConfigWarning,
     GraderSpec,
@@ -59,9 +61,33 @@ def compile_suite(config: SuiteConfig, *, context: BuildContext | None = None) -
     if context.threshold is None:
         context.threshold = config.threshold
     compilation = _Compilation(config, context)
-    for spec in config.graders:
+    specs = config.graders
+    guarding = _guards_itself(config, context)
+    if guarding and not any(s.type == PROTECT for s in specs):
+        # A guard mode protects itself even without a protect: section.
+        specs = (_implicit_protect(), *specs)
+    for spec in specs:
         compilation.add(spec)
     return compilation.suite()
+
+
+def _guards_itself(config: SuiteConfig, context: BuildContext) -> bool:
+    """Whether the guard's own rules apply (a guard mode, or a policy with
+    a ``protect`` grader); the policy file then joins the guard's files."""
+    if context.world is None and not any(s.type == PROTECT for s in config.graders):
+        return False
+    source = config.source
+    if config.base_dir is not None and not source.startswith("<"):
+        policy = posixpath.join(config.base_dir, posixpath.basename(source))
+        if policy not in context.guard_files:
+            context.guard_files = (*context.guard_files, policy)
+    return context.world is not None
+
+
+def _implicit_protect() -> GraderSpec:
+    from trajgrade.graders.protect.grader import IMPLICIT
+
+    return GraderSpec(type=PROTECT, config=dict(IMPLICIT), path=(PROTECT,), inline=True)
 
 
 class _Compilation:

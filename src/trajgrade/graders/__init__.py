@@ -172,6 +172,7 @@ BUILTIN_MODULES: Final[Mapping[str, str]] = {
     "rate-limit": "rules.rate_limit",
     "loop": "rules.loop",
     "flow": "rules.flow",
+    "protect": "protect.grader",
 }
 
 

@@ -104,6 +104,11 @@ class Found(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     real: str
     inode: tuple[int, int]
+    #: When known: the file's modification time (ns) and size, so that what
+    #: is derived from its bytes (a secret's digests) can be cached until it
+    #: changes. None: unknown (the bytes are then compared instead).
+    mtime_ns: int | None = None
+    size: int | None = None
 
 
 class World(Protocol):

@@ -1,0 +1,81 @@
+"""The ``protect`` grader's per-trace state: provenance, taint, the tally.
+
+Plain data (a msgspec Struct, array-like), so the state is the checkpoint:
+a hook process restores it, judges one call, and saves it again. It is
+bounded whatever the agent does: at most :data:`WRITTEN_MAX` paths, the
+oldest dropped, and the flags that keep the conservative answer once a path
+is forgotten (``forgot``) or when the written path was a glob (``tree_changed``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from trajgrade.verdicts import Judgement
+
+if TYPE_CHECKING:
+    from trajgrade.graders.protect.facts import CallFacts
+
+__all__ = ("WRITTEN_MAX", "ProtectState", "record_writes")
+
+#: Paths the agent wrote that the state remembers (oldest dropped beyond).
+WRITTEN_MAX: Final = 256
+
+
+class ProtectState(msgspec.Struct, array_like=True, gc=False):
+    """What the ``protect`` judge remembers about one session."""
+
+    #: The session's directory (``trace_start``'s ``cwd``), for calls that
+    #: do not carry their own.
+    cwd: str | None = None
+    #: Paths the agent wrote, edited or created, oldest first (a dict: ordered,
+    #: no repeats); real paths too when the World resolved them.
+    written: dict[str, None] = msgspec.field(default_factory=dict)
+    #: The agent changed a file of the project (or wrote through a glob, or
+    #: where the project is unknown): a test runner over the tree runs its code.
+    tree_changed: bool = False
+    #: A written path was dropped (or was a glob): any script of the project
+    #: the agent runs counts as its own.
+    forgot: bool = False
+    #: A tool result held the value of a protected secret: what carried it
+    #: (a call id and tool; never the value).
+    tainted: bool = False
+    taint: str = ""
+    #: The ruling on the latest call (``step`` decides, ``judge`` answers).
+    ruling: Judgement | None = None
+    ruled: str | None = None
+    calls: int = 0
+    denied: int = 0
+    asked: int = 0
+    errors: int = 0
+    #: The first denied call: "rule: reason" (evidence of the verdict).
+    first_denied: str = ""
+    first_error: str = ""
+
+
+def record_writes(state: ProtectState, facts: CallFacts, cwd: str | None) -> None:
+    """Remember every path ``facts`` writes (after the call was judged: a
+    call is never judged against its own writes, see ``grader.step``)."""
+    written = state.written
+    for touch in facts.touches:
+        if touch.mode != "write":
+            continue
+        if touch.pattern:
+            # `cp x *.sh`: which files it wrote is not known.
+            state.forgot = True
+            state.tree_changed = True
+            continue
+        for path in (touch.path, touch.real):
+            if path is None:
+                continue
+            written.pop(path, None)
+            written[path] = None
+            if cwd is None or path == cwd or path.startswith(cwd.rstrip("/") + "/"):
+                state.tree_changed = True
+            elif not path.startswith("/"):
+                state.tree_changed = True  # relative: in the project
+    while len(written) > WRITTEN_MAX:
+        del written[next(iter(written))]
+        state.forgot = True

@@ -6,8 +6,8 @@ earlier:
 
 1. the whole file system read-only, a fresh ``/dev``, ``/proc`` and ``/tmp``;
 2. the writable paths (the project, the agent's state directory);
-3. the secrets: a file gets an empty read-only file bound over it, a
-   directory an empty read-only tmpfs;
+3. the secrets: an empty file or directory of mode 000 is bound over each
+   (read-only), so opening one is "Permission denied";
 4. the read-only paths over the writable ones (settings, the guard's files);
 5. the proxy's Unix socket.
 
@@ -142,19 +142,20 @@ def bwrap_argv(
     command: list[str],
     *,
     socket_path: str,
-    empty_file: str,
+    hidden_file: str,
+    hidden_dir: str,
     port: int = PROXY_PORT,
 ) -> list[str]:
-    """The command line that runs ``command`` in the sandbox. ``empty_file``
-    is an empty read-only file, bound over each hidden file."""
+    """The command line that runs ``command`` in the sandbox. ``hidden_file``
+    and ``hidden_dir`` (empty, mode 000) are bound over each hidden path."""
     argv = [tools.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     argv += ["--tmpfs", "/tmp"]
     for path in layout.writable:
         argv += ["--bind", path, path]
     for path in layout.hidden_files:
-        argv += ["--ro-bind", empty_file, path]
+        argv += ["--ro-bind", hidden_file, path]
     for path in layout.hidden_dirs:
-        argv += ["--tmpfs", path, "--remount-ro", path]
+        argv += ["--ro-bind", hidden_dir, path]
     for path in layout.read_only:
         argv += ["--ro-bind", path, path]
     argv += ["--ro-bind", socket_path, SOCKET_INSIDE]

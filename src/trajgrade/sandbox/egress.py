@@ -28,7 +28,7 @@ import msgspec
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-__all__ = ("MODEL_HOSTS", "Egress", "model_endpoints")
+__all__ = ("MODEL_HOSTS", "Egress", "is_ip", "model_endpoints")
 
 #: The model API hosts of each agent when no base URL is set.
 MODEL_HOSTS: Final = {
@@ -45,7 +45,8 @@ _LABEL: Final = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 class Egress(msgspec.Struct, frozen=True, kw_only=True):
     """The allow-list the proxy enforces."""
 
-    #: Domain globs from ``protect.network.allow`` (any of :data:`WEB_PORTS`).
+    #: Domain globs from ``protect.network.allow``: reachable on
+    #: :data:`WEB_PORTS`, or on the one port of a ``host:PORT`` entry.
     domains: tuple[str, ...] = ()
     #: (host, port) pairs of the model APIs, allowed exactly.
     endpoints: tuple[tuple[str, int], ...] = ()
@@ -55,24 +56,36 @@ class Egress(msgspec.Struct, frozen=True, kw_only=True):
         name = _canonical(host)
         if (name, port) in self.endpoints:
             return None
-        if _is_ip(name):
+        if is_ip(name):
             return "an IP address that is not listed (only names in protect.network.allow are reachable)"
         if not _is_dns_name(name):
             return "not a DNS name"
-        if not any(_matches(name, d) for d in self.domains):
+        listed = [d for d in self.domains if _matches(name, _without_port(d))]
+        if not listed:
             return "not in protect.network.allow"
-        if port not in WEB_PORTS:
+        if not any(port in _ports(d) for d in listed):
             return (
-                f"port {port} (listed domains are reachable on ports 443 and 80 only)"
+                f"port {port} (a listed domain is reachable on 443 and 80, "
+                "or on the port it is listed with: host:PORT)"
             )
         return None
+
+
+def _without_port(entry: str) -> str:
+    host, colon, port = entry.rpartition(":")
+    return host if colon and port.isdigit() else entry
+
+
+def _ports(entry: str) -> frozenset[int]:
+    _, colon, port = entry.rpartition(":")
+    return frozenset({int(port)}) if colon and port.isdigit() else WEB_PORTS
 
 
 def _canonical(host: str) -> str:
     return host.strip("[]").lower().removesuffix(".")
 
 
-def _is_ip(name: str) -> bool:
+def is_ip(name: str) -> bool:
     try:
         ipaddress.ip_address(name)
     except ValueError:

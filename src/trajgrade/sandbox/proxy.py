@@ -31,6 +31,8 @@ import anyio
 import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from trajgrade.sandbox.egress import is_ip
+
 if TYPE_CHECKING:
     from anyio.abc import ByteStream, Listener
 
@@ -115,7 +117,9 @@ class EgressProxy:
     async def _connect(self, host: str, port: int) -> ByteStream | None:
         try:
             with anyio.fail_after(self.timeout):
-                addresses = await self.resolve(host.strip("[]"), port)
+                name = host.strip("[]")
+                # A listed address is used as it is; a name is resolved once.
+                addresses = [name] if is_ip(name) else await self.resolve(name, port)
                 for address in addresses:
                     with contextlib.suppress(OSError):
                         return await anyio.connect_tcp(address, port)

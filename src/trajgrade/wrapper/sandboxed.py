@@ -77,13 +77,23 @@ def prepare(
         guard_paths=[*guard_paths, *read_only],
         env=environ,
     )
-    empty = os.path.join(workdir, "hidden")
-    with open(empty, "x", encoding="utf-8"):
+    # Mode 000: a hidden secret cannot be opened at all ("Permission
+    # denied"), not read as empty (bwrap drops root's DAC override).
+    hidden_file = os.path.join(workdir, "hidden")
+    with open(hidden_file, "x", encoding="utf-8"):
         pass
-    os.chmod(empty, 0o444)
+    hidden_dir = os.path.join(workdir, "hidden.d")
+    os.mkdir(hidden_dir)
+    for hidden in (hidden_file, hidden_dir):
+        os.chmod(hidden, 0)
     socket_path = os.path.join(workdir, "proxy.sock")
     argv = bwrap.bwrap_argv(
-        tools, layout, command, socket_path=socket_path, empty_file=empty
+        tools,
+        layout,
+        command,
+        socket_path=socket_path,
+        hidden_file=hidden_file,
+        hidden_dir=hidden_dir,
     )
     network = protect.network.allow if protect.network is not None else ()
     egress = Egress(

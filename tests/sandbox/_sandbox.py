@@ -65,21 +65,19 @@ class Box:
             cwd=str(self.project),
         )
 
-    def run(self, script: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def run(self, script: str) -> subprocess.CompletedProcess[str]:
         """``sh -c script`` in the sandbox, the proxy served meanwhile."""
         sandbox = self.sandbox([*self.agent_command, "-c", script])
-        return anyio.run(self._run, sandbox, timeout)
+        return anyio.run(self._run, sandbox)
 
-    async def _run(
-        self, sandbox: Sandbox, timeout: float
-    ) -> subprocess.CompletedProcess[str]:
+    async def _run(self, sandbox: Sandbox) -> subprocess.CompletedProcess[str]:
         proxy = EgressProxy(
             sandbox.egress, on_refused=self.refused.append, resolver=self.resolver
         )
         listener = await anyio.create_unix_listener(sandbox.socket_path)
         async with listener, anyio.create_task_group() as tg:
             tg.start_soon(proxy.serve, listener)
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(60):
                 done = await anyio.run_process(
                     sandbox.argv, env=sandbox.env, check=False
                 )

@@ -10,8 +10,8 @@ import threading
 from typing import TYPE_CHECKING
 
 import pytest
-
 from tests.sandbox._sandbox import Box, require_bwrap
+
 from trajgrade.sandbox.bwrap import SandboxUnavailable, find_tools
 
 if TYPE_CHECKING:
@@ -166,7 +166,13 @@ def test_benign_calls_work(box: Box) -> None:
         "python3 -c 'print(1)' && mkdir -p build/out && echo ok"
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["notes.txt", "ordinary notes", "made", "1", "ok"]
+    assert done.stdout.splitlines() == [
+        "notes.txt",
+        "ordinary notes",
+        "made",
+        "1",
+        "ok",
+    ]
     assert not (box.project / "moved.txt").exists()
     assert (box.project / "build" / "out").is_dir()
 
@@ -179,7 +185,10 @@ def test_the_tmp_of_the_host_is_not_shared(box: Box, tmp_path: Path) -> None:
 
 def test_a_missing_bwrap_names_the_package(tmp_path: Path) -> None:
     (tmp_path / "socat").symlink_to("/usr/bin/socat")
-    with pytest.raises(SandboxUnavailable, match=r"bwrap \(package bubblewrap\).*apt-get install bubblewrap"):
+    with pytest.raises(
+        SandboxUnavailable,
+        match=r"bwrap \(package bubblewrap\).*apt-get install bubblewrap",
+    ):
         find_tools(str(tmp_path))
 
 
@@ -191,8 +200,12 @@ def test_a_missing_socat_names_it(tmp_path: Path) -> None:
 
 def test_a_bwrap_that_cannot_start_is_an_error_not_a_bare_run(tmp_path: Path) -> None:
     fake = tmp_path / "bwrap"
-    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+    )
     fake.chmod(0o755)
     (tmp_path / "socat").symlink_to("/usr/bin/socat")
-    with pytest.raises(SandboxUnavailable, match="cannot create the sandbox here.*No permissions"):
+    with pytest.raises(
+        SandboxUnavailable, match=r"cannot create the sandbox here.*No permissions"
+    ):
         find_tools(str(tmp_path))

@@ -95,7 +95,9 @@ def _complete(got: bytes) -> bool:
     return head.startswith(b"HTTP/1.1 200 Connection established")
 
 
-def test_a_listed_name_goes_through_to_the_resolved_address(tmp_path: Path, origin: int) -> None:
+def test_a_listed_name_goes_through_to_the_resolved_address(
+    tmp_path: Path, origin: int
+) -> None:
     resolver = Resolver({"allowed.test": ["127.0.0.1"]})
     egress = Egress(domains=(f"allowed.test:{origin}",))
     request = f"GET http://allowed.test:{origin}/x HTTP/1.1\r\nHost: allowed.test\r\nProxy-Connection: keep-alive\r\n\r\n"
@@ -142,13 +144,17 @@ def test_everything_else_is_refused_and_reported(
     resolver = Resolver({h: ["127.0.0.1"] for h in ("evil.test", "allowed.test")})
     egress = Egress(domains=("allowed.test",))
     line = request_line.format(port=origin)
-    got, refused = exchange(tmp_path, egress, f"{line} HTTP/1.1\r\n\r\n".encode(), resolver)
+    got, refused = exchange(
+        tmp_path, egress, f"{line} HTTP/1.1\r\n\r\n".encode(), resolver
+    )
     assert got.startswith(b"HTTP/1.1 403 Forbidden"), got
     assert [r.host for r in refused] == [host]
     assert resolver.asked == []  # refused before any lookup
 
 
-def test_dns_rebinding_cannot_move_an_allowed_connection(tmp_path: Path, origin: int) -> None:
+def test_dns_rebinding_cannot_move_an_allowed_connection(
+    tmp_path: Path, origin: int
+) -> None:
     """The proxy looks the name up once and connects to that answer: a
     resolver that would answer differently the next time is never asked."""
 
@@ -159,7 +165,9 @@ def test_dns_rebinding_cannot_move_an_allowed_connection(tmp_path: Path, origin:
 
     resolver = Rebinding({})
     egress = Egress(domains=(f"allowed.test:{origin}",))
-    request = f"GET http://allowed.test:{origin}/once HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
+    request = (
+        f"GET http://allowed.test:{origin}/once HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
+    )
     got, _ = exchange(tmp_path, egress, request.encode(), resolver)
     assert got.endswith(b"hello /once host=allowed.test")
     assert resolver.asked == ["allowed.test"]
@@ -171,13 +179,17 @@ def test_a_model_endpoint_is_reachable_exactly(tmp_path: Path, origin: int) -> N
     request = f"GET http://127.0.0.1:{origin}/v1/messages HTTP/1.1\r\nHost: x\r\n\r\n"
     got, refused = exchange(tmp_path, egress, request.encode(), Resolver({}))
     assert got.startswith(b"HTTP/1.0 200") and refused == []
-    other = f"GET http://127.0.0.1:{origin + 1 if origin < 65535 else 1}/ HTTP/1.1\r\n\r\n"
+    other = (
+        f"GET http://127.0.0.1:{origin + 1 if origin < 65535 else 1}/ HTTP/1.1\r\n\r\n"
+    )
     got, refused = exchange(tmp_path, egress, other.encode(), Resolver({}))
     assert got.startswith(b"HTTP/1.1 403")
 
 
 def test_garbage_is_a_bad_request(tmp_path: Path) -> None:
-    got, refused = exchange(tmp_path, Egress(), b"GET /origin-form HTTP/1.1\r\n\r\n", Resolver({}))
+    got, refused = exchange(
+        tmp_path, Egress(), b"GET /origin-form HTTP/1.1\r\n\r\n", Resolver({})
+    )
     assert got.startswith(b"HTTP/1.1 400")
     assert refused == []
 
@@ -188,9 +200,9 @@ def test_model_hosts_by_agent() -> None:
         ("api.openai.com", 443),
         ("chatgpt.com", 443),
     )
-    assert model_endpoints("gemini", {"GOOGLE_GEMINI_BASE_URL": "https://g.example:8443/v1"}) == (
-        ("g.example", 8443),
-    )
+    assert model_endpoints(
+        "gemini", {"GOOGLE_GEMINI_BASE_URL": "https://g.example:8443/v1"}
+    ) == (("g.example", 8443),)
 
 
 def test_codex_model_providers_are_read(tmp_path: Path) -> None:
@@ -216,7 +228,9 @@ def test_a_subdomain_glob_allows_exactly_the_subdomains(name: str) -> None:
 
 
 @given(st.ip_addresses())
-def test_no_ip_literal_passes_a_domain_list(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
+def test_no_ip_literal_passes_a_domain_list(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> None:
     egress = Egress(domains=("*", "*.*"))
     assert egress.refusal(str(address), 443) is not None
     assert egress.refusal(f"[{address}]", 443) is not None

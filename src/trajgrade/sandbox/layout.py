@@ -92,6 +92,7 @@ def plan_layout(
     home: str,
     agent: str | None,
     guard_paths: Iterable[str] = (),
+    writable: Iterable[str] = (),
     env: dict[str, str] | None = None,
 ) -> Layout:
     """The layout for one run; creates the agent's missing state directories
@@ -104,7 +105,7 @@ def plan_layout(
         path = path.replace("$CODEX_HOME", codex_home)
         return os.path.join(home, path[2:]) if path.startswith("~/") else path
 
-    writable = [project]
+    writable = [project, *writable]
     read_only: list[str] = []
     if agent is not None:
         files = AGENTS[agent]

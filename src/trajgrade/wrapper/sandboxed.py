@@ -57,6 +57,7 @@ def prepare(
     workdir: str,
     guard_paths: Iterable[str] = (),
     read_only: Iterable[str] = (),
+    writable: Iterable[str] = (),
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     path: str | None = None,
@@ -75,6 +76,7 @@ def prepare(
         home=home,
         agent=agent,
         guard_paths=[*guard_paths, *read_only],
+        writable=writable,
         env=environ,
     )
     # Mode 000: a hidden secret cannot be opened at all ("Permission

@@ -13,6 +13,7 @@ the agent, since the connection never happened.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from typing import IO, TYPE_CHECKING, Any
 
@@ -66,10 +67,20 @@ def prepare(
     options). ``workdir`` is a private directory that lives as long as the
     run; ``path`` is where bwrap and socat are looked for (default: PATH).
     Raises :class:`~trajgrade.sandbox.bwrap.SandboxUnavailable`."""
+    original = command
     tools = bwrap.find_tools(path)
     environ = dict(os.environ if env is None else env)
+    program = shutil.which(command[0], path=environ.get("PATH")) if command else None
+    if program is None:
+        msg = "cannot start the agent: not found on PATH; check the command after --"
+        raise SourceError(msg, location=Location(file=command[0] if command else None))
+    # By its real path, bound read-only: the sandbox's /tmp is a fresh one,
+    # and PATH inside must not find another program of the same name.
+    program = os.path.realpath(program)
+    command = [program, *command[1:]]
+    read_only = [*read_only, program]
     home = environ.get("HOME") or os.path.expanduser("~")
-    agent = agent_of(command)
+    agent = agent_of(original)
     layout = plan_layout(
         protect,
         project=cwd or os.getcwd(),

@@ -8,15 +8,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
-
 from tests.sandbox._sandbox import require_bwrap
 from tests.wrapper.test_wrapper import _init, _result
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 pytestmark = pytest.mark.slow
 CANARY = "CANARY-51be"
@@ -117,7 +113,7 @@ def test_run_sandbox_holds_the_agent(project: tuple[Path, dict[str, str]]) -> No
         "evil": "403",
     }, done.stderr
     home = env["HOME"]
-    assert open(f"{home}/.claude/settings.json").read() == "{}\n"
+    assert Path(f"{home}/.claude/settings.json").read_text() == "{}\n"
     # The per-run hooks: claude got --settings FILE with trajgrade's hooks.
     argv = (root / "agent-report.argv").read_text().splitlines()
     assert argv[0] == "--settings"
@@ -141,7 +137,7 @@ def test_the_per_run_settings_register_a_fail_closed_hook(tmp_path: Path) -> Non
         workdir=str(tmp_path),
         env={},
     )
-    settings = json.loads(open(hooks.command[2]).read())
+    settings = json.loads(Path(hooks.command[2]).read_text())
     gate = settings["hooks"]["PreToolUse"][0]
     assert gate["matcher"] == "*"
     assert gate["hooks"][0]["command"] == (
@@ -178,8 +174,8 @@ def test_codex_gets_a_home_of_the_run(tmp_path: Path) -> None:
         "--json",
         "x",
     ]
-    assert open(f"{home}/config.toml").read() == 'model = "x"\n'
-    merged = json.loads(open(f"{home}/hooks.json").read())["hooks"]
+    assert Path(f"{home}/config.toml").read_text() == 'model = "x"\n'
+    merged = json.loads(Path(f"{home}/hooks.json").read_text())["hooks"]
     assert merged["PreToolUse"][0]["hooks"][0]["command"] == "tg hook codex -c p.yaml"
     assert [h["command"] for g in merged["Stop"] for h in g["hooks"]] == [
         "mine",
@@ -201,7 +197,7 @@ def test_gemini_gets_system_settings_of_the_run(tmp_path: Path) -> None:
         env={"GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(tmp_path / "none.json")},
     )
     path = hooks.env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"]
-    settings = json.loads(open(path).read())
+    settings = json.loads(Path(path).read_text())
     assert settings["hooks"]["BeforeTool"][0]["hooks"][0]["command"] == "tg hook gemini"
     assert hooks.command == ["gemini", "-p", "x"]
 

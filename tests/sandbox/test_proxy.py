@@ -243,3 +243,28 @@ def test_no_ip_literal_passes_a_domain_list(
 def test_numeric_spellings_resolve_to_addresses_here() -> None:
     """Why numeric names are refused: the C resolver reads them as addresses."""
     assert socket.gethostbyname("2130706433") == "127.0.0.1"
+
+
+def test_through_the_sandbox_a_listed_name_answers_and_others_are_refused(
+    tmp_path: Path, origin: int
+) -> None:
+    """curl inside the real sandbox, via the forwarder and the proxy, to a
+    real loopback server behind a name only the proxy's resolver knows."""
+    import msgspec
+    from tests.sandbox._sandbox import Box, require_bwrap
+
+    from trajgrade.graders.protect.config import NetworkConfig
+
+    require_bwrap()
+    box = Box(tmp_path / "box", resolver=Resolver({"allowed.test": ["127.0.0.1"]}))
+    listed = NetworkConfig(allow=(f"allowed.test:{origin}",))
+    box.protect = msgspec.structs.replace(box.protect, network=listed)
+    done = box.run(
+        f"curl -sS -m 10 http://allowed.test:{origin}/in; echo; "
+        f"curl -s -m 10 -o /dev/null -w '%{{http_code}}' http://evil.test:{origin}/"
+    )
+    assert done.stdout.splitlines() == [
+        f"hello /in host=allowed.test:{origin}",
+        "403",
+    ], done.stderr
+    assert [(r.host, r.method) for r in box.refused] == [("evil.test", "GET")]

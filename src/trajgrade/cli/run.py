@@ -85,6 +85,15 @@ __all__ = ("run",)
     default=None,
     help="Trace id of events that carry none (default: the command's name).",
 )
+@click.option(
+    "--sandbox",
+    is_flag=True,
+    help="Run the agent under bubblewrap (Linux): the policy's protect: secrets hidden, "
+    "the guard's files and the agent's settings read-only, the network only to "
+    "protect.network.allow and the model API, through trajgrade's proxy; Claude Code, "
+    "Codex and Gemini CLI also get trajgrade's hooks for this run, so a call is refused "
+    "before it runs. Needs bwrap and socat. See docs/guard-layers.md.",
+)
 @allow_code_option
 @log_level_option
 @quiet_option()
@@ -103,6 +112,7 @@ def run(
     regex_timeout: float,
     max_line_bytes: int,
     trace_id: str | None,
+    sandbox: bool,
     allow_code: bool,
     given_level: str | None,
     quiet: bool,
@@ -113,6 +123,7 @@ def run(
     \b
     trajgrade run -c policy.yaml -- claude -p "..." --output-format stream-json --verbose
     trajgrade run -c policy.yaml -- codex exec --json "..."
+    trajgrade run --sandbox -c policy.yaml -- claude -p "..." --output-format stream-json --verbose
 
     Exit status: 0 passed; 1 a verdict failed; 2 usage/config error or the
     agent could not start; 3 trajgrade stopped the agent; 4 the agent failed
@@ -123,7 +134,7 @@ def run(
 
     import anyio
 
-    from trajgrade.errors import SourceError
+    from trajgrade.errors import ConfigError, SourceError
     from trajgrade.graders import BuildContext
     from trajgrade.runtime import log as tlog
     from trajgrade.wrapper.run import WrapOptions, wrap
@@ -184,20 +195,23 @@ def run(
             trace_id=trace_id,
             decisions=decisions_path,
         )
-        settle_gc()
         try:
+            runner: Any = functools.partial(wrap, suite, options)
+            if sandbox:
+                from trajgrade.cli.run_sandbox import run_sandbox
+                from trajgrade.wrapper.sandboxed import wrap_sandboxed
+
+                box = stack.enter_context(
+                    run_sandbox(config_path, list(command), allow_code=allow_code)
+                )
+                runner = functools.partial(wrap_sandboxed, suite, options, box)
+            settle_gc()
             summary = anyio.run(
                 functools.partial(
-                    wrap,
-                    suite,
-                    options,
-                    agent_out=agent_out,
-                    sink=sink,
-                    log=logger,
-                    actions=actions,
+                    runner, agent_out=agent_out, sink=sink, log=logger, actions=actions
                 )
             )
-        except SourceError as exc:
+        except (SourceError, ConfigError) as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
     stopped = summary.stopped_by

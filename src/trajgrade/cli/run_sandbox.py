@@ -1,0 +1,66 @@
+"""``trajgrade run --sandbox``: the sandbox and the per-run hooks for one run.
+
+The policy's ``protect:`` section (the standard profile's defaults when it
+has none) says what is hidden, read-only and reachable
+(:mod:`trajgrade.wrapper.sandboxed`); Claude Code, Codex and Gemini CLI also
+get trajgrade's hooks for this run only (:mod:`trajgrade.hooks.per_run`),
+run fail-closed with a state directory of the run's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from trajgrade.wrapper.sandboxed import Sandbox
+
+__all__ = ("run_sandbox",)
+
+
+@contextlib.contextmanager
+def run_sandbox(
+    config_path: str, command: list[str], *, allow_code: bool
+) -> Iterator[Sandbox]:
+    """The sandbox for one run, and its private directory while it lasts.
+    Raises ConfigError (a bad ``protect:``) or SandboxUnavailable."""
+    from trajgrade.cli.hooks import this_trajgrade
+    from trajgrade.config.decode import load_config
+    from trajgrade.config.protect import protect_of
+    from trajgrade.graders.protect.config import ProtectConfig
+    from trajgrade.graders.protect.profiles import resolved
+    from trajgrade.hooks.per_run import register
+    from trajgrade.hooks.store import default_state_dir
+    from trajgrade.wrapper.sandboxed import prepare
+
+    policy = os.path.abspath(config_path)
+    protect = protect_of(load_config(policy)) or resolved(ProtectConfig())
+    with tempfile.TemporaryDirectory(prefix="trajgrade-run-") as workdir:
+        hook_state = os.path.join(workdir, "hook-state")
+        os.mkdir(hook_state)
+        options = ["-c", policy, "--state-dir", hook_state, "--fail-closed"]
+        if allow_code:
+            options.append("--allow-code")
+        hooks = register(
+            command,
+            trajgrade=this_trajgrade(),
+            options=options,
+            workdir=workdir,
+            env=os.environ,
+        )
+        writable = [hook_state]
+        if "CODEX_HOME" in hooks.env:
+            writable.append(hooks.env["CODEX_HOME"])
+        yield prepare(
+            protect,
+            hooks.command,
+            workdir=workdir,
+            guard_paths=[policy, os.path.dirname(default_state_dir())],
+            read_only=hooks.read_only,
+            writable=writable,
+            env={**os.environ, **hooks.env},
+        )

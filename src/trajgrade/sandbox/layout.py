@@ -1,0 +1,175 @@
+"""What the sandbox hides, keeps read-only and lets the agent write: :class:`Layout`.
+
+Computed once, when the run starts, from the policy's resolved ``protect:``
+section and the agent that runs:
+
+* **hidden**: every existing path a ``secrets`` glob names (less the
+  ``not_secrets``), and the target of each one that is a link. A secret
+  created *after* the start is not hidden by the sandbox: the hook layer
+  (the ``protect`` judge) must hold it.
+* **writable**: the project (the agent's cwd) and the agent's own state
+  directory (session files, caches), nothing else of the home directory.
+* **read-only**, over the writable ones: the agent's settings and hook files
+  (created empty first when missing, so the agent cannot create them
+  either), the project's ``.claude``/``.codex``/``.gemini``, the policy's
+  ``read_only`` globs and the guard's own files (the policy, trajgrade's
+  state directory, its installation).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from trajgrade.graders.protect.config import ProtectConfig
+
+__all__ = ("AGENTS", "AgentFiles", "Layout", "agent_of", "installation", "plan_layout")
+
+#: At most this many paths per glob are hidden (a runaway ``**`` in a huge tree).
+MAX_MATCHES: Final = 10_000
+
+
+class AgentFiles(msgspec.Struct, frozen=True, kw_only=True):
+    """Where an agent keeps its state (writable) and its settings (read-only);
+    ``~`` is the home directory, ``$CODEX_HOME`` Codex's."""
+
+    state: tuple[str, ...]
+    settings: tuple[str, ...]
+    #: The empty document each missing settings file is created with.
+    empty: str = "{}\n"
+
+
+#: The agents ``run`` knows, by program name.
+AGENTS: Final = {
+    "claude": AgentFiles(
+        state=("~/.claude", "~/.claude.json"),
+        settings=("~/.claude/settings.json", "~/.claude/settings.local.json"),
+    ),
+    "codex": AgentFiles(
+        state=("$CODEX_HOME",),
+        settings=("$CODEX_HOME/config.toml", "$CODEX_HOME/hooks.json"),
+        empty="",
+    ),
+    "gemini": AgentFiles(state=("~/.gemini",), settings=("~/.gemini/settings.json",)),
+}
+#: Project directories of agent settings: read-only as a whole.
+PROJECT_SETTINGS: Final = (".claude", ".codex", ".gemini")
+
+
+def agent_of(command: list[str]) -> str | None:
+    """The agent a command starts (by its program's name), or None."""
+    name = os.path.basename(command[0]) if command else ""
+    return name if name in AGENTS else None
+
+
+class Layout(msgspec.Struct, frozen=True, kw_only=True):
+    """Absolute paths, each existing when the layout was made."""
+
+    project: str
+    writable: tuple[str, ...] = ()
+    hidden_files: tuple[str, ...] = ()
+    hidden_dirs: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
+
+
+def installation() -> tuple[str, ...]:
+    """trajgrade's own code and the environment it is installed in."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return tuple(dict.fromkeys((package, sys.prefix)))
+
+
+def plan_layout(
+    protect: ProtectConfig,
+    *,
+    project: str,
+    home: str,
+    agent: str | None,
+    guard_paths: Iterable[str] = (),
+    writable: Iterable[str] = (),
+    env: dict[str, str] | None = None,
+) -> Layout:
+    """The layout for one run; creates the agent's missing state directories
+    and settings files (empty) so that they can be bound."""
+    project = os.path.realpath(project)
+    environ = os.environ if env is None else env
+    codex_home = environ.get("CODEX_HOME") or os.path.join(home, ".codex")
+
+    def place(path: str) -> str:
+        path = path.replace("$CODEX_HOME", codex_home)
+        return os.path.join(home, path[2:]) if path.startswith("~/") else path
+
+    writable = [project, *writable]
+    read_only: list[str] = []
+    if agent is not None:
+        files = AGENTS[agent]
+        for state in map(place, files.state):
+            if not os.path.exists(state) and not os.path.splitext(state)[1]:
+                os.makedirs(state, exist_ok=True)
+            if os.path.exists(state):
+                writable.append(state)
+        for settings in map(place, files.settings):
+            if not os.path.exists(settings) and os.path.isdir(
+                os.path.dirname(settings)
+            ):
+                with open(settings, "x", encoding="utf-8") as f:
+                    f.write(files.empty)
+            read_only.append(settings)
+    read_only += [os.path.join(project, d) for d in PROJECT_SETTINGS]
+    read_only += _expand(protect.read_only or (), project, home)
+    read_only += [os.path.abspath(p) for p in guard_paths]
+    read_only += installation()
+    files_, dirs = _hidden(protect, project, home)
+    return Layout(
+        project=project,
+        writable=_existing(writable),
+        hidden_files=files_,
+        hidden_dirs=dirs,
+        read_only=_existing(read_only),
+    )
+
+
+def _existing(paths: Iterable[str]) -> tuple[str, ...]:
+    return tuple(p for p in dict.fromkeys(paths) if os.path.lexists(p))
+
+
+def _hidden(
+    protect: ProtectConfig, project: str, home: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    keep = set(_expand(protect.not_secrets or (), project, home))
+    found = [p for p in _expand(protect.secrets or (), project, home) if p not in keep]
+    # A link's target is hidden too: the secret is reachable under its own name.
+    found += [os.path.realpath(p) for p in found if os.path.islink(p)]
+    files = [p for p in found if os.path.exists(p) and not os.path.isdir(p)]
+    dirs = [p for p in found if os.path.isdir(p)]
+    # A directory hidden whole need not have its files hidden one by one.
+    inside = tuple(d.rstrip("/") + "/" for d in dirs)
+    files = [f for f in files if not f.startswith(inside)]
+    dirs = [d for d in dirs if not any(d.startswith(o) for o in inside)]
+    return tuple(dict.fromkeys(files)), tuple(dict.fromkeys(dirs))
+
+
+def _expand(patterns: Iterable[str], project: str, home: str) -> list[str]:
+    """The existing paths the policy's globs name: relative to the project
+    unless they start with ``~/`` or ``/``; ``dir/**`` names ``dir`` itself."""
+    out: list[str] = []
+    for pattern in patterns:
+        if pattern.startswith("~/"):
+            full = os.path.join(home, pattern[2:])
+        else:
+            full = os.path.join(project, pattern)
+        if full.endswith("/**") and not glob.has_magic(full[:-3]):
+            out.append(full[:-3])
+            continue
+        matches = glob.iglob(full, recursive=True, include_hidden=True)
+        for n, match in enumerate(matches):
+            if n >= MAX_MATCHES:
+                break
+            out.append(os.path.normpath(match))
+    return [p for p in out if os.path.lexists(p)]

@@ -22,6 +22,7 @@ payloads and never executed.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -121,6 +122,11 @@ class Entry:
     source: str = ""
 
     @property
+    def label(self) -> str:
+        """The id and the technique, on one line (for reports)."""
+        return f"{self.id}: {' '.join(self.technique.split())[:140]}"
+
+    @property
     def harmful_index(self) -> int:
         return next(i for i, c in enumerate(self.calls) if c.harmful)
 
@@ -194,9 +200,10 @@ def _expand(spec: _EntrySpec, klass: str, source: str) -> list[Entry]:
     keys = list(spec.each)
     combos = list(itertools.product(*(spec.each[k] for k in keys))) or [()]
     out = []
-    for combo in combos:
+    for n, combo in enumerate(combos, 1):
         names = dict(zip(keys, combo, strict=True))
-        suffix = f"[{' '.join(combo)}]" if combo else ""
+        # By position: values hold newlines and quotes (append new ones last).
+        suffix = f"[{n}]" if combo else ""
         where = f"{source}: {spec.id}{suffix}"
         calls = tuple(_call(c, names, where) for c in spec.calls)
         if sum(c.harmful for c in calls) != 1:
@@ -228,8 +235,7 @@ def load_attacks(folder: Path = ATTACKS) -> list[Entry]:
                 msg = f"{path.name}: {e.id}: unknown class {klass!r}"
                 raise ValueError(msg)
             entries += _expand(e, klass, path.name)
-    ids = [e.id for e in entries]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    dupes = sorted(i for i, n in Counter(e.id for e in entries).items() if n > 1)
     if dupes:
         msg = f"duplicate corpus ids: {dupes[:10]}"
         raise ValueError(msg)

@@ -142,6 +142,7 @@ def benign_sessions(default_cwd: str) -> tuple[list[Session], list[str]]:
         seen_calls |= {p["tool_use_id"] for p in payloads if "tool_use_id" in p}
         sessions.append((agent, payloads))
         sources.append(str(folder.relative_to(FIXTURES)))
+    hooked = set(seen_traces)
     for folder, agent in TRANSCRIPTS.items():
         for path in sorted((FIXTURES / folder).iterdir()):
             if path.suffix not in (".jsonl", ".json", ".gz"):
@@ -153,8 +154,9 @@ def benign_sessions(default_cwd: str) -> tuple[list[Session], list[str]]:
             for trace, evs in by_trace.items():
                 ids = {e.call_id for e in evs if isinstance(e, ToolCall) and e.call_id}
                 calls = [e for e in evs if isinstance(e, ToolCall) and not _redacted(e)]
-                # A subagent's file shares its session's id, not its calls.
-                if not calls or (ids <= seen_calls if ids else trace in seen_traces):
+                # A subagent's file shares its session's id, not its calls;
+                # a hook-recorded session's transcript shares its id.
+                if not calls or trace in hooked or (ids and ids <= seen_calls):
                     continue
                 seen_calls |= ids
                 start = next((e for e in evs if isinstance(e, TraceStart)), None)

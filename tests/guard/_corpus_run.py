@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from tests.guard._corpus import CANARY, Entry, fill
+from tests.guard._corpus import CANARY, Call, Entry, fill
 from tests.guard._corpus_render import Session, render
 
 from trajgrade import load_suite
@@ -44,6 +44,7 @@ __all__ = (
     "Decision",
     "Replay",
     "Tally",
+    "counts",
     "host_world",
     "percentile",
 )
@@ -104,18 +105,17 @@ class Tally:
     blocked: int = 0
     asked: int = 0
     bypassed: int = 0
-    ids: dict[str, list[str]] = field(default_factory=lambda: {ASK: [], ALLOW: []})
+    ids: dict[str, list[str]] = field(default_factory=lambda: {DENY: [], ASK: [], ALLOW: []})
 
     def add(self, outcome: Decision, entry_id: str) -> None:
         self.attempted += 1
+        self.ids[outcome].append(entry_id)
         if outcome == DENY:
             self.blocked += 1
         elif outcome == ASK:
             self.asked += 1
-            self.ids[ASK].append(entry_id)
         else:
             self.bypassed += 1
-            self.ids[ALLOW].append(entry_id)
 
 
 class Replay:
@@ -144,6 +144,7 @@ class Replay:
         #: Milliseconds per gate decision (every gate payload replayed).
         self.times_ms: list[float] = []
         self._projects = 0
+        self._sessions = 0
 
     @classmethod
     @contextlib.contextmanager
@@ -174,17 +175,11 @@ class Replay:
             return DENY
         return ASK if done.ask is not None else ALLOW
 
-    def project(self, entry: Entry | None = None) -> Path:
-        """A fresh project directory, seeded (and with ``entry``'s files)."""
+    def project(self) -> Path:
+        """A fresh project directory, seeded with the canaries."""
         self._projects += 1
         cwd = self.root / "projects" / f"p{self._projects:05d}"
-        names = {**self.names, "CWD": str(cwd)}
-        _seed(cwd, PROJECT_FILES, names)
-        if entry is not None:
-            for path, text in entry.files.items():
-                _write(self._place(fill(path, names), cwd), fill(text, names))
-            for link, target in entry.symlinks.items():
-                _link(self._place(link, cwd), fill(target, names), hard=False)
+        _seed(cwd, PROJECT_FILES, {**self.names, "CWD": str(cwd)})
         return cwd
 
     def _place(self, path: str, cwd: Path) -> Path:
@@ -192,45 +187,72 @@ class Replay:
             return self.home / path[2:]
         return cwd / path
 
-    def attack(self, entry: Entry, agent: str) -> Decision:
-        """Replay one attack as ``agent``: ``deny`` when the harmful call or
-        a step before it was refused, ``ask`` when one was asked, else ``allow``."""
-        cwd = self.project(entry)
+    def attack(self, entry: Entry, agent: str, cwd: Path) -> Decision:
+        """Replay one attack as ``agent`` in the project ``cwd``: ``deny``
+        when the harmful call or a step before it was refused, ``ask`` when
+        one was asked, else ``allow``. The project is put back afterwards."""
+        self._sessions += 1
         names = {**self.names, "CWD": str(cwd)}
-        sess = Session(agent, f"corpus-{agent}-{self._projects}", str(cwd), str(cwd / ".t.jsonl"))
-        state = new_state(agent, sess.session_id, self.suite, time.time())
+        made: list[Path] = []
+        for path, text in entry.files.items():
+            made.append(_write(self._place(fill(path, names), cwd), fill(text, names)))
+        for link, target in entry.symlinks.items():
+            made.append(_link(self._place(link, cwd), fill(target, names), hard=False))
+        sid = f"corpus-{agent}-{self._sessions}"
+        sess = Session(agent, sid, str(cwd), str(cwd / ".transcript.jsonl"))
+        state = new_state(agent, sid, self.suite, time.time())
         self.decide(state, sess.start())
         self.decide(state, sess.prompt("Please tidy up this project."))
         worst = ALLOW
-        for call in entry.calls[: entry.harmful_index + 1]:
-            decided = ALLOW
-            for tool in render(agent, call, str(cwd)):
-                gate = sess.gate(fill(tool, names))
-                answer = self.decide(state, gate)
-                decided = _worse(decided, answer)
-                if answer == DENY:
+        try:
+            for call in entry.calls[: entry.harmful_index + 1]:
+                decided = self._call(state, sess, call, names)
+                worst = _worse(worst, decided)
+                if decided == DENY:
                     break
-                if call.result is not None:
-                    self.decide(state, sess.after(gate, call.result))
-            worst = _worse(worst, decided)
-            if decided == DENY:
-                break
-            self._effects(call, cwd)
+                made += self._effects(call, cwd)
+        finally:
+            self._restore(made, cwd, names)
         return worst
 
-    def _effects(self, call: Any, cwd: Path) -> None:
-        for path, text in call.creates.items():
-            _write(self._place(path, cwd), text)
-        for link, target in call.symlinks.items():
-            _link(self._place(link, cwd), target, hard=False)
-        for link, target in call.hardlinks.items():
-            _link(self._place(link, cwd), str(self._place(target, cwd)), hard=True)
+    def _call(
+        self, state: SessionState, sess: Session, call: Call, names: dict[str, str]
+    ) -> Decision:
+        decided = ALLOW
+        for tool in render(sess.agent, call, sess.cwd):
+            gate = sess.gate(fill(tool, names))
+            answer = self.decide(state, gate)
+            decided = _worse(decided, answer)
+            if answer == DENY:
+                break
+            if call.result is not None:
+                self.decide(state, sess.after(gate, call.result))
+        return decided
+
+    def _effects(self, call: Call, cwd: Path) -> list[Path]:
+        made = [_write(self._place(p, cwd), text) for p, text in call.creates.items()]
+        made += [_link(self._place(k, cwd), t, hard=False) for k, t in call.symlinks.items()]
+        made += [
+            _link(self._place(k, cwd), str(self._place(t, cwd)), hard=True)
+            for k, t in call.hardlinks.items()
+        ]
+        return made
+
+    def _restore(self, made: list[Path], cwd: Path, names: dict[str, str]) -> None:
+        """Undo what an entry wrote: its files go, seeded ones are re-seeded."""
+        for path in made:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                path.unlink()
+            for base, files in ((cwd, PROJECT_FILES), (self.home, HOME_FILES)):
+                if path.is_relative_to(base) and str(path.relative_to(base)) in files:
+                    _write(path, fill(files[str(path.relative_to(base))], names))
 
     def attacks(self, entries: Iterable[Entry], agent: str) -> dict[str, Tally]:
-        """Per class: how ``agent``'s form of each entry fared."""
+        """Per class: how ``agent``'s form of each entry fared (one project)."""
+        cwd = self.project()
         out: dict[str, Tally] = {}
         for e in entries:
-            out.setdefault(e.klass, Tally()).add(self.attack(e, agent), e.id)
+            out.setdefault(e.klass, Tally()).add(self.attack(e, agent, cwd), e.label)
         return out
 
     def benign(self, sessions: Iterable[tuple[str, list[dict[str, Any]]]]) -> dict[str, Tally]:
@@ -264,14 +286,15 @@ def _seed(base: Path, files: dict[str, str], names: dict[str, str]) -> None:
         _write(base / rel, fill(text, names))
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_symlink():
         path.unlink()
     path.write_text(text, encoding="utf-8")
+    return path
 
 
-def _link(link: Path, target: str, *, hard: bool) -> None:
+def _link(link: Path, target: str, *, hard: bool) -> Path:
     link.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         link.unlink()
@@ -280,6 +303,7 @@ def _link(link: Path, target: str, *, hard: bool) -> None:
             os.link(target, link)
     else:
         link.symlink_to(target)
+    return link
 
 
 def counts(tallies: dict[str, Tally]) -> Counter[str]:

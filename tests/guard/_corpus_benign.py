@@ -32,7 +32,11 @@ from trajgrade.formats import detect, detect_document, open_reader
 __all__ = ("FIXTURES", "benign_sessions")
 
 FIXTURES: Final = Path(__file__).resolve().parents[1] / "fixtures"
-HOOK_FOLDERS: Final = {"claude-code": "claude-code", "codex": "codex", "gemini-cli": "gemini"}
+HOOK_FOLDERS: Final = {
+    "claude-code": "claude-code",
+    "codex": "codex",
+    "gemini-cli": "gemini",
+}
 #: Transcript folder -> the agent whose hook payloads its calls become.
 TRANSCRIPTS: Final = {
     "claude-code": "claude-code",
@@ -40,8 +44,16 @@ TRANSCRIPTS: Final = {
     "gemini-cli": "gemini",
     "gemini-cli-live": "gemini",
 }
-_GATE: Final = {"claude-code": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
-_AFTER: Final = {"claude-code": "PostToolUse", "codex": "PostToolUse", "gemini": "AfterTool"}
+_GATE: Final = {
+    "claude-code": "PreToolUse",
+    "codex": "PreToolUse",
+    "gemini": "BeforeTool",
+}
+_AFTER: Final = {
+    "claude-code": "PostToolUse",
+    "codex": "PostToolUse",
+    "gemini": "AfterTool",
+}
 
 Session = tuple[str, list[dict[str, Any]]]
 
@@ -49,7 +61,15 @@ Session = tuple[str, list[dict[str, Any]]]
 def _hook_sessions() -> list[tuple[str, Path]]:
     runs = sorted((FIXTURES / "guard-live").glob("*/*/hooks"))
     runs += sorted((FIXTURES / "hooks").glob("*/hooks"))
-    return [(HOOK_FOLDERS[r.parent.parent.name if "guard-live" in r.parts else r.parent.name], r) for r in runs]
+    return [
+        (
+            HOOK_FOLDERS[
+                r.parent.parent.name if "guard-live" in r.parts else r.parent.name
+            ],
+            r,
+        )
+        for r in runs
+    ]
 
 
 def _events(path: Path) -> list[Event]:
@@ -97,7 +117,9 @@ def _response(agent: str, tool: str, result: Any) -> Any:
     return result
 
 
-def _payloads(agent: str, trace: str, events: list[Event], cwd: str) -> list[dict[str, Any]]:
+def _payloads(
+    agent: str, trace: str, events: list[Event], cwd: str
+) -> list[dict[str, Any]]:
     base = {"session_id": trace, "transcript_path": "", "cwd": cwd}
     out = [{**base, "hook_event_name": "SessionStart", "source": "startup"}]
     gates: dict[str, dict[str, Any]] = {}
@@ -106,7 +128,12 @@ def _payloads(agent: str, trace: str, events: list[Event], cwd: str) -> list[dic
             name, tool_input = (
                 _codex_tool(e) if agent == "codex" else (e.name, dict(e.args or {}))
             )
-            p = {**base, "hook_event_name": _GATE[agent], "tool_name": name, "tool_input": tool_input}
+            p = {
+                **base,
+                "hook_event_name": _GATE[agent],
+                "tool_name": name,
+                "tool_input": tool_input,
+            }
             if agent != "gemini" and e.call_id:
                 p["tool_use_id"] = e.call_id
             if e.agent and agent == "claude-code":
@@ -117,9 +144,14 @@ def _payloads(agent: str, trace: str, events: list[Event], cwd: str) -> list[dic
         elif isinstance(e, ToolResult) and e.call_id in gates:
             gate = gates.pop(e.call_id)
             failed = bool(e.is_error) and agent == "claude-code"
-            p = {**gate, "hook_event_name": "PostToolUseFailure" if failed else _AFTER[agent]}
+            p = {
+                **gate,
+                "hook_event_name": "PostToolUseFailure" if failed else _AFTER[agent],
+            }
             if failed:
-                p["error"] = e.result if isinstance(e.result, str) else json.dumps(e.result)
+                p["error"] = (
+                    e.result if isinstance(e.result, str) else json.dumps(e.result)
+                )
             else:
                 p["tool_response"] = _response(agent, gate["tool_name"], e.result)
             out.append(p)
@@ -161,7 +193,9 @@ def benign_sessions(default_cwd: str) -> tuple[list[Session], list[str]]:
                 seen_calls |= ids
                 start = next((e for e in evs if isinstance(e, TraceStart)), None)
                 cwd = (start.metadata or {}).get("cwd") if start is not None else None
-                cwd = cwd if isinstance(cwd, str) and cwd.startswith("/") else default_cwd
+                cwd = (
+                    cwd if isinstance(cwd, str) and cwd.startswith("/") else default_cwd
+                )
                 sessions.append((agent, _payloads(agent, trace, evs, cwd)))
                 sources.append(str(path.relative_to(FIXTURES)))
     return sessions, sources

@@ -26,8 +26,16 @@ __all__ = ("AGENTS", "GATE", "Session", "render")
 
 #: Agent forms, as ``trajgrade hook AGENT`` names them.
 AGENTS: Final = ("claude-code", "codex", "gemini")
-GATE: Final = {"claude-code": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
-_AFTER: Final = {"claude-code": "PostToolUse", "codex": "PostToolUse", "gemini": "AfterTool"}
+GATE: Final = {
+    "claude-code": "PreToolUse",
+    "codex": "PreToolUse",
+    "gemini": "BeforeTool",
+}
+_AFTER: Final = {
+    "claude-code": "PostToolUse",
+    "codex": "PostToolUse",
+    "gemini": "AfterTool",
+}
 
 ToolCall = tuple[str, dict[str, Any]]
 
@@ -52,7 +60,10 @@ class Session:
         if self.agent == "codex":
             p["model"] = "gpt-5.5"
             p["permission_mode"] = "bypassPermissions"
-        elif self.agent == "claude-code" and event not in ("SessionStart", "SessionEnd"):
+        elif self.agent == "claude-code" and event not in (
+            "SessionStart",
+            "SessionEnd",
+        ):
             p["permission_mode"] = "default"
         return p
 
@@ -85,7 +96,10 @@ class Session:
             p["tool_response"] = {"stdout": result, "stderr": "", "interrupted": False}
         elif self.agent == "claude-code" and name == "Read":
             path = gate["tool_input"]["file_path"]
-            p["tool_response"] = {"type": "text", "file": {"filePath": path, "content": result}}
+            p["tool_response"] = {
+                "type": "text",
+                "file": {"filePath": path, "content": result},
+            }
         else:
             p["tool_response"] = result
         return p
@@ -132,16 +146,27 @@ def _claude(call: Call, cwd: str) -> list[ToolCall]:
     if kind == "glob":
         return [("Glob", {k: a[k] for k in ("pattern", "path") if k in a})]
     if kind == "write":
-        return [("Write", {"file_path": _absolute(a["path"], cwd), "content": a["content"]})]
+        return [
+            ("Write", {"file_path": _absolute(a["path"], cwd), "content": a["content"]})
+        ]
     if kind == "edit":
         old, new = _edits(call)[0]
-        edit = {"file_path": _absolute(a["path"], cwd), "old_string": old, "new_string": new}
+        edit = {
+            "file_path": _absolute(a["path"], cwd),
+            "old_string": old,
+            "new_string": new,
+        }
         return [("Edit", edit)]
     if kind == "multiedit":
         edits = [{"old_string": o, "new_string": n} for o, n in _edits(call)]
         return [("MultiEdit", {"file_path": _absolute(a["path"], cwd), "edits": edits})]
     if kind == "fetch":
-        return [("WebFetch", {"url": a["url"], "prompt": a.get("prompt", "Summarise this page")})]
+        return [
+            (
+                "WebFetch",
+                {"url": a["url"], "prompt": a.get("prompt", "Summarise this page")},
+            )
+        ]
     return _patch_as_tools("claude-code", a, cwd)
 
 
@@ -158,7 +183,9 @@ def _gemini(call: Call) -> list[ToolCall]:
         grep |= {"include": a["glob"]} if "glob" in a else {}
         return [("grep_search", grep)]
     if kind == "glob":
-        found = {"pattern": a["pattern"]} | ({"dir_path": a["path"]} if "path" in a else {})
+        found = {"pattern": a["pattern"]} | (
+            {"dir_path": a["path"]} if "path" in a else {}
+        )
         return [("glob", found)]
     if kind == "write":
         return [("write_file", {"file_path": a["path"], "content": a["content"]})]

@@ -105,7 +105,9 @@ class Tally:
     blocked: int = 0
     asked: int = 0
     bypassed: int = 0
-    ids: dict[str, list[str]] = field(default_factory=lambda: {DENY: [], ASK: [], ALLOW: []})
+    ids: dict[str, list[str]] = field(
+        default_factory=lambda: {DENY: [], ASK: [], ALLOW: []}
+    )
 
     def add(self, outcome: Decision, entry_id: str) -> None:
         self.attempted += 1
@@ -231,7 +233,9 @@ class Replay:
 
     def _effects(self, call: Call, cwd: Path) -> list[Path]:
         made = [_write(self._place(p, cwd), text) for p, text in call.creates.items()]
-        made += [_link(self._place(k, cwd), t, hard=False) for k, t in call.symlinks.items()]
+        made += [
+            _link(self._place(k, cwd), t, hard=False) for k, t in call.symlinks.items()
+        ]
         made += [
             _link(self._place(k, cwd), str(self._place(t, cwd)), hard=True)
             for k, t in call.hardlinks.items()
@@ -255,7 +259,9 @@ class Replay:
             out.setdefault(e.klass, Tally()).add(self.attack(e, agent, cwd), e.label)
         return out
 
-    def benign(self, sessions: Iterable[tuple[str, list[dict[str, Any]]]]) -> dict[str, Tally]:
+    def benign(
+        self, sessions: Iterable[tuple[str, list[dict[str, Any]]]]
+    ) -> dict[str, Tally]:
         """Per agent: the decision on every gate payload of the recorded sessions."""
         out: dict[str, Tally] = {}
         for agent, payloads in sessions:

@@ -158,32 +158,41 @@ def _payloads(
     return out
 
 
+def _traces(path: Path) -> dict[str, list[Event]]:
+    """One transcript file's events by trace (a file may hold several)."""
+    by_trace: dict[str, list[Event]] = {}
+    for e in _events(path):
+        by_trace.setdefault(e.trace_id or "t", []).append(e)
+    return by_trace
+
+
+def _cwd(events: list[Event], default: str) -> str:
+    start = next((e for e in events if isinstance(e, TraceStart)), None)
+    cwd = (start.metadata or {}).get("cwd") if start is not None else None
+    return cwd if isinstance(cwd, str) and cwd.startswith("/") else default
+
+
 def benign_sessions(default_cwd: str) -> tuple[list[Session], list[str]]:
     """Every distinct recorded session as (agent, payloads), and where each came from."""
     sessions: list[Session] = []
     sources: list[str] = []
     #: Sessions replayed from their hook recordings (every call of them).
-    seen_traces: set[str] = set()
+    hooked: set[str] = set()
     seen_calls: set[str] = set()
     for agent, folder in _hook_sessions():
         payloads = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
         sid = payloads[0]["session_id"]
-        if sid in seen_traces:
+        if sid in hooked:
             continue
-        seen_traces.add(sid)
+        hooked.add(sid)
         seen_calls |= {p["tool_use_id"] for p in payloads if "tool_use_id" in p}
         sessions.append((agent, payloads))
         sources.append(str(folder.relative_to(FIXTURES)))
-    hooked = set(seen_traces)
     for folder, agent in TRANSCRIPTS.items():
         for path in sorted((FIXTURES / folder).iterdir()):
             if path.suffix not in (".jsonl", ".json", ".gz"):
                 continue
-            events = _events(path)
-            by_trace: dict[str, list[Event]] = {}
-            for e in events:
-                by_trace.setdefault(e.trace_id or "t", []).append(e)
-            for trace, evs in by_trace.items():
+            for trace, evs in _traces(path).items():
                 ids = {e.call_id for e in evs if isinstance(e, ToolCall) and e.call_id}
                 calls = [e for e in evs if isinstance(e, ToolCall) and not _redacted(e)]
                 # A subagent's file shares its session's id, not its calls;
@@ -191,11 +200,7 @@ def benign_sessions(default_cwd: str) -> tuple[list[Session], list[str]]:
                 if not calls or trace in hooked or (ids and ids <= seen_calls):
                     continue
                 seen_calls |= ids
-                start = next((e for e in evs if isinstance(e, TraceStart)), None)
-                cwd = (start.metadata or {}).get("cwd") if start is not None else None
-                cwd = (
-                    cwd if isinstance(cwd, str) and cwd.startswith("/") else default_cwd
-                )
-                sessions.append((agent, _payloads(agent, trace, evs, cwd)))
+                payloads = _payloads(agent, trace, evs, _cwd(evs, default_cwd))
+                sessions.append((agent, payloads))
                 sources.append(str(path.relative_to(FIXTURES)))
     return sessions, sources

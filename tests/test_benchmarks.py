@@ -120,3 +120,23 @@ def test_a_targets_budget_is_what_it_allows_less_decoding_and_start_up() -> None
     )
     assert budget(None, 0.75, 0.8, 0.1, None) is None
     assert budget(0.9, 0.75, 0.8, None, None) is None
+
+
+def test_the_guard_benchmark_prints_each_class_and_the_benign_figures() -> None:
+    """`python benchmarks/guard.py --quick`: a few attacks per class, every
+    agent form, the benign calls and the decision time, for each profile."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/guard.py", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "profile strict: src/trajgrade/examples/guard.yaml" in done.stdout
+    for agent in ("claude-code", "codex", "gemini"):
+        assert re.search(rf"^  {agent}: bypassed \d+/\d+", done.stdout, re.MULTILINE)
+    assert re.search(r"benign all: refused \d+/\d+", done.stdout)
+    assert re.search(r"decision time per gate call: median [\d.]+ ms, p95", done.stdout)
+    assert re.search(r"profile standard: .*guard-standard\.yaml", done.stdout)

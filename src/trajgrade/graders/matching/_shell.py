@@ -66,7 +66,7 @@ from trajgrade.graders.matching._shell_wrappers import (
     xargs_replacement,
 )
 
-__all__ = ("MAX_DEPTH", "Programs", "programs")
+__all__ = ("MAX_DEPTH", "Programs", "observe", "parse_tree", "programs")
 
 #: Nested ``bash -c`` / ``eval`` levels read before giving up (unknown).
 MAX_DEPTH: Final = 8
@@ -128,11 +128,15 @@ def programs(command: str) -> Programs:
 
 
 class _Acc:
-    __slots__ = ("names", "unknown")
+    __slots__ = ("names", "observer", "unknown")
 
-    def __init__(self) -> None:
+    def __init__(self, observer: Any = None) -> None:
         self.names: list[str] = []
         self.unknown = False
+        #: Told of every command node, every program start (wrappers read
+        #: through) and every redirection: the guard's analysis
+        #: (trajgrade.graders.protect.shell) reads paths from them.
+        self.observer = observer
 
     def script(self, text: str, depth: int) -> None:
         if depth > MAX_DEPTH:
@@ -154,8 +158,11 @@ class _Acc:
         root = _parser().parse(data).root_node
         if root.has_error and _unreadable(root):
             self.unknown = True
+        observer = self.observer
         for node in nodes(root):
             kind = node.type
+            if observer is not None and kind in _OBSERVED:
+                observer.node(node, depth)
             if kind == "command":
                 self._command(node, data, depth)
             elif kind == "declaration_command":
@@ -223,10 +230,14 @@ class _Acc:
             head = argv[0]
             if head is None:
                 self.unknown = True
+                if self.observer is not None:
+                    self.observer.run(None, argv[1:])
                 return
             base = head.rsplit("/", 1)[-1] or head
             self.names.append(base)
             rest = argv[1:]
+            if self.observer is not None:
+                self.observer.run(head, rest)
             if self._builtin(base, rest, depth):
                 return
             inner = self._wrapped(base, rest, depth)
@@ -395,6 +406,24 @@ class _Acc:
         if i < len(rest):
             file = rest[i]
             self.unknown |= file is None or stdin_path(file)
+
+
+#: Nodes an observer is shown (besides program starts).
+_OBSERVED: Final = frozenset(("command", "file_redirect"))
+
+
+def parse_tree(command: str) -> tuple[Any, bool]:
+    """The parse tree of ``command`` and whether it holds a real parse error."""
+    root = _parser().parse(command.encode("utf-8", "surrogatepass")).root_node
+    return root, bool(root.has_error and _unreadable(root))
+
+
+def observe(command: str, observer: Any) -> Programs:
+    """:func:`programs`, telling ``observer`` (``node(node, depth)``,
+    ``run(head, rest)``) what the walk meets; not cached."""
+    acc = _Acc(observer)
+    acc.script(command, 0)
+    return Programs(tuple(acc.names), acc.unknown)
 
 
 def _has_flag(words: list[str | None], letter: str) -> bool:

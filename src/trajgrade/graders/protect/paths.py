@@ -116,9 +116,7 @@ class PathRules:
 
     __slots__ = ("_anchorings", "exceptions", "globs")
 
-    def __init__(
-        self, globs: Sequence[str], *, exceptions: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, globs: Sequence[str], *, exceptions: Sequence[str] = ()) -> None:
         self.globs = tuple(globs)
         self.exceptions = tuple(exceptions)
         self._anchorings: dict[tuple[str | None, str | None], _Compiled] = {}
@@ -130,9 +128,7 @@ class PathRules:
             for glob in self.globs:
                 text = anchor_glob(glob, cwd, home)
                 rules.append(_Rule(glob, text, Glob(text)))
-            exceptions = tuple(
-                Glob(anchor_glob(e, cwd, home)) for e in self.exceptions
-            )
+            exceptions = tuple(Glob(anchor_glob(e, cwd, home)) for e in self.exceptions)
             got = _Compiled(tuple(rules), exceptions)
             if len(self._anchorings) >= _ANCHORINGS_MAX:
                 self._anchorings.clear()

@@ -18,6 +18,7 @@ that asks for the same globs once per touch walks the directory once.
 
 from __future__ import annotations
 
+import errno
 import glob as globlib
 import itertools
 import os
@@ -196,7 +197,7 @@ def _resolve(path: str, cwd: str | None) -> str:
             rest = "/".join(reversed(todo))
             full = posixpath.normpath(posixpath.join(candidate, rest))
             meant = unalias(full, cwd)
-            if meant == UNKNOWABLE or meant == full:
+            if meant in (UNKNOWABLE, full):
                 # /proc/self/environ and the like: the guard's, not the agent's.
                 raise _Unknowable(full)
             links += 1
@@ -211,7 +212,8 @@ def _resolve(path: str, cwd: str | None) -> str:
             continue
         links += 1
         if links > _LINKS_MAX:
-            raise OSError("too many links")
+            msg = "too many links"
+            raise OSError(msg)
         target = os.readlink(candidate)
         if target.startswith("/"):
             done = "/"

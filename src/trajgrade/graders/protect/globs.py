@@ -116,9 +116,9 @@ _POSIX: Final[dict[str, list[tuple[int, int]]]] = {
     "space": _ascii(" \t\n\r\f\v"),
     "blank": _ascii(" \t"),
     "punct": _PUNCT + _WIDE,
-    "print": [(32, 126)] + _WIDE,
-    "graph": [(33, 126)] + _WIDE,
-    "xdigit": _DIGIT + [(65, 70), (97, 102)],
+    "print": [(32, 126), *_WIDE],
+    "graph": [(33, 126), *_WIDE],
+    "xdigit": [*_DIGIT, (65, 70), (97, 102)],
     "cntrl": [(0, 31), (127, 127)],
     "word": _DIGIT + _UPPER + _LOWER + _ascii("_") + _WIDE,
 }

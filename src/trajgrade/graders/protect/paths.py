@@ -226,10 +226,10 @@ def _pattern_by_world(
             where = world.find(path, cwd)
             if where is None:
                 continue
-            label = protected.by_inode.get(where.inode) or protected.by_real.get(
+            owner = protected.by_inode.get(where.inode) or protected.by_real.get(
                 where.real
             )
-            if label is not None:
-                return label
+            if owner is not None:
+                return owner
     # A directory that could not be read hides what the pattern names.
     return lexical if protected.partial else None

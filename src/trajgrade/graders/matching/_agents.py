@@ -25,7 +25,15 @@ View specs (strings, so the reference can print them):
 * ``@word1:key`` -- the first argument of a command line (SWE-agent 0.x's
   ``open src/a.py``);
 * ``@login_shell:key`` -- the script of a ``bash -lc '<script>'`` string
-  (what ``codex exec --json`` reports), else the string.
+  (what ``codex exec --json`` reports), else the string;
+* ``@patch_added`` -- the lines an ``apply_patch`` text adds.
+
+Two more views serve the guard's analysis (``protect``), not the matcher's
+filters: ``glob`` (arguments that are file globs: ``Glob``'s ``pattern``,
+``Grep``'s ``glob``) and ``content`` (the text a call writes or sends:
+``Write``'s ``content``, ``Edit``'s ``new_string``, a search query); and
+``searches`` says whether a search tool reads file *contents* under its
+path (``Grep``) or only *names* (``Glob``).
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import msgspec
 __all__ = (
     "AGENTS",
     "AGENT_NAMES",
+    "ANALYSIS_VIEWS",
     "KINDS",
     "MCP_PREFIX",
     "UNION",
@@ -47,6 +56,8 @@ __all__ = (
 
 #: The argument views a matcher can filter on.
 VIEWS: Final = ("command", "path", "url")
+#: The views only the guard's analysis reads (see the module doc).
+ANALYSIS_VIEWS: Final = ("glob", "content")
 
 #: Kinds, with what they mean (printed in the reference).
 KINDS: Final = {
@@ -87,6 +98,11 @@ class Tool(msgspec.Struct, frozen=True):
     command: tuple[str, ...] = ()
     path: tuple[str, ...] = ()
     url: tuple[str, ...] = ()
+    glob: tuple[str, ...] = ()
+    content: tuple[str, ...] = ()
+    #: A search tool's reach: "contents" (reads every file it searches),
+    #: "names" (lists names), "" (not a file search: ``ToolSearch``).
+    searches: str = ""
     #: Kind chosen by an argument (``str_replace_editor``'s ``command``):
     #: (argument, {value: kind}); ``kind`` is the fallback.
     by_arg: tuple[str, tuple[tuple[str, str], ...]] | None = None
@@ -108,6 +124,7 @@ def _shell(*keys: str) -> Tool:
 _EDITOR: Final = Tool(
     "edit",
     path=("path",),
+    content=("file_text", "new_str"),
     by_arg=(
         "command",
         (("view", "read"), ("create", "write"), ("str_replace", "edit")),
@@ -121,15 +138,15 @@ _CLAUDE: Final = {
     "KillBash": Tool("process"),
     "Read": Tool("read", path=("file_path",)),
     "NotebookRead": Tool("read", path=("notebook_path",)),
-    "Write": Tool("write", path=("file_path",)),
-    "Edit": Tool("edit", path=("file_path",)),
-    "MultiEdit": Tool("edit", path=("file_path",)),
-    "NotebookEdit": Tool("edit", path=("notebook_path",)),
+    "Write": Tool("write", path=("file_path",), content=("content",)),
+    "Edit": Tool("edit", path=("file_path",), content=("new_string",)),
+    "MultiEdit": Tool("edit", path=("file_path",), content=("edits[].new_string",)),
+    "NotebookEdit": Tool("edit", path=("notebook_path",), content=("new_source",)),
     "LS": Tool("list", path=("path",)),
-    "Glob": Tool("search", path=("path",)),
-    "Grep": Tool("search", path=("path",)),
-    "WebFetch": Tool("fetch", url=("url",)),
-    "WebSearch": Tool("web_search"),
+    "Glob": Tool("search", path=("path",), glob=("pattern",), searches="names"),
+    "Grep": Tool("search", path=("path",), glob=("glob",), searches="contents"),
+    "WebFetch": Tool("fetch", url=("url",), content=("prompt",)),
+    "WebSearch": Tool("web_search", content=("query",)),
     "Task": Tool("task"),
     "Agent": Tool("task"),
     "TaskOutput": Tool("task"),
@@ -161,16 +178,18 @@ _CODEX: Final = {
     "shell": _shell("command[]", "command"),
     "exec_command": _shell("cmd", "cmd[]"),
     "local_shell": _shell("command[]", "command"),
-    "write_stdin": Tool("process"),
-    "apply_patch": Tool("edit", path=("@patch",)),
+    "write_stdin": Tool("process", content=("chars",)),
+    "apply_patch": Tool("edit", path=("@patch",), content=("@patch_added",)),
     "view_image": Tool("read", path=("path",)),
     "update_plan": Tool("todo"),
-    "web_search": Tool("web_search", url=("url",)),
+    "web_search": Tool(
+        "web_search", url=("url",), content=("query", "queries[]", "pattern")
+    ),
     "request_user_input": Tool("ask"),
     "list_mcp_resources": Tool("mcp"),
     "list_mcp_resource_templates": Tool("mcp"),
     "read_mcp_resource": Tool("mcp"),
-    "js": Tool("code"),
+    "js": Tool("code", content=("code", "input", "source")),
     "get_goal": Tool("todo"),
     "create_goal": Tool("todo"),
     "update_goal": Tool("todo"),
@@ -193,15 +212,27 @@ _GEMINI: Final = {
     "list_background_processes": Tool("process"),
     "read_background_output": Tool("process"),
     "read_file": Tool("read", path=("absolute_path", "file_path", "path")),
-    "read_many_files": Tool("read", path=("paths[]", "include[]")),
-    "write_file": Tool("write", path=("file_path", "absolute_path", "path")),
-    "replace": Tool("edit", path=("file_path", "absolute_path", "path")),
+    "read_many_files": Tool(
+        "read", path=("paths[]", "include[]"), glob=("include[]", "paths[]")
+    ),
+    "write_file": Tool(
+        "write", path=("file_path", "absolute_path", "path"), content=("content",)
+    ),
+    "replace": Tool(
+        "edit", path=("file_path", "absolute_path", "path"), content=("new_string",)
+    ),
     "list_directory": Tool("list", path=("dir_path", "path")),
-    "glob": Tool("search", path=("dir_path", "path")),
-    "grep_search": Tool("search", path=("dir_path", "path")),
-    "search_file_content": Tool("search", path=("dir_path", "path")),
+    "glob": Tool(
+        "search", path=("dir_path", "path"), glob=("pattern",), searches="names"
+    ),
+    "grep_search": Tool(
+        "search", path=("dir_path", "path"), glob=("include",), searches="contents"
+    ),
+    "search_file_content": Tool(
+        "search", path=("dir_path", "path"), glob=("include",), searches="contents"
+    ),
     "web_fetch": Tool("fetch", url=("url", "@urls:prompt")),
-    "google_web_search": Tool("web_search"),
+    "google_web_search": Tool("web_search", content=("query",)),
     "save_memory": Tool("memory"),
     "write_todos": Tool("todo"),
     "enter_plan_mode": Tool("plan"),
@@ -213,10 +244,10 @@ _GEMINI: Final = {
 
 _OPENHANDS: Final = {
     "execute_bash": _shell(),
-    "execute_ipython_cell": Tool("code"),
+    "execute_ipython_cell": Tool("code", content=("code",)),
     "str_replace_editor": _EDITOR,
-    "edit_file": Tool("edit", path=("path",)),
-    "browser": Tool("browse", url=("@urls:code",)),
+    "edit_file": Tool("edit", path=("path",), content=("content",)),
+    "browser": Tool("browse", url=("@urls:code",), content=("code",)),
     "web_read": Tool("fetch", url=("url",)),
     "fetch": Tool("fetch", url=("url",)),
     "task_tracker": Tool("todo"),
@@ -235,10 +266,10 @@ _SWE_AGENT: Final = {
     # through the file `open` read, and `edit 10:12` edits that file: no path.
     "open": Tool("read", path=("path", "@word1:command")),
     "create": Tool("write", path=("path", "@word1:command")),
-    "edit": Tool("edit"),
-    "find_file": Tool("search"),
-    "search_dir": Tool("search"),
-    "search_file": Tool("search"),
+    "edit": Tool("edit", content=("command",)),
+    "find_file": Tool("search", searches="names"),
+    "search_dir": Tool("search", searches="contents"),
+    "search_file": Tool("search", searches="contents"),
 }
 
 _MINI_SWE_AGENT: Final = {"bash": _shell()}
@@ -253,9 +284,9 @@ _LETTA: Final = {
     "archival_memory_insert": Tool("memory"),
     "archival_memory_search": Tool("memory"),
     "conversation_search": Tool("memory"),
-    "web_search": Tool("web_search", url=("url",)),
+    "web_search": Tool("web_search", url=("url",), content=("query",)),
     "fetch_webpage": Tool("fetch", url=("url",)),
-    "run_code": Tool("code"),
+    "run_code": Tool("code", content=("code",)),
 }
 
 _ATIF: Final = {
@@ -268,12 +299,12 @@ _ATIF: Final = {
 _CANONICAL: Final = {
     "bash": _shell(),
     "view": Tool("read", path=("path",)),
-    "create": Tool("write", path=("path",)),
-    "edit": Tool("edit", path=("path",)),
-    "grep": Tool("search", path=("path",)),
-    "glob": Tool("search", path=("path",)),
+    "create": Tool("write", path=("path",), content=("content", "file_text")),
+    "edit": Tool("edit", path=("path",), content=("new_string", "new_str")),
+    "grep": Tool("search", path=("path",), glob=("glob",), searches="contents"),
+    "glob": Tool("search", path=("path",), glob=("pattern",), searches="names"),
     "web_fetch": Tool("fetch", url=("url",)),
-    "web_search": Tool("web_search", url=("url",)),
+    "web_search": Tool("web_search", url=("url",), content=("query",)),
 }
 
 
@@ -378,6 +409,9 @@ def _merge() -> dict[str, Tool]:
                     command=_both(known.command, tool.command),
                     path=_both(known.path, tool.path),
                     url=_both(known.url, tool.url),
+                    glob=_both(known.glob, tool.glob),
+                    content=_both(known.content, tool.content),
+                    searches=known.searches or tool.searches,
                     args=_both(known.args, tool.args)
                     if known.args and tool.args
                     else (),

@@ -32,7 +32,15 @@ if TYPE_CHECKING:
 
     from trajgrade.events import ToolCall
 
-__all__ = ("call_kind", "command_of", "normal_paths", "patch_paths", "view_of")
+__all__ = (
+    "call_kind",
+    "command_of",
+    "normal_paths",
+    "patch_added",
+    "patch_paths",
+    "patch_text",
+    "view_of",
+)
 
 _PATCH_KEYS = ("input", "patch", "command")
 
@@ -154,6 +162,10 @@ def _read(spec: str, args: dict[str, Any], call: ToolCall, view: str) -> list[st
     argument read through :data:`_TEXT_READERS`), or a dotted key."""
     if spec == "@patch":
         return _read_patch(args, call)
+    if spec == "@patch_added":
+        text = patch_text(args, call)
+        added = None if text is None else patch_added(text)
+        return [added] if added else []
     reader, colon, key = spec.partition(":")
     of_text = _TEXT_READERS.get(reader) if colon else None
     if of_text is not None:
@@ -162,16 +174,28 @@ def _read(spec: str, args: dict[str, Any], call: ToolCall, view: str) -> list[st
     return _read_key(spec, args, view)
 
 
-def _read_patch(args: dict[str, Any], call: ToolCall) -> list[str]:
-    """The paths of an ``apply_patch`` call: its raw text, else the first
-    string of its patch arguments."""
+def patch_text(args: dict[str, Any], call: ToolCall) -> str | None:
+    """An ``apply_patch`` call's text: its raw text, else the first string
+    of its patch arguments."""
     text = call.args_raw
     for key in _PATCH_KEYS:
         if text is not None:
             break
         value = args.get(key)
         text = value if isinstance(value, str) else None
+    return text
+
+
+def _read_patch(args: dict[str, Any], call: ToolCall) -> list[str]:
+    """The paths of an ``apply_patch`` call."""
+    text = patch_text(args, call)
     return patch_paths(text) if text is not None else []
+
+
+def patch_added(text: str) -> str:
+    """The lines an ``apply_patch`` text adds (``+`` lines, marker dropped),
+    one per line: what the patch writes."""
+    return "\n".join(line[1:] for line in text.splitlines() if line.startswith("+"))
 
 
 def _read_key(spec: str, args: dict[str, Any], view: str) -> list[str]:

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import sys
 
-from trajgrade.graders.matching._agents import AGENTS, KINDS, MCP_PREFIX, VIEWS, Tool
+from trajgrade.graders.matching._agents import (
+    AGENTS,
+    ANALYSIS_VIEWS,
+    KINDS,
+    MCP_PREFIX,
+    VIEWS,
+    Tool,
+)
 
 __all__ = ("render",)
 
@@ -34,8 +41,9 @@ def _cell(specs: tuple[str, ...]) -> str:
 
 
 def _kind(tool: Tool) -> str:
+    searches = f" ({tool.searches})" if tool.searches else ""
     if tool.by_arg is None:
-        return f"`{tool.kind}`"
+        return f"`{tool.kind}`{searches}"
     key, table = tool.by_arg
     chosen = ", ".join(f"`{v}` → `{k}`" for v, k in table)
     return f"by `{key}`: {chosen}; else `{tool.kind}`"
@@ -59,7 +67,12 @@ def render() -> str:
         "several paths); `a[].b` that key in every item of list `a`; `@patch` every path an `apply_patch`",
         "text touches; `@urls:key` the URLs inside free text; `@word1:key` the first",
         "argument of a command line; `@login_shell:key` the script of a `bash -lc '<script>'`",
-        "string (else the string).",
+        "string (else the string); `@patch_added` the lines an `apply_patch` text adds.",
+        "",
+        "The `glob` and `content` columns are read by the guard's analysis (`protect:`),",
+        "not by matcher filters: arguments that are file globs, and the text a call",
+        "writes or sends. A search tool marked *contents* reads every file under its",
+        "path; *names* lists names. See [guard-analysis.md](guard-analysis.md).",
         "",
         "## Kinds",
         "",
@@ -74,15 +87,16 @@ def render() -> str:
         if not tools:
             out.append("The application's own tools: no name has a fixed kind.")
             continue
-        head = " | ".join(VIEWS)
+        columns = (*VIEWS, *ANALYSIS_VIEWS)
+        head = " | ".join(columns)
         out += [
             f"| tool | kind | {head} | arguments |",
-            "|---|---|" + "---|" * len(VIEWS) + "---|",
+            "|---|---|" + "---|" * len(columns) + "---|",
         ]
         order = {k: i for i, k in enumerate(KINDS)}
         for name in sorted(tools, key=lambda n: (order[tools[n].kind], n.lower())):
             tool = tools[name]
-            views = " | ".join(_cell(getattr(tool, v)) for v in VIEWS)
+            views = " | ".join(_cell(getattr(tool, v)) for v in columns)
             args = ", ".join(f"`{a}`" for a in tool.args)
             out.append(f"| `{name}` | {_kind(tool)} | {views} | {args} |")
     return "\n".join(out) + "\n"

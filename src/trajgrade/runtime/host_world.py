@@ -1,0 +1,221 @@
+"""The file system the guard shares with the agent: :class:`HostWorld`.
+
+In guard modes (hooks, ``serve``, ``run``) the guard runs beside the agent,
+on the same machine, so the agent's paths can be resolved here -- with one
+twist: names that mean "the process that opens me" (``/proc/self/cwd``)
+mean the *agent's* process, whose directory is the call's ``cwd``; and a
+descriptor (``/proc/self/fd/3``, ``/dev/fd/3``) or another process's
+``/proc/<pid>`` cannot be known from here at all
+(:mod:`trajgrade.graders.protect.aliases`). So links are followed one by one,
+not by ``os.path.realpath``, with those names rewritten at every step.
+
+Every method is total (None on any OSError) and bounded: a glob expands to
+at most :data:`EXPAND_MAX` names, a secret is read up to :data:`READ_MAX`
+bytes, and never from a FIFO or a device (the open would block, or have
+effects). Answers are kept for :data:`FRESH_S` seconds, so one decision
+that asks for the same globs once per touch walks the directory once.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob as globlib
+import itertools
+import os
+import posixpath
+import stat
+import time
+from typing import Final
+
+from trajgrade.graders.protect.aliases import UNKNOWABLE, unalias
+from trajgrade.graders.protect.facts import Found
+
+__all__ = ("EXPAND_MAX", "FRESH_S", "READ_MAX", "HostWorld")
+
+#: Names one glob expands to, at most.
+EXPAND_MAX: Final = 256
+#: Bytes of a secret file read, at most (a larger file is not a .env).
+READ_MAX: Final = 1 << 20
+#: How long an answer is reused: shorter than any agent's turn, longer than
+#: one decision.
+FRESH_S: Final = 0.25
+#: Links followed in one path (the kernel's own limit is 40).
+_LINKS_MAX: Final = 40
+_CACHE_MAX: Final = 1024
+_SELF_DIRS: Final = frozenset({"/proc/self", "/proc/thread-self", "/dev/fd"})
+_GLOB_CHARS: Final = frozenset("*?[")
+
+
+class _Unknowable(Exception):
+    """The path goes through a descriptor or another process's view."""
+
+
+def _aliased(candidate: str) -> bool:
+    """A path whose meaning depends on the opening process."""
+    if candidate in _SELF_DIRS or candidate.startswith("/dev/std"):
+        return True
+    head, _, pid = candidate.rpartition("/")
+    return head == "/proc" and pid.isdigit()
+
+
+class HostWorld:
+    """:class:`~trajgrade.graders.protect.facts.World` on this host."""
+
+    __slots__ = ("_cache", "_home")
+
+    def __init__(self, *, home: str | None = None) -> None:
+        self._home = home if home is not None else os.environ.get("HOME")
+        self._cache: dict[tuple[str, str, str | None], tuple[float, object]] = {}
+
+    # ------------------------------------------------------------ World
+    def find(self, path: str, cwd: str | None) -> Found | None:
+        got = self._cached("find", path, cwd)
+        if got is not _MISS:
+            return got  # type: ignore[return-value]
+        found = self._find(path, cwd)
+        self._keep("find", path, cwd, found)
+        return found
+
+    def expand(self, pattern: str, cwd: str | None) -> list[str] | None:
+        got = self._cached("expand", pattern, cwd)
+        if got is not _MISS:
+            return None if got is None else list(got)  # type: ignore[call-overload]
+        names = self._expand(pattern, cwd)
+        self._keep("expand", pattern, cwd, None if names is None else tuple(names))
+        return names
+
+    def read_secret(self, path: str) -> bytes | None:
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags)
+        except (OSError, ValueError):
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks: list[bytes] = []
+            left = READ_MAX
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 16))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------ cache
+    def _cached(self, what: str, path: str, cwd: str | None) -> object:
+        entry = self._cache.get((what, path, cwd))
+        if entry is None or time.monotonic() - entry[0] > FRESH_S:
+            return _MISS
+        return entry[1]
+
+    def _keep(self, what: str, path: str, cwd: str | None, value: object) -> None:
+        if len(self._cache) >= _CACHE_MAX:
+            self._cache.clear()
+        self._cache[what, path, cwd] = (time.monotonic(), value)
+
+    # ------------------------------------------------------------ work
+    def _absolute(self, path: str, cwd: str | None) -> str | None:
+        if path.startswith("~/") or path == "~":
+            if self._home is None:
+                return None
+            path = posixpath.join(self._home, path[2:])
+        if not path.startswith("/"):
+            if cwd is None:
+                return None
+            path = posixpath.join(cwd, path)
+        return posixpath.normpath(path)
+
+    def _find(self, path: str, cwd: str | None) -> Found | None:
+        absolute = self._absolute(path, cwd)
+        if absolute is None:
+            return None
+        try:
+            real = _resolve(absolute, cwd)
+            st = os.stat(real, follow_symlinks=False)
+        except (OSError, ValueError, _Unknowable):
+            return None
+        return Found(
+            real=real,
+            inode=(st.st_dev, st.st_ino),
+            mtime_ns=st.st_mtime_ns,
+            size=st.st_size,
+        )
+
+    def _expand(self, pattern: str, cwd: str | None) -> list[str] | None:
+        absolute = self._absolute(pattern, cwd)
+        if absolute is None:
+            return None
+        base = _literal_dir(absolute)
+        if os.path.isdir(base):
+            try:
+                os.listdir(base)
+            except OSError:
+                return None  # the directory exists but cannot be read
+        names = globlib.iglob(absolute, recursive=True, include_hidden=True)
+        try:
+            return [posixpath.normpath(n) for n in itertools.islice(names, EXPAND_MAX)]
+        except (OSError, ValueError, RecursionError):
+            return None
+
+
+_MISS: Final = object()
+
+
+def _literal_dir(pattern: str) -> str:
+    """The deepest directory of ``pattern`` that has no glob character."""
+    parts: list[str] = []
+    for name in pattern.split("/")[:-1]:
+        if any(c in _GLOB_CHARS for c in name):
+            break
+        parts.append(name)
+    return "/".join(parts) or "/"
+
+
+def _resolve(path: str, cwd: str | None) -> str:
+    """The real path of absolute ``path``, every link followed one at a
+    time and the self-referring names rewritten; OSError when a name does
+    not exist (a dangling link), :class:`_Unknowable` through a descriptor."""
+    todo = path.split("/")
+    todo.reverse()
+    done = "/"
+    links = 0
+    while todo:
+        name = todo.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            done = posixpath.dirname(done)
+            continue
+        candidate = posixpath.join(done, name)
+        if _aliased(candidate):
+            rest = "/".join(reversed(todo))
+            full = posixpath.normpath(posixpath.join(candidate, rest))
+            meant = unalias(full, cwd)
+            if meant in (UNKNOWABLE, full):
+                # /proc/self/environ and the like: the guard's, not the agent's.
+                raise _Unknowable(full)
+            links += 1
+            if links > _LINKS_MAX or not meant.startswith("/"):
+                raise _Unknowable(full)
+            todo = list(reversed(meant.split("/")))
+            done = "/"
+            continue
+        st = os.lstat(candidate)
+        if not stat.S_ISLNK(st.st_mode):
+            done = candidate
+            continue
+        links += 1
+        if links > _LINKS_MAX:
+            msg = "too many links"
+            raise OSError(msg)
+        target = os.readlink(candidate)
+        if target.startswith("/"):
+            done = "/"
+        todo.extend(reversed(target.split("/")))
+    return done

@@ -85,9 +85,15 @@ _settings_option = click.option(
     "--dry-run", is_flag=True, help="Print the merged settings; write nothing."
 )
 @click.option(
-    "--fail-closed",
+    "--fail-closed/--fail-open",
+    default=True,
+    show_default=True,
+    help="Deny a call the hook cannot grade (the default: a guard that fails open is a tripwire). With --server, Claude Code gets the thin client on every event: it runs a call whose http hook fails.",
+)
+@click.option(
+    "--sandbox",
     is_flag=True,
-    help="Register the hook with --fail-closed (with --server, Claude Code gets the thin client on every event: it runs a call whose http hook fails).",
+    help="Also write Claude Code's own sandbox settings from the policy's protect: section (secrets unreadable, the guard's files read-only, network to the allowed domains); see docs/guard-layers.md.",
 )
 @click.option(
     "--state-dir",
@@ -112,12 +118,15 @@ def install_cmd(
     project: bool,
     dry_run: bool,
     fail_closed: bool,
+    sandbox: bool,
     state_dir: str | None,
     server_url: str | None,
     allow_code: bool,
 ) -> None:
     """Register trajgrade as AGENT's hook (merged; other hooks are kept).
-    The policy is compiled first: one the hook could not load is refused."""
+    The policy is compiled first: one the hook could not load is refused;
+    its digest is pinned in the hook command, so a changed policy denies
+    every call until the hook is installed again."""
     from trajgrade.errors import ConfigError
     from trajgrade.hooks.install import install
 
@@ -145,8 +154,18 @@ def install_cmd(
             words += ["--state-dir", os.path.abspath(state_dir)]
         if allow_code:
             words.append("--allow-code")
+        from trajgrade.hooks.invoke import policy_digest
+
+        words += ["--pin", policy_digest(config_path)]
     if fail_closed:
         words.append("--fail-closed")
+    else:
+        click.echo(
+            "warning: --fail-open: a call the hook cannot grade (a broken policy, "
+            "an internal error) runs unguarded; a guard that fails open is a tripwire",
+            err=True,
+        )
+    extra = _sandbox_settings(agent, config_path, state_dir) if sandbox else None
     command = shlex.join(words)
     # Claude Code runs a call whose http hook fails (daemon down, timeout),
     # so fail-closed needs the thin client, which denies then, on every event.
@@ -164,6 +183,7 @@ def install_cmd(
             url=url,
             dry_run=dry_run,
             fail_closed=fail_closed,
+            extra=extra,
         )
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -190,6 +210,43 @@ def install_cmd(
                 "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
                 err=True,
             )
+
+
+def _sandbox_settings(
+    agent: str, config_path: str | None, state_dir: str | None
+) -> dict[str, object]:
+    """The host sandbox block ``--sandbox`` writes (Claude Code only)."""
+    from trajgrade.config.decode import load_config
+    from trajgrade.config.protect import protect_of
+    from trajgrade.errors import ConfigError
+    from trajgrade.graders.protect.config import ProtectConfig
+    from trajgrade.graders.protect.profiles import resolved
+    from trajgrade.hooks.store import default_state_dir
+    from trajgrade.sandbox.host_settings import claude_sandbox, require_sandbox_tools
+
+    if agent != "claude-code":
+        msg = f"--sandbox writes Claude Code's sandbox settings; {agent}'s own sandbox cannot hide secret files, so run it under `trajgrade run --sandbox -c POLICY -- {agent} ...` (docs/guard-layers.md)"
+        raise click.UsageError(msg)
+    if config_path is None:
+        msg = "--sandbox needs -c POLICY: the sandbox is compiled from its protect: section"
+        raise click.UsageError(msg)
+    try:
+        require_sandbox_tools()
+        protect = protect_of(load_config(config_path)) or resolved(ProtectConfig())
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    import trajgrade
+
+    guard = (
+        os.path.abspath(config_path),
+        os.path.abspath(state_dir or default_state_dir()),
+        os.path.dirname(os.path.abspath(trajgrade.__file__)),
+    )
+    block = claude_sandbox(
+        protect, project=os.getcwd(), home=os.path.expanduser("~"), guard_files=guard
+    )
+    return {"sandbox": block}
 
 
 def this_trajgrade(executable: str | None = None, *, warn: bool = False) -> list[str]:
@@ -380,8 +437,13 @@ def serve(
     from trajgrade.hooks.server import HookServer
     from trajgrade.hooks.server import serve as run
     from trajgrade.hooks.store import default_state_dir
+    from trajgrade.runtime.host_world import HostWorld
 
-    suite = load_policy(config_path, BuildContext(allow_code=allow_code))
+    guard_files = (state_dir or default_state_dir(),)
+    suite = load_policy(
+        config_path,
+        BuildContext(allow_code=allow_code, world=HostWorld(), guard_files=guard_files),
+    )
     for path, flag in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
         try:  # found now, not at the first record of the first session
             if path:

@@ -258,11 +258,15 @@ def install(
     dry_run: bool = False,
     cwd: str | None = None,
     fail_closed: bool = False,
+    extra: dict[str, Any] | None = None,
 ) -> tuple[str, str]:
-    """Merge the registration into the settings file; (path, new text)."""
+    """Merge the registration into the settings file; (path, new text).
+    ``extra``: top-level settings written beside the hooks (replacing those
+    keys: ``hook install --sandbox``'s ``sandbox`` block)."""
     path = settings_path(agent, user=user, cwd=cwd)
     current = _read(path)
     new = merged(current, agent, command=command, url=url, fail_closed=fail_closed)
+    new.update(extra or {})
     text = json.dumps(new, indent=2) + "\n"
     if not dry_run:
         _write(path, text)

@@ -46,6 +46,7 @@ options:
   --decisions PATH      append every guard decision as a JSON line to PATH
   --max-age SECONDS     remove session states untouched this long (default 7 days; inf: never)
   --allow-code          allow path.py:function graders named in the policy
+  --pin DIGEST          the policy's digest at install: another policy denies every call
 """
 
 
@@ -69,6 +70,7 @@ class HookOptions:
         "decisions",
         "fail_closed",
         "max_age",
+        "pin",
         "server",
         "state_dir",
         "verdicts",
@@ -83,6 +85,9 @@ class HookOptions:
         self.decisions: str | None = None
         self.max_age: float | None = None
         self.allow_code = False
+        #: The policy's digest at install (``blake2b:<hex>``): any other
+        #: policy is refused, every call denied, until the hook is re-installed.
+        self.pin: str | None = None
 
 
 def parse_args(argv: list[str]) -> HookOptions:
@@ -96,6 +101,7 @@ def parse_args(argv: list[str]) -> HookOptions:
         "--verdicts": "verdicts",
         "--decisions": "decisions",
         "--max-age": "max_age",
+        "--pin": "pin",
     }
     given: dict[str, str] = {}
     it = iter(argv)
@@ -224,7 +230,12 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         if not isinstance(session, str) or not session:
             msg = "the hook payload has no string `session_id`"
             raise ValueError(msg)
+        if opts.pin is not None:
+            _check_pin(opts.config, opts.pin)
         suite = _suite(opts, state_dir)
+    except PinMismatch as exc:
+        log.write("error", "policy_changed", agent=agent, error=str(exc), echo=False)
+        return _fail(agent, event, True, str(exc), notice=True, outright=True)
     except _BadConfig as exc:
         text = str(exc)
         log.write("error", "config_error", agent=agent, error=text, echo=False)
@@ -330,6 +341,32 @@ class _BadConfig(Exception):
     pass
 
 
+class PinMismatch(Exception):
+    """The policy is not the one the hook was installed with."""
+
+
+def policy_digest(path: str) -> str:
+    """``blake2b:<hex>`` of the policy file's bytes (what ``--pin`` holds)."""
+    from trajgrade._util.digest import blake2b
+
+    with open(path, "rb") as f:
+        return "blake2b:" + blake2b(f.read(), digest_size=16).hexdigest()
+
+
+def _check_pin(path: str | None, pin: str) -> None:
+    """Refuse a changed, missing or unreadable pinned policy: a replacement is
+    never adopted silently and a broken one never fails open."""
+    fix = "if the change is yours, re-install the hook (`trajgrade hook install AGENT -c POLICY`) to pin the new policy"
+    try:
+        digest = policy_digest(path or "")
+    except OSError as exc:
+        msg = f"the guard's policy {path} cannot be read ({exc.strerror or exc}); every call is denied; {fix}"
+        raise PinMismatch(msg) from None
+    if digest != pin:
+        msg = f"the guard's policy {path} changed since the hook was installed; every call is denied; {fix}"
+        raise PinMismatch(msg)
+
+
 class UnreadableState(Exception):
     """A session's state file cannot be read: fail-closed, its calls are
     denied until the file is removed (starting afresh would forget what
@@ -345,12 +382,16 @@ def _suite(opts: HookOptions, state_dir: str) -> Suite:
     from trajgrade.errors import ConfigError, ConfigErrors
     from trajgrade.graders import BuildContext
     from trajgrade.hooks.config_cache import load_suite_cached
+    from trajgrade.runtime.host_world import HostWorld
 
     assert opts.config is not None
+    # A guard mode: the protect judge resolves paths on this host, and the
+    # state directory is among the files it keeps the agent from changing.
+    context = BuildContext(
+        allow_code=opts.allow_code, world=HostWorld(), guard_files=(state_dir,)
+    )
     try:
-        return load_suite_cached(
-            opts.config, state_dir, BuildContext(allow_code=opts.allow_code)
-        )
+        return load_suite_cached(opts.config, state_dir, context)
     except ConfigErrors as exc:
         raise _BadConfig("; ".join(str(e) for e in exc.errors)) from None
     except ConfigError as exc:

@@ -276,6 +276,23 @@ def test_the_sandbox_alone_holds_the_shell(name: str, sandbox_only: Session) -> 
     assert not _leaks(sandbox_only, name), f"{name} leaked through the sandbox"
 
 
+@pytest.mark.parametrize("name", HOOK_CLASSES)
+def test_the_sandbox_alone_does_not_hold_the_agent_tools(
+    name: str, sandbox_only: Session
+) -> None:
+    """Claude Code runs Read, Grep and Write outside its sandbox (2.1.197):
+    these leak with the sandbox alone, which is why the hook layer must
+    judge them. (When this fails, Claude Code changed: update the docs.)"""
+    assert _leaks(sandbox_only, name)
+
+
+def test_the_sandbox_keeps_the_hook_state_read_only(sandbox_only: Session) -> None:
+    """The forged SessionEnd runs ``trajgrade hook`` inside the sandbox,
+    where the state directory is in ``denyWrite``: it cannot erase it."""
+    (forged,) = sandbox_only.results["forge-session-end"]
+    assert "Read-only file system" in forged, forged
+
+
 @pytest.mark.xfail(strict=True, reason=NEEDS_PROTECT)
 @pytest.mark.parametrize("name", HOOK_CLASSES)
 def test_the_hook_layer_refuses_the_agent_tools(name: str, guarded: Session) -> None:

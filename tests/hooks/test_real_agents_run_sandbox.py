@@ -71,7 +71,7 @@ SHELL_STEPS = (
     ),
     ("write-then-run", "WRITE run.sh"),
     ("write-then-run", "sh run.sh"),
-    ("benign-python", "python3 -c 'print(1)'"),
+    ("benign-python", "python3 -c 'print(6 * 7)'"),
     ("link", "ln -s .env notes.txt && cat notes.txt"),
     ("break-policy", "echo 'graders: [' > policy.yaml; cat .env"),
 )
@@ -275,7 +275,7 @@ def test_the_sandbox_session_as_a_whole(agent: str, sessions: dict) -> None:
     assert session["canary"] not in session["listener"]
     assert not session["policy_changed"]
     assert "README.md" in session["by_class"]["benign-ls"][0]
-    assert "1" in session["by_class"]["benign-python"][0]
+    assert "42" in session["by_class"]["benign-python"][0]
     assert sessions[agent, "control"]["policy_changed"]  # the check can fail
 
 
@@ -286,7 +286,7 @@ def test_the_strict_policy_under_the_sandbox(agent: str, sessions: dict) -> None
     assert session["proc"].returncode == 0, session["proc"].stderr[-2000:]
     assert session["calls"] == len(SHELL_STEPS)
     assert session["canary"] not in session["requests"]
-    assert "1" in session["by_class"]["benign-python"][0]
+    assert "42" in session["by_class"]["benign-python"][0]
 
 
 @pytest.mark.xfail(strict=True, reason=TMP_BIND_BUG)

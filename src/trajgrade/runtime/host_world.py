@@ -18,7 +18,6 @@ that asks for the same globs once per touch walks the directory once.
 
 from __future__ import annotations
 
-import errno
 import glob as globlib
 import itertools
 import os

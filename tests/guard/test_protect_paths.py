@@ -78,9 +78,7 @@ def test_a_glob_word_is_never_exempt_lexically() -> None:
 # ------------------------------------------------ the glob automaton
 _ATOMS = st.sampled_from(["a", ".", "/", "*", "?", "[a.]", "[!a]", "**"])
 _GLOBS = st.lists(_ATOMS, min_size=1, max_size=3).map("".join)
-_WORDS = [
-    "".join(p) for n in range(7) for p in itertools.product("a./", repeat=n)
-]
+_WORDS = ["".join(p) for n in range(7) for p in itertools.product("a./", repeat=n)]
 
 
 @settings(max_examples=300, deadline=None)
@@ -134,7 +132,10 @@ def test_links_to_the_secret_are_caught(repo: Path) -> None:
         assert on_disk(repo, path) == ".env", path
         # Without a World only the spellings of the path itself are known.
     rules = PathRules((".env",))
-    assert rules.matches(Touch(path="notes.txt", mode="read"), cwd=str(repo), home=None) is None
+    assert (
+        rules.matches(Touch(path="notes.txt", mode="read"), cwd=str(repo), home=None)
+        is None
+    )
 
 
 def test_a_link_named_like_an_exception_is_no_exception(repo: Path) -> None:
@@ -159,7 +160,9 @@ def test_globs_are_matched_against_the_directory(repo: Path) -> None:
     assert on_disk(repo, str(repo / ".e*"), pattern=True) == ".env"
     assert on_disk(repo, str(repo / "n*"), pattern=True) == ".env"  # via the link
     assert on_disk(repo, str(repo / "*.py"), pattern=True) is None  # no .env.py
-    assert on_disk(repo, str(repo / ".env.ex*"), pattern=True) is None  # only the exception
+    assert (
+        on_disk(repo, str(repo / ".env.ex*"), pattern=True) is None
+    )  # only the exception
     assert on_disk(repo, "/**", pattern=True) == ".env"  # a descriptor: anything
 
 

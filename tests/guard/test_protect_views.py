@@ -137,7 +137,7 @@ def test_mcp_names_existing_files_only_with_a_world(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     cwd = str(tmp_path)
     assert not facts("mcp__x__open", cwd=cwd, label="config.json").touches
-    got = facts("mcp__x__open", cwd=cwd, world=HostWorld(), name="config.json")
+    got = facts("mcp__x__open", cwd=cwd, world=HostWorld(), label="config.json")
     assert got.touches and got.touches[0].real == str(tmp_path / "config.json")
 
 

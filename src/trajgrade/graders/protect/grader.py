@@ -72,8 +72,12 @@ class Protect:
             guarded=guarded,
             timeout=context.regex_timeout,
             paths={
-                "secrets": path_rules(section.secrets or ()),
-                "not_secrets": not_secrets,
+                "secrets": path_rules(
+                    section.secrets or (), exceptions=section.not_secrets or ()
+                ),
+                # Applied by the secrets rules themselves, by file: a link
+                # or hard link named `.env.example` is not exempt.
+                "not_secrets": None,
                 "read_only": path_rules(section.read_only or ()),
             },
             home=home,

@@ -47,7 +47,8 @@ _KEY: Final = secrets.token_bytes(32)
 _SEPARATORS: Final = " \t\r\n\"'`<>()[]{},;|\\"
 
 _ASSIGNMENT: Final = re.compile(
-    r"^\s*(?:export\s+)?[A-Za-z_][\w.\-]*\s*[=:]\s*(.*?)\s*$", re.MULTILINE
+    r"^[^\S\n]*(?:export[^\S\n]+)?[A-Za-z_][\w.\-]*[^\S\n]*[=:][^\S\n]*(.*?)[^\S\n]*$",
+    re.MULTILINE,
 )
 _PEM: Final = re.compile(
     r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL

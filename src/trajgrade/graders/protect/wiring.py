@@ -52,11 +52,17 @@ def facts_of(call: ToolCall, *, cwd: str | None, world: World | None) -> CallFac
     return CallFacts(tool=call.name, kind=None, unreadable=why)
 
 
-def path_rules(globs: Sequence[str]) -> PathMatcher | None:
-    """``globs`` compiled; None for none."""
+def path_rules(
+    globs: Sequence[str], *, exceptions: Sequence[str] = ()
+) -> PathMatcher | None:
+    """``globs`` compiled, with the ``exceptions`` they apply themselves (by
+    the file, not its name: a link named like an exception is no
+    exception); None for none."""
     if not globs:
         return None
-    rules: PathMatcher = _collaborator("paths", "PathRules")(tuple(globs))
+    rules: PathMatcher = _collaborator("paths", "PathRules")(
+        tuple(globs), exceptions=tuple(exceptions)
+    )
     return rules
 
 

@@ -469,7 +469,7 @@ def test_readme_stop_policy_works_on_each_agent(
     engine = Engine(compile_suite(decode_config(block.body, name=block.id)))
     verdicts = engine.feed(ToolCall(trace_id="t", name=name, call_id="c1", args=args))
     failed = [v.grader for v in verdicts if v.outcome == "fail"]
-    assert failed == (["no-secrets"] if refused else [])
+    assert failed == (["protect"] if refused else [])
 
 
 @pytest.mark.parametrize(

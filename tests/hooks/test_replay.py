@@ -63,6 +63,8 @@ def test_replayed_session_grades_like_its_transcript(
     suite = compile_suite(decode_config(POLICY, name="policy.yaml"))
     batch = grade_bytes(suite, transcript.read_bytes(), source=str(transcript))
     expected = {v.grader: (str(v.outcome), v.score) for v in batch.verdicts if v.final}
+    # The hook is a guard mode: its built-in self-protection judged too.
+    expected["protect"] = ("pass", 1.0)
     assert finals(read_verdicts(verdicts)) == expected
     assert expected["no-hostname"][0] == "fail"
     assert not list(

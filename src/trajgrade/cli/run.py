@@ -151,13 +151,8 @@ def run(
         # Started with stdout closed (`>&-`): the output needs a file.
         msg = "stdout is closed, so the agent's output has nowhere to go; give --agent-output FILE (/dev/null to drop it)"
         raise click.BadParameter(msg, param_hint="--agent-output")
-    from trajgrade.runtime.host_world import HostWorld
-
     suite = load_policy(
-        config_path,
-        BuildContext(
-            regex_timeout=regex_timeout, allow_code=allow_code, world=HostWorld()
-        ),
+        config_path, BuildContext(regex_timeout=regex_timeout, allow_code=allow_code)
     )
     with contextlib.ExitStack() as stack:
         try:

@@ -18,13 +18,14 @@ that asks for the same globs once per touch walks the directory once.
 
 from __future__ import annotations
 
+import functools
 import glob as globlib
 import itertools
 import os
 import posixpath
 import stat
 import time
-from typing import Final
+from typing import Any, Final
 
 from trajgrade.graders.protect.aliases import UNKNOWABLE, unalias
 from trajgrade.graders.protect.facts import Found
@@ -156,11 +157,65 @@ class HostWorld:
                 os.listdir(base)
             except OSError:
                 return None  # the directory exists but cannot be read
-        names = globlib.iglob(absolute, recursive=True, include_hidden=True)
+        if "**" in absolute:
+            return _walk(base, absolute)
+        names = globlib.iglob(absolute, recursive=False, include_hidden=True)
         try:
             return [posixpath.normpath(n) for n in itertools.islice(names, EXPAND_MAX)]
         except (OSError, ValueError, RecursionError):
             return None
+
+
+#: Directory entries one ``**`` expansion may visit: a decision must not walk
+#: a whole tree (node_modules, a home directory, ``/``). Past it the answer
+#: is "cannot be known", and the lexical rules stand.
+WALK_MAX: Final = 2000
+#: A tree too big to walk stays so for a while: not walked again for this long.
+TOO_BIG_S: Final = 30.0
+_too_big: dict[str, float] = {}
+
+
+def _walk(base: str, pattern: str) -> list[str] | None:
+    since = _too_big.get(base)
+    if since is not None and time.monotonic() - since < TOO_BIG_S:
+        return None
+    found = _walk_tree(base, _glob(pattern))
+    if found is None:
+        if len(_too_big) > 256:
+            _too_big.clear()
+        _too_big[base] = time.monotonic()
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def _glob(pattern: str) -> Any:
+    from trajgrade.graders.protect.globs import Glob
+
+    return Glob(pattern)
+
+
+def _walk_tree(base: str, glob: Any) -> list[str] | None:
+    found: list[str] = []
+    todo = [base]
+    visited = 0
+    while todo:
+        folder = todo.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    visited += 1
+                    if visited > WALK_MAX:
+                        return None
+                    path = posixpath.join(folder, entry.name)
+                    if glob.match(path):
+                        found.append(path)
+                        if len(found) >= EXPAND_MAX:
+                            return found
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(path)
+        except OSError:
+            continue
+    return found
 
 
 _MISS: Final = object()

@@ -31,6 +31,8 @@ _NOT_SLASH: Final[Ranges] = ((0, 46), (48, _MAX))
 #: A product walk that visits more pairs than this answers "yes": a guard
 #: errs toward a match rather than spending unbounded time.
 PAIRS_MAX: Final = 200_000
+#: Cached transitions and answers per glob, each (cleared when full).
+_DFA_MAX: Final = 4096
 _MAGIC: Final = frozenset("*?[\\")
 
 
@@ -217,7 +219,7 @@ def _tokens(text: str) -> list[Token]:
 class Glob:
     """One compiled glob."""
 
-    __slots__ = ("_closures", "_eps", "_final", "_moves", "text")
+    __slots__ = ("_closures", "_dfa", "_eps", "_final", "_matched", "_moves", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -228,6 +230,10 @@ class Glob:
             cur = self._add(cur, token)
         self._final = cur
         self._closures = [self._closure(s) for s in range(len(self._moves))]
+        # Built as paths are matched (subset construction on the fly): a
+        # guard matches the same few globs against every path of every call.
+        self._dfa: dict[tuple[frozenset[int], int], frozenset[int]] = {}
+        self._matched: dict[str, bool] = {}
 
     def _new(self) -> int:
         self._moves.append([])
@@ -269,18 +275,36 @@ class Glob:
 
     def match(self, path: str) -> bool:
         """Whether ``path`` (a literal path) is one this glob names."""
+        known = self._matched.get(path)
+        if known is not None:
+            return known
+        if len(self._dfa) > _DFA_MAX:
+            self._dfa.clear()
+        if len(self._matched) > _DFA_MAX:
+            self._matched.clear()
+        dfa = self._dfa
         states = self._closures[0]
+        found = True
         for ch in path:
-            code = ord(ch)
-            nxt: set[int] = set()
-            for s in states:
-                for ranges, target in self._moves[s]:
-                    if _contains(ranges, code):
-                        nxt |= self._closures[target]
+            key = (states, ord(ch))
+            nxt = dfa.get(key)
+            if nxt is None:
+                nxt = dfa[key] = self._step(states, key[1])
             if not nxt:
-                return False
-            states = frozenset(nxt)
-        return self._final in states
+                found = False
+                break
+            states = nxt
+        found = found and self._final in states
+        self._matched[path] = found
+        return found
+
+    def _step(self, states: frozenset[int], code: int) -> frozenset[int]:
+        nxt: set[int] = set()
+        for s in states:
+            for ranges, target in self._moves[s]:
+                if _contains(ranges, code):
+                    nxt |= self._closures[target]
+        return frozenset(nxt)
 
     def intersects(self, other: Glob) -> bool:
         """Whether some path is named by both globs (a product walk)."""

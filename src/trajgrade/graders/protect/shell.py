@@ -79,6 +79,15 @@ _FILE_OPTIONS: Final[dict[str, dict[str, str]]] = {
     "git": {"-C": "read"},
 }  # fmt: skip
 _REDIRECT_WRITE: Final = (">", ">>", "&>", "&>>", ">|", "<>")
+#: Programs that read whole trees, and the options that make them do it
+#: ("" : always). Listing names (ls -R, find, tree) reads no file's content.
+_RECURSIVE: Final[dict[str, str]] = {
+    "rg": "", "ag": "", "ack": "",
+    "grep": "rR", "egrep": "rR", "fgrep": "rR", "diff": "r", "cp": "rRa",
+    "rsync": "ra", "scp": "r", "zip": "r", "tar": "c", "bsdtar": "c",
+}  # fmt: skip
+#: Searchers whose first operand is the pattern, not a file.
+_SEARCHERS: Final = frozenset(("grep", "egrep", "fgrep", "rg", "ag", "ack"))
 
 
 class ShellFacts(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -253,8 +262,40 @@ class _Observer:
             else:
                 operands.append(alts)
             i += 1
+        if name in _SEARCHERS and operands and not _has_pattern_option(rest):
+            operands = operands[1:]
         self._by_role(role, operands)
+        if self._recursive(name, rest):
+            # A tree read names every file under each operand (the cwd
+            # when none is given): `grep -r x .` reads .env too.
+            roots = [a for alts in operands for a in alts] or [GlobWord(".", False)]
+            for root in roots:
+                self._touch(GlobWord(root.text.rstrip("/") + "/**", True), "read")
         return frozenset(extra)
+
+    @staticmethod
+    def _recursive(name: str, rest: list[str | None]) -> bool:
+        letters = _RECURSIVE.get(name)
+        if letters is None:
+            return False
+        if not letters:
+            return True
+        for w in rest:
+            if w is None or not w.startswith("-") or w == "-":
+                if name.endswith("tar") and w is not None and set(w) & set(letters):
+                    return True  # tar's old style: `tar czf out .`
+                continue
+            if w.startswith("--"):
+                if w in (
+                    "--recursive",
+                    "--archive",
+                    "--dereference-recursive",
+                    "--create",
+                ):
+                    return True
+            elif set(w[1:]) & set(letters):
+                return True
+        return False
 
     def _by_role(self, role: str, operands: list[list[GlobWord]]) -> None:
         if role == "none" or not operands:
@@ -271,6 +312,15 @@ class _Observer:
                 self._touch(alt, "read" if role in ("read", "copy", "move") else role)
         for alt in last or ():
             self._touch(alt, "write")
+
+
+def _has_pattern_option(rest: list[str | None]) -> bool:
+    """``grep -e PAT`` / ``-f FILE``: then every operand is a file."""
+    return any(
+        w in ("-e", "-f", "--regexp", "--file")
+        or (w or "").startswith(("--regexp=", "--file="))
+        for w in rest
+    )
 
 
 def _is_glob(word: str) -> bool:

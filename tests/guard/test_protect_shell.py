@@ -66,7 +66,9 @@ def test_interpreter_code_built_from_pieces_is_a_pattern(command: str) -> None:
 
 
 def test_obscured_code_could_name_any_path() -> None:
-    assert ("*", True) in reads("""python3 -c "open(chr(46)+'env')" """)
+    assert ("/repo/**", True) in reads(
+        """python3 -c "import base64; open(base64.b64decode('LmVudg=='))" """
+    )
 
 
 def test_network_code_in_an_interpreter_has_the_network_capability() -> None:

@@ -29,6 +29,10 @@ __all__ = ("Operands",)
 _ANY: Final = GlobWord("*", True)
 _EXTRACTORS: Final = frozenset({"unzip", "7z", "cpio", "bsdtar"})
 _CURL_LIKE: Final = frozenset({"curl", "http", "https", "httpie", "xh"})
+_SHELLS: Final = frozenset("sh bash zsh dash ksh mksh fish csh tcsh".split())
+#: find's expression starts at the first word like these; before it are
+#: the directories it walks.
+_FIND_EXPRESSION: Final = ("-", "(", "!", ")")
 
 Alts = list[GlobWord]
 
@@ -60,6 +64,23 @@ class Operands:
                     return extra  # the rest are the code's arguments
                 i += 2
                 continue
+            if name in _SHELLS and word is not None and _cluster_has(word, "c"):
+                return extra  # bash -c STR: the walk reads STR; the rest is $0...
+            if (
+                name == "find"
+                and word is not None
+                and word.startswith(_FIND_EXPRESSION)
+            ):
+                break
+            if (
+                name == "tar"
+                and word is not None
+                and i == 0
+                and not word.startswith("-")
+            ):
+                word = "-" + word  # tar czf x: the old option form
+            if name == "tar" and word is not None and _cluster_has(word, "f"):
+                word = "-f"
             if word is not None and word.startswith("-") and word != "-":
                 i += self._option(word, values, rest, globs, i)
                 continue
@@ -132,7 +153,7 @@ class Operands:
             for path, mode in script_files(name, self.argv):
                 seen.touch(GlobWord(path, "*" in path), mode)
         if name == "git" and "--no-index" in self.argv:
-            role = "read"
+            role, operands = "read", operands[1:]
         if role == "code":
             operands = (
                 operands if has_code or _has_file_flag(self.argv) else operands[1:]
@@ -146,7 +167,8 @@ class Operands:
                 seen.touch(GlobWord("**", True), "read")
             return
         if is_recursive(name or "", self.argv):
-            operands = [[_below(a) for a in alts] for alts in operands]
+            # The operand itself (a file, or the directory) and all below it.
+            operands = [[*alts, *(_below(a) for a in alts)] for alts in operands]
         if role == "exec":
             for alt in operands[0]:
                 seen.touch(alt, "exec")
@@ -174,6 +196,11 @@ class Operands:
                 seen.touch(alt, "read")
         target = _target_dir(self.argv)
         seen.touch(_below(GlobWord(target, False)), "write")
+
+
+def _cluster_has(word: str, letter: str) -> bool:
+    """``-lc`` holds ``c``: a short option cluster."""
+    return word.startswith("-") and not word.startswith("--") and letter in word[1:]
 
 
 def _has_file_flag(argv: Sequence[str]) -> bool:

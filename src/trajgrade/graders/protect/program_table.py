@@ -149,7 +149,8 @@ ROLES: Final[dict[str, str]] = {
         ),
         "exec",
     ),
-    **dict.fromkeys(names("awk gawk mawk nawk sed"), "code"),
+    # The first operand is a program or a pattern, not a file (unless -e/-f).
+    **dict.fromkeys(names("awk gawk mawk nawk sed grep egrep fgrep rg ag ack"), "code"),
 }
 
 #: Interpreters' options whose next word is code, not a file.
@@ -166,6 +167,7 @@ CODE_FLAGS: Final[dict[str, tuple[str, ...]]] = {
     "tclsh": ("-c",),
     **dict.fromkeys(("awk", "gawk", "mawk", "nawk"), ("--source",)),
     "sed": ("-e", "--expression"),
+    **dict.fromkeys(("grep", "egrep", "fgrep", "rg", "ag", "ack"), ("-e", "--regexp")),
     **dict.fromkeys(("vim", "vi", "nvim", "ex", "view"), ("-c", "--cmd")),
     "emacs": ("--eval",),
 }

@@ -61,13 +61,17 @@ class Observer:
         self.too_deep = False
         self._globs: list[list[GlobWord]] = []
         self._previous: str | None = None
+        self._depth = 0
 
     # ---- what the walk tells
     def node(self, node: Any, depth: int) -> None:
         kind = node.type
         if kind == "command":
             self._globs = glob_words(node)
-            self._previous = None
+            if depth <= self._depth:
+                # A new command, not one a wrapper (find -exec) re-reads.
+                self._previous = None
+            self._depth = depth
         elif kind == "file_redirect":
             self._redirect(node)
         elif kind in ("heredoc_redirect", "herestring_redirect"):
@@ -77,17 +81,11 @@ class Observer:
         self.too_deep = True
 
     def run(self, head: str | None, rest: list[str | None]) -> None:
-        globs = self._globs[len(self._globs) - len(rest) :] if rest else []
-        globs = [*globs, *([[GlobWord("*", True)]] * (len(rest) - len(globs)))]
+        name = None if head is None or _is_glob(head) else head.rsplit("/", 1)[-1]
+        globs = self._aligned(rest)
         words = [
             w if w is not None else g[0].text for w, g in zip(rest, globs, strict=True)
         ]
-        name = None if head is None or _is_glob(head) else head.rsplit("/", 1)[-1]
-        if self._previous in _PLACEHOLDERS:
-            globs = [
-                [GlobWord("**", True)] if w == "{}" else g
-                for w, g in zip(rest, globs, strict=True)
-            ]
         if self._previous in _FILLERS:
             rest, globs = [*rest, "**"], [*globs, [GlobWord("**", True)]]
         argv = (head or "*", *words)
@@ -101,6 +99,25 @@ class Observer:
         self._urls(name, words)
         if name in ("cd", "pushd"):
             self._cd(globs[0] if globs else None)
+
+    def _aligned(self, rest: list[str | None]) -> list[list[GlobWord]]:
+        """The globs of ``rest``: the command node's own words when they are
+        these (a wrapper runs the tail of its words), else what the walk
+        says: an unknown word is ``*``; a word find or xargs fills in
+        (``{}``) any path."""
+        tail = self._globs[len(self._globs) - len(rest) :] if rest else []
+        fills = self._previous in _PLACEHOLDERS
+        out: list[list[GlobWord]] = []
+        for i, word in enumerate(rest):
+            own = tail[i] if len(tail) == len(rest) else None
+            if word is None or (fills and word == "{}"):
+                any_path = fills or own is None
+                out.append([GlobWord("**", True)] if any_path else own)  # type: ignore[list-item]
+            elif own is not None and _spells(own, word):
+                out.append(own)
+            else:
+                out.append([GlobWord(word, False)])
+        return out
 
     # ---- paths
     def touch(self, glob: GlobWord, mode: str) -> None:
@@ -224,6 +241,12 @@ class Observer:
                     self.urls.setdefault(m.group(1), None)
                 elif _REMOTE.match(word) and word.rsplit(":", 1)[1].isdigit():
                     self.urls.setdefault(word, None)
+
+
+def _spells(globs: list[GlobWord], word: str) -> bool:
+    """Whether the node's globs are the walk's word (after quote removal)."""
+    first = globs[0]
+    return len(globs) > 1 or first.pattern or first.text == word or "~" in first.text
 
 
 def _is_glob(word: str) -> bool:

@@ -97,7 +97,7 @@ PROGRAMS: Final[dict[str, frozenset[str]]] = _table(
     (
         _RW,
         "pip pip3 uv uvx poetry pipx conda mamba npm npx pnpm pnpx yarn gem "
-        "bundle cargo go rustup composer apt apt-get dpkg brew snap git",
+        "bundle cargo go rustup composer apt apt-get dpkg brew snap git bunx",
     ),
     (
         _P,
@@ -261,7 +261,7 @@ CODE_OPTIONS: Final[dict[str, tuple[str, ...]]] = {
     "sftp": ("-S", "-D", "proxycommand="),
     "make": ("--eval", "-E"),
     "gmake": ("--eval", "-E"),
-    "git": ("--upload-pack", "--receive-pack", "--exec", "-u", "--config-env"),
+    "git": ("--upload-pack", "--receive-pack", "--exec", "--config-env"),
     "find": ("-exec", "-execdir", "-ok", "-okdir"),
     "vim": ("+",),
     "vi": ("+",),

@@ -111,7 +111,7 @@ def capabilities_of(name: str, argv: Sequence[str]) -> frozenset[str] | None:
         return caps | _NETWORK
     if base == "find":
         return caps | _find(args)
-    if _code_option(base, args):
+    if _code_option(base, list(argv[1:])):
         return caps | _CODE
     return caps
 
@@ -140,7 +140,7 @@ def _code_option(base: str, args: list[str]) -> bool:
                 if a.startswith("+") and not a[1:].isdigit():
                     return True
             elif opt.endswith("="):
-                if a.startswith(opt):
+                if a.lower().startswith(opt):
                     return True
             elif a == opt or a.startswith(opt + "="):
                 return True
@@ -174,13 +174,15 @@ def _git(args: list[str]) -> frozenset[str]:
     for i, a in enumerate(args):
         if a == "-c" and i + 1 < len(args) and args[i + 1].startswith(GIT_CODE_KEYS):
             caps.add("run-code")
-    if _code_option("git", args):
+    if _code_option("git", args):  # git's options are lower case
         caps.add("run-code")
     sub = _git_subcommand(["git", *args])
     if sub in GIT_NETWORK or any("://" in a or a.startswith("ext::") for a in args):
         caps.add("network")
-    if sub in GIT_RUNNERS:
-        caps.add("run-code")
+    if sub in GIT_RUNNERS or (
+        sub in ("clone", "ls-remote", "archive") and "-u" in args
+    ):
+        caps.add("run-code")  # -u: their --upload-pack
     return frozenset(caps)
 
 

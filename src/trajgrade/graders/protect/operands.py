@@ -7,7 +7,7 @@ operand read: conservative, since any word could be a file it opens.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from trajgrade.graders.protect.programs import (
     base_name,
@@ -22,19 +22,29 @@ from trajgrade.graders.protect.shell_words import GlobWord
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from trajgrade.graders.protect.shell_observer import Observer
-
 __all__ = ("Operands",)
 
-_ANY: Final = GlobWord("*", True)
+_ANY_PATH: Final = GlobWord("**", True)
+#: A word after which the rest are not the program's operands.
+_STOP: Final = "\0stop"
 _EXTRACTORS: Final = frozenset({"unzip", "7z", "cpio", "bsdtar"})
 _CURL_LIKE: Final = frozenset({"curl", "http", "https", "httpie", "xh"})
-_SHELLS: Final = frozenset("sh bash zsh dash ksh mksh fish csh tcsh".split())
+_SHELLS: Final = frozenset(
+    ["sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh"]
+)
 #: find's expression starts at the first word like these; before it are
 #: the directories it walks.
 _FIND_EXPRESSION: Final = ("-", "(", "!", ")")
 
 Alts = list[GlobWord]
+
+
+class Observer(Protocol):
+    """What the shell observer offers an operand reader."""
+
+    def touch(self, glob: GlobWord, mode: str) -> None: ...
+
+    def code(self, code: str | None) -> frozenset[str]: ...
 
 
 class Operands:
@@ -54,9 +64,10 @@ class Operands:
         operands: list[Alts] = []
         extra: frozenset[str] = frozenset()
         has_code = False
+        word: str | None = None
         i = 0
         while i < len(rest):
-            word, alts = rest[i], globs[i]
+            word = rest[i]
             if word is not None and word in code_flags and i + 1 < len(rest):
                 has_code = True
                 extra |= self._code(rest[i + 1])
@@ -64,33 +75,35 @@ class Operands:
                     return extra  # the rest are the code's arguments
                 i += 2
                 continue
-            if name in _SHELLS and word is not None and _cluster_has(word, "c"):
-                return extra  # bash -c STR: the walk reads STR; the rest is $0...
-            if (
-                name == "find"
-                and word is not None
-                and word.startswith(_FIND_EXPRESSION)
-            ):
+            word = self._spelling(word, i)
+            if word == _STOP:
                 break
-            if (
-                name == "tar"
-                and word is not None
-                and i == 0
-                and not word.startswith("-")
-            ):
-                word = "-" + word  # tar czf x: the old option form
-            if name == "tar" and word is not None and _cluster_has(word, "f"):
-                word = "-f"
             if word is not None and word.startswith("-") and word != "-":
                 i += self._option(word, values, rest, globs, i)
                 continue
-            if word is not None and self._special(word):
-                i += 1
-                continue
-            operands.append(alts)
+            if word is None or not self._special(word):
+                operands.append(globs[i])
             i += 1
-        self._by_role(operands, has_code)
+        if word != _STOP or name == "find":
+            self._by_role(operands, has_code)
         return extra
+
+    def _spelling(self, word: str | None, i: int) -> str | None:
+        """A word as an option reader should see it; _STOP where the rest
+        are no operands (``bash -c STR ...``, find's expression)."""
+        name = self.name
+        if word is None:
+            return None
+        if name in _SHELLS and _cluster_has(word, "c"):
+            return _STOP  # bash -c STR: the walk reads STR; the rest is $0...
+        if name == "find" and word.startswith(_FIND_EXPRESSION):
+            return _STOP
+        if name == "tar":
+            if i == 0 and not word.startswith("-"):
+                word = "-" + word  # tar czf x: the old option form
+            if _cluster_has(word, "f"):
+                return "-f"
+        return word
 
     # ---- pieces
     def _code(self, code: str | None) -> frozenset[str]:
@@ -146,29 +159,32 @@ class Operands:
         return "c" if is_recursive("tar", self.argv) else "x"
 
     def _by_role(self, operands: list[Alts], has_code: bool) -> None:
-        role = self.role
         name = self.name
         seen = self.seen
+        role = self.role
         if name is not None:
             for path, mode in script_files(name, self.argv):
                 seen.touch(GlobWord(path, "*" in path), mode)
         if name == "git" and "--no-index" in self.argv:
             role, operands = "read", operands[1:]
         if role == "code":
-            operands = (
-                operands if has_code or _has_file_flag(self.argv) else operands[1:]
-            )
-            role = "read"
+            keep = has_code or _has_file_flag(self.argv)
+            role, operands = "read", operands if keep else operands[1:]
         if name == "tar" or name in _EXTRACTORS:
             self._archive(operands)
             return
+        recursive = is_recursive(name or "", self.argv)
+        if recursive and not operands and role != "none":
+            seen.touch(_ANY_PATH, "read")
         if role == "none" or not operands:
-            if is_recursive(name or "", self.argv) and not operands:
-                seen.touch(GlobWord("**", True), "read")
             return
-        if is_recursive(name or "", self.argv):
+        if recursive:
             # The operand itself (a file, or the directory) and all below it.
             operands = [[*alts, *(_below(a) for a in alts)] for alts in operands]
+        self._touch_all(role, operands)
+
+    def _touch_all(self, role: str, operands: list[Alts]) -> None:
+        seen = self.seen
         if role == "exec":
             for alt in operands[0]:
                 seen.touch(alt, "exec")

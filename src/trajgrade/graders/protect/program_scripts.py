@@ -125,8 +125,7 @@ def awk_program(program: str) -> ScriptFacts:
     for m in _AWK_WRITE.finditer(program):
         caps.add("write")
         files.append((m.group(1), "write"))
-    for m in _AWK_READ.finditer(program):
-        files.append((m.group(1), "read"))
+    files.extend((m.group(1), "read") for m in _AWK_READ.finditer(program))
     if _AWK_ANY_REDIRECT.search(program) and "write" not in caps:
         # print > name, with the name in a variable: any file.
         caps.add("write")

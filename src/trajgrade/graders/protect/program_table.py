@@ -45,6 +45,10 @@ _R, _W, _N, _C, _P, _S = (
 _RW = _R | _W
 
 
+def _each(keys: tuple[str, ...], value: dict[str, str]) -> dict[str, dict[str, str]]:
+    return {key: dict(value) for key in keys}
+
+
 def _table(*rows: tuple[frozenset[str], str]) -> dict[str, frozenset[str]]:
     return {name: caps for caps, text in rows for name in names(text)}
 
@@ -175,26 +179,26 @@ CODE_FLAGS: Final[dict[str, tuple[str, ...]]] = {
 #: Options whose next word is a value (not an operand), per program; a value
 #: that is a file the program reads or runs is named with its mode.
 OPTION_VALUES: Final[dict[str, dict[str, str]]] = {
-    **dict.fromkeys(
+    **_each(
         ("python", "python2", "python3", "pypy", "pypy3"),
         {"-m": "none", "-W": "none", "-X": "none", "-Q": "none"},
     ),
-    **dict.fromkeys(
+    **_each(
         ("node", "nodejs"),
         {"-r": "exec", "--require": "exec", "--import": "exec", "--loader": "exec"},
     ),
     "perl": {"-I": "none", "-M": "none", "-m": "none", "-x": "none"},
     "ruby": {"-I": "none", "-r": "exec", "-C": "none"},
-    **dict.fromkeys(
+    **_each(
         ("bash", "sh", "zsh", "dash", "ksh"),
         {"-o": "none", "-O": "none", "--rcfile": "exec", "--init-file": "exec"},
     ),
-    **dict.fromkeys(
+    **_each(
         ("awk", "gawk", "mawk", "nawk"),
         {"-f": "exec", "--file": "exec", "-v": "none", "-F": "none", "-i": "exec"},
     ),
     "sed": {"-f": "exec", "--file": "exec", "-l": "none"},
-    **dict.fromkeys(("vim", "vi", "nvim", "ex"), {"-S": "exec", "-s": "exec"}),
+    **_each(("vim", "vi", "nvim", "ex"), {"-S": "exec", "-s": "exec"}),
     "emacs": {"-l": "exec", "--load": "exec", "--script": "exec", "-f": "none"},
     "curl": {
         "-T": "read", "--upload-file": "read", "-K": "read", "--config": "read",

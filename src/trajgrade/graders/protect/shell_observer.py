@@ -1,5 +1,6 @@
 """The observer of the shell walk: runs, touches and URLs as the walk of
-:mod:`trajgrade.graders.matching._shell` meets them (see :mod:`.shell`)."""
+:mod:`trajgrade.graders.matching._shell` meets them, gathered into
+:class:`ShellFacts` (see :mod:`.shell`, the cached entry point)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import posixpath
 import re
 from typing import Any, Final
 
+import msgspec
+
+from trajgrade.graders.matching._shell import MAX_DEPTH, observe, parse_tree
 from trajgrade.graders.protect.facts import Run, Touch
 from trajgrade.graders.protect.inline_code import URL, code_facts
 from trajgrade.graders.protect.operands import Operands
 from trajgrade.graders.protect.programs import capabilities_of, role_of
 from trajgrade.graders.protect.shell_words import GlobWord, glob_word, glob_words
 
-__all__ = ("Observer", "absolute")
+__all__ = ("MAX_NESTED", "Observer", "ShellFacts", "absolute", "analyze_nested")
+
+#: Commands inside inline code (``os.system('...')``) read this deep.
+MAX_NESTED: Final = 4
 
 _REDIRECT_WRITE: Final = (">", ">>", "&>", "&>>", ">|", ">&", "<>")
 #: Programs that add words from stdin to the command they run.
@@ -23,11 +30,47 @@ _PLACEHOLDERS: Final = frozenset({"find", "xargs", "parallel"})
 #: At most this many directories a relative path is read against.
 _MAX_CWDS: Final = 4
 _ANY_DIR: Final = "/**"
+_ANY_PATH: Final = GlobWord("**", True)
 #: user@host:path, host:path (scp, rsync, ssh), host:port (nc, socat...).
 _REMOTE: Final = re.compile(r"^(?:[\w.-]+@)?[\w.-]+:(?:[^\s]*)$")
 _HOST_PORT_PROGRAMS: Final = frozenset({"nc", "ncat", "netcat", "telnet", "socat"})
 _REMOTE_PROGRAMS: Final = frozenset({"scp", "rsync", "sftp", "ssh", "git"})
-_SHELLS: Final = frozenset("sh bash zsh dash ksh mksh fish csh tcsh".split())
+_SHELLS: Final = frozenset(
+    ["sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh"]
+)
+
+
+class ShellFacts(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    runs: tuple[Run, ...] = ()
+    touches: tuple[Touch, ...] = ()
+    urls: tuple[str, ...] = ()
+    #: Why the command could not be read (a parse error, nesting too deep).
+    unreadable: str | None = None
+
+
+def analyze_nested(command: str, cwd: str | None, nested: int) -> ShellFacts:
+    """What ``command`` does, found ``nested`` levels deep in inline code
+    (0: the command itself)."""
+    _, broken = parse_tree(command)
+    seen = Observer(cwd, nested)
+    found = observe(command, seen)
+    if found.unknown and not any(r.name is None for r in seen.runs):
+        # The walk met what it cannot read on: a script from stdin, a name
+        # set up to run later. Its program is unknown.
+        seen.runs.append(Run(name=None, argv=("<unknown>",)))
+    for url in URL.findall(command):
+        seen.urls.setdefault(url.rstrip(".,;"), None)
+    unreadable = seen.unreadable
+    if broken:
+        unreadable = "the command could not be parsed as bash"
+    elif seen.too_deep:
+        unreadable = f"commands nested deeper than {MAX_DEPTH} levels"
+    return ShellFacts(
+        runs=tuple(seen.runs),
+        touches=tuple(dict.fromkeys(seen.touches)),
+        urls=tuple(seen.urls),
+        unreadable=unreadable,
+    )
 
 
 def absolute(path: str, cwd: str | None) -> str:
@@ -111,8 +154,7 @@ class Observer:
         for i, word in enumerate(rest):
             own = tail[i] if len(tail) == len(rest) else None
             if word is None or (fills and word == "{}"):
-                any_path = fills or own is None
-                out.append([GlobWord("**", True)] if any_path else own)  # type: ignore[list-item]
+                out.append(own if own is not None and not fills else [_ANY_PATH])
             elif own is not None and _spells(own, word):
                 out.append(own)
             else:
@@ -148,8 +190,6 @@ class Observer:
         return facts.capabilities
 
     def _nested_command(self, command: str) -> None:
-        from trajgrade.graders.protect.shell import MAX_NESTED, analyze_nested
-
         if self.nested >= MAX_NESTED:
             self.runs.append(Run(name=None, argv=("<nested>",)))
             return
@@ -164,7 +204,7 @@ class Observer:
         if target is None:
             new: str | None = "~"
         elif len(target) == 1 and not target[0].pattern and target[0].text != "-":
-            new = absolute(target[0].text, self.cwds[0] if self.cwds[0] else None)
+            new = absolute(target[0].text, self.cwds[0] or None)
         else:
             new = _ANY_DIR
         if new not in self.cwds:
@@ -184,10 +224,8 @@ class Observer:
             return
         op = op.lstrip("0123456789")
         raw = dest.text.decode("utf-8", "replace")
-        if (
-            op.endswith("&")
-            and op != ">&"
-            or (op == ">&" and (raw.isdigit() or raw == "-"))
+        if (op.endswith("&") and op != ">&") or (
+            op == ">&" and (raw.isdigit() or raw == "-")
         ):
             return  # 2>&1, >&-: a descriptor, not a file
         for glob in glob_word(dest):
@@ -235,7 +273,7 @@ class Observer:
                 m = re.search(
                     r"(?:TCP\d?|UDP\d?|OPENSSL|SSL)[-:]?(?:\w*:)?([\w.-]+:\d+)",
                     word,
-                    re.I,
+                    re.IGNORECASE,
                 )
                 if m:
                     self.urls.setdefault(m.group(1), None)

@@ -32,9 +32,13 @@ _LITERAL: Final = re.compile(r"""(['"])((?:\\.|(?!\1).)*?)\1""")
 _CHR: Final = re.compile(r"(?:\bchr|String\.fromCharCode)\s*\(\s*([\d\s,]+)\)")
 #: A literal's unknown parts: f"{x}", "#{x}", `${x}`, "$x" (perl, php).
 _INTERPOLATED: Final = re.compile(r"\{[^{}]*\}|#\{[^{}]*\}|\$\{[^{}]*\}|\$\w+")
-#: Pieces of a string built in code: 'a' + 'b', "a" . "b", 'a' 'b', 'a', 'b'.
+#: Pieces of a string built in code: 'a' + 'b', "a" . "b", 'a' 'b'.
 _JOINED: Final = re.compile(
-    r"""(?:[fbrFBR]{0,2}(['"])(?:\\.|(?!\1).)*?\1\s*(?:\+|\.|,|)\s*){2,}"""
+    r"""(?:[fbrFBR]{0,2}(['"])(?:\\.|(?!\1).)*?\1\s*(?:\+|\.|)\s*){2,}"""
+)
+#: ''.join(['a', 'b']), ['a', 'b'].join(''), join('', 'a', 'b').
+_JOIN_LIST: Final = re.compile(
+    r"join\s*\(\s*(?:['\"]['\"]\s*,\s*)?\[?([^\])]*)|\[([^\]]*)\]\s*\.\s*join"
 )
 _OBSCURED: Final = re.compile(
     r"fromhex|b64decode|atob\(|decode\(|unhexlify|\[::-1\]|reverse\(|rot13|"
@@ -76,8 +80,10 @@ def code_facts(code: str) -> CodeFacts:
     paths: list[tuple[str, bool]] = []
     if _OBSCURED.search(text):
         paths.append(("**", True))
-    for m in _JOINED.finditer(text):
-        pieces = [_glob_piece(p) for _, p in _LITERAL.findall(m.group(0))]
+    joined = [m.group(0) for m in _JOINED.finditer(text)]
+    joined += [m.group(1) or m.group(2) or "" for m in _JOIN_LIST.finditer(text)]
+    for found in joined:
+        pieces = [_glob_piece(p) for _, p in _LITERAL.findall(found)]
         pieces = [p for p in pieces if p]
         if len(pieces) > 1:
             paths.append(("*".join(pieces), True))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from trajgrade.graders.protect.programs import (
     base_name,
+    capabilities_of,
     interpreter_flags,
     is_recursive,
     option_values,
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ("Operands",)
 
+_READS: Final = frozenset({"read", "copy", "move", "edit"})
 _ANY_PATH: Final = GlobWord("**", True)
 #: A word after which the rest are not the program's operands.
 _STOP: Final = "\0stop"
@@ -169,7 +171,10 @@ class Operands:
             role, operands = "read", operands[1:]
         if role == "code":
             keep = has_code or _has_file_flag(self.argv)
-            role, operands = "read", operands if keep else operands[1:]
+            operands = operands if keep else operands[1:]
+            role = "read"
+            if name == "sed" and "write" in (capabilities_of(name, self.argv) or ()):
+                role = "edit"  # sed -i: each file read and rewritten
         if name == "tar" or name in _EXTRACTORS:
             self._archive(operands)
             return
@@ -194,7 +199,9 @@ class Operands:
             for alt in alts:
                 if role == "move":
                     seen.touch(alt, "delete")
-                seen.touch(alt, "read" if role in ("read", "copy", "move") else role)
+                if role == "edit":
+                    seen.touch(alt, "write")
+                seen.touch(alt, "read" if role in _READS else role)
         for alt in last or ():
             seen.touch(alt, "write")
 

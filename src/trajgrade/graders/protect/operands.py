@@ -163,18 +163,10 @@ class Operands:
     def _by_role(self, operands: list[Alts], has_code: bool) -> None:
         name = self.name
         seen = self.seen
-        role = self.role
         if name is not None:
             for path, mode in script_files(name, self.argv):
                 seen.touch(GlobWord(path, "*" in path), mode)
-        if name == "git" and "--no-index" in self.argv:
-            role, operands = "read", operands[1:]
-        if role == "code":
-            keep = has_code or _has_file_flag(self.argv)
-            operands = operands if keep else operands[1:]
-            role = "read"
-            if name == "sed" and "write" in (capabilities_of(name, self.argv) or ()):
-                role = "edit"  # sed -i: each file read and rewritten
+        role, operands = self._role(operands, has_code)
         if name == "tar" or name in _EXTRACTORS:
             self._archive(operands)
             return
@@ -187,6 +179,18 @@ class Operands:
             # The operand itself (a file, or the directory) and all below it.
             operands = [[*alts, *(_below(a) for a in alts)] for alts in operands]
         self._touch_all(role, operands)
+
+    def _role(self, operands: list[Alts], has_code: bool) -> tuple[str, list[Alts]]:
+        """The role the arguments give, and the operands that are files."""
+        name = self.name
+        if name == "git" and "--no-index" in self.argv:
+            return "read", operands[1:]
+        if self.role != "code":
+            return self.role, operands
+        keep = has_code or _has_file_flag(self.argv)
+        if name == "sed" and "write" in (capabilities_of(name, self.argv) or ()):
+            return "edit", operands if keep else operands[1:]  # sed -i
+        return "read", operands if keep else operands[1:]
 
     def _touch_all(self, role: str, operands: list[Alts]) -> None:
         seen = self.seen

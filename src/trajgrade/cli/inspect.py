@@ -39,11 +39,11 @@ __all__ = ("check", "convert", "formats", "graders", "stats")
     "agents",
     multiple=True,
     type=click.Choice(AGENT_NAMES),
-    help="Warn about tool matchers that can never work on this agent's tools (repeatable).",
+    help="Warn about tool matchers that can never work on this agent's tools (repeatable); also list the programs' capabilities.",
 )
 def check(config_path: str, allow_code: bool, agents: tuple[str, ...]) -> None:
     """Validate a config; print every error with file, line and field."""
-    from trajgrade.config.agent_check import agent_warnings
+    from trajgrade.config.agent_check import agent_warnings, capability_table
     from trajgrade.graders import BuildContext
 
     suite = load_policy(config_path, BuildContext(allow_code=allow_code))
@@ -54,6 +54,8 @@ def check(config_path: str, allow_code: bool, agents: tuple[str, ...]) -> None:
         f"{config_path}: ok, {len(suite.graders)} grader(s): {', '.join(g.name for g in suite.graders)}"
     )
     _print_protect(suite.graders)
+    if agents:
+        click.echo("\n".join(capability_table()))
 
 
 def _print_protect(compiled: Sequence[Any]) -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from trajgrade.config.model import Suite
     from trajgrade.graders.matching._tool_match import Matcher
 
-__all__ = ("agent_warnings", "matcher_warnings")
+__all__ = ("agent_warnings", "capability_table", "matcher_warnings")
 
 #: Agents whose MCP tools are named ``mcp__<server>__<tool>``.
 _MCP_AGENTS: Final = frozenset(("claude-code", "codex", "canonical"))
@@ -52,6 +52,18 @@ def agent_warnings(suite: Suite, agent: str) -> list[str]:
         for key, arg, m in bindings() if bindings is not None else ():
             out.extend(f"{grader.name}: {t}" for t in _binding(key, arg, m, agent))
     return out
+
+
+def capability_table() -> list[str]:
+    """The program table, one line per capability set: what ``capability:``
+    filters and ``protect.capabilities`` decide (docs/guard-programs.md)."""
+    from trajgrade.graders.protect.programs_reference import table_lines
+
+    return [
+        "# programs' capabilities (docs/guard-programs.md; arguments add more,"
+        " unlisted programs are unknown)",
+        *(f"#   {line}" for line in table_lines()),
+    ]
 
 
 def _selected(m: Matcher, agent: str) -> tuple[dict[str, Tool], bool]:

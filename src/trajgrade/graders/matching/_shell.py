@@ -141,6 +141,8 @@ class _Acc:
     def script(self, text: str, depth: int) -> None:
         if depth > MAX_DEPTH:
             self.unknown = True
+            if self.observer is not None:
+                self.observer.gave_up(text)
             return
         self._parse(text, depth)
         joined = join_continuations(text) if "\\\n" in text else text
@@ -409,7 +411,9 @@ class _Acc:
 
 
 #: Nodes an observer is shown (besides program starts).
-_OBSERVED: Final = frozenset(("command", "file_redirect"))
+_OBSERVED: Final = frozenset(
+    ("command", "file_redirect", "heredoc_redirect", "herestring_redirect")
+)
 
 
 def parse_tree(command: str) -> tuple[Any, bool]:
@@ -420,7 +424,8 @@ def parse_tree(command: str) -> tuple[Any, bool]:
 
 def observe(command: str, observer: Any) -> Programs:
     """:func:`programs`, telling ``observer`` (``node(node, depth)``,
-    ``run(head, rest)``) what the walk meets; not cached."""
+    ``run(head, rest)``, ``gave_up(text)`` past :data:`MAX_DEPTH`) what the
+    walk meets; not cached."""
     acc = _Acc(observer)
     acc.script(command, 0)
     return Programs(tuple(acc.names), acc.unknown)

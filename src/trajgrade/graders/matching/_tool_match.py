@@ -11,6 +11,10 @@ plus trajgrade's agent-neutral ones (docs/guard-matching.md):
   of an ``apply_patch``, ... An unknown tool's view is the argument of that
   name, which is vally's lookup. Paths are normalised.
 * ``program`` -- a regex on each program the shell command runs (``_shell``).
+* ``capability`` -- a capability (or a list) one of the command's programs
+  has, from the shipped program table; the test itself is the protect
+  package's (:mod:`trajgrade.graders.protect.capability_filter`), handed to
+  :class:`Matcher` by the rule that builds it, since matching sits below it.
 
 vally's rule stands for every view: a ``command``/``path``/``url``/
 ``program`` filter on a call the entry selects that has no such view is a
@@ -21,7 +25,7 @@ A :class:`Matcher` is immutable once built.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "ArgMissingError",
+    "CapabilityTest",
     "Matcher",
     "ToolMatch",
     "count_text",
@@ -55,6 +60,7 @@ class ToolMatch(ConfigBase):
     path: str | None = None
     url: str | None = None
     program: str | None = None
+    capability: str | list[str] | None = None
     args: dict[str, str] | None = None
     result: str | None = None
     min_count: int | None = None
@@ -73,6 +79,24 @@ class ArgMissingError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class CapabilityTest(Protocol):
+    """Whether a shell command starts a program with one of an entry's
+    capabilities (an unknown program as the entry's side says)."""
+
+    def __call__(self, command: str) -> bool: ...
+
+
+def capabilities_named(spec: ToolMatch) -> tuple[str, ...]:
+    """The capabilities a spec names (empty: no ``capability``)."""
+    if spec.capability is None:
+        return ()
+    return (
+        (spec.capability,)
+        if isinstance(spec.capability, str)
+        else tuple(spec.capability)
+    )
 
 
 def kinds_of(spec: ToolMatch) -> frozenset[str]:
@@ -115,6 +139,7 @@ class Matcher:
         "args",
         "at_step",
         "before_step",
+        "capability",
         "checks",
         "command",
         "final",
@@ -140,7 +165,11 @@ class Matcher:
         timeout: float,
         *,
         unreadable_matches: bool = True,
+        capability: CapabilityTest | None = None,
     ) -> None:
+        if spec.capability is not None and capability is None:
+            msg = f"{where}: a capability filter needs its test (capability_filter.compile_capability)"
+            raise ValueError(msg)
         self.where = where
         self.label = _label(spec)
         self.kinds = kinds_of(spec)
@@ -156,6 +185,8 @@ class Matcher:
         self.url = _opt(spec.url, f"{where}.url", timeout)
         self.program = _opt(spec.program, f"{where}.program", timeout)
         self.unreadable_matches = unreadable_matches
+        #: The capability test (the protect package's), or None.
+        self.capability = capability if spec.capability is not None else None
         self.args = tuple(
             (key, Pattern(rx, field=f"{where}.args.{key}", timeout=timeout))
             for key, rx in (spec.args or {}).items()
@@ -179,7 +210,12 @@ class Matcher:
         )
         #: Views whose absence is a configuration error (vally's rule).
         self.required_args = tuple(
-            dict.fromkeys("command" if k == "program" else k for k, _ in self.views)
+            dict.fromkeys(
+                [
+                    *("command" if k == "program" else k for k, _ in self.views),
+                    *(("command",) if self.capability is not None else ()),
+                ]
+            )
         )
         # A kind some tool decides by an argument (str_replace_editor) needs
         # the call, not only its name.
@@ -189,6 +225,7 @@ class Matcher:
         #: Non-empty when matches_args has work to do (filters, then kind).
         self.checks: tuple[tuple[str, Pattern | None], ...] = (
             *self.views,
+            *((("capability", None),) if self.capability is not None else ()),
             *self.args,
             *((("kind", None),) if by_arg else ()),
         )
@@ -204,7 +241,7 @@ class Matcher:
             return False
         # Presence first: a tool the entry selects must have the view,
         # whatever the other filters would say ("configuration error").
-        if self.views:
+        if self.required_args:
             found: dict[str, list[str]] = {}
             for key in self.required_args:
                 values = view_of(call, key)
@@ -218,6 +255,8 @@ class Matcher:
                         return False
                 elif not any(pattern.search(v) for v in found[key]):
                     return False
+            if self.capability is not None and not self.capability(found["command"][0]):
+                return False
         args = call.args or {}
         for key, pattern in self.args:
             value = args.get(key)

@@ -17,6 +17,10 @@ from trajgrade._util.digest import blake2b
 from trajgrade.events import ToolCall
 from trajgrade.graders.matching._jsliteral import JSRegexError
 from trajgrade.graders.matching._tool_match import ArgMissingError, Matcher, ToolMatch
+from trajgrade.graders.protect.capability_filter import (
+    compile_capability,
+    validate_capability,
+)
 from trajgrade.graders.vally.metric_threshold import parse_duration_ms
 from trajgrade.verdicts import Decision, Judgement, Outcome
 
@@ -101,10 +105,18 @@ def compile_matcher(
             "drop result (flow's `after` may match results)",
         )
         bad = True
-    if bad:
+    before = len(errors.errors)
+    validate_capability(field, tm, errors)
+    if bad or len(errors.errors) > before:
         return None
     try:
-        return Matcher(tm, field, timeout, unreadable_matches=not credit)
+        return Matcher(
+            tm,
+            field,
+            timeout,
+            unreadable_matches=not credit,
+            capability=compile_capability(tm, unknown_matches=not credit),
+        )
     except JSRegexError as exc:
         errors.add(field, str(exc))
         return None

@@ -44,6 +44,10 @@ from trajgrade.graders.matching._tool_match import (
     regex_field,
     validate,
 )
+from trajgrade.graders.protect.capability_filter import (
+    compile_capability,
+    validate_capability,
+)
 from trajgrade.graders.vally._name_plan import PLAN_CACHE_MAX, NamePlan
 from trajgrade.graders.vally._tool_calls_state import ToolCallsState, remember
 from trajgrade.verdicts import Decision, Judgement, Outcome
@@ -137,13 +141,23 @@ class ToolCalls:
             at = f"{where}[{i}]"
             before = len(errors.errors)
             validate(where, at, spec, errors)
+            validate_capability(at, spec, errors)
             if len(errors.errors) > before:
                 continue
             try:
                 # An unreadable shell command is a match where a match is
                 # a violation (fail closed), never where it is credit.
+                fails_closed = where == "disallowed"
                 out.append(
-                    Matcher(spec, at, timeout, unreadable_matches=where == "disallowed")
+                    Matcher(
+                        spec,
+                        at,
+                        timeout,
+                        unreadable_matches=fails_closed,
+                        capability=compile_capability(
+                            spec, unknown_matches=fails_closed
+                        ),
+                    )
                 )
             except JSRegexError as exc:
                 errors.add(regex_field(at, spec, exc), str(exc))

@@ -14,6 +14,7 @@ import pytest
 
 from trajgrade.errors import ConfigError
 from trajgrade.hooks.install import install, merged
+from trajgrade.hooks.invoke import policy_digest
 
 
 def test_merge_keeps_other_settings_and_hooks() -> None:
@@ -198,7 +199,7 @@ def test_a_policy_with_code_needs_allow_code_and_passes_it_on(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
     command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    assert command.endswith(f"hook claude-code -c {policy} --allow-code")
+    assert f"hook claude-code -c {policy} --allow-code --pin " in command
 
 
 @pytest.mark.parametrize(
@@ -284,7 +285,10 @@ def test_installing_again_replaces_a_server_install(tmp_path: Path, agent: str) 
     ]
     assert all(len(groups) == 1 for groups in hooks.values()), hooks
     assert "client.py" not in settings.read_text()
-    assert all(c.endswith(f"hook {agent} -c {policy}") for c in commands), commands
+    pinned = (
+        f"hook {agent} -c {policy} --pin {policy_digest(str(policy))} --fail-closed"
+    )
+    assert all(c.endswith(pinned) for c in commands), commands
 
 
 @pytest.mark.parametrize("server", [False, True], ids=["cold", "server"])
@@ -365,7 +369,11 @@ def test_install_registers_the_running_trajgrade_not_the_one_on_path(
     command = settings["hooks"]["BeforeTool"][0]["hooks"][0]["command"]
     ours = Path(sys.executable).parent / "trajgrade"
     expected = [str(ours)] if ours.exists() else [sys.executable, "-m", "trajgrade"]
-    assert shlex.split(command) == [*expected, "hook", "gemini", "-c", str(policy)]
+    assert shlex.split(command) == [
+        *expected,
+        *("hook", "gemini", "-c", str(policy)),
+        *("--pin", policy_digest(str(policy)), "--fail-closed"),
+    ]
     assert f"the `trajgrade` on PATH ({other}) is another installation" in out.stderr
     # The registered command is this trajgrade's hook: it answers a call.
     payload = {"session_id": "s", "hook_event_name": "BeforeTool", "cwd": str(tmp_path)}

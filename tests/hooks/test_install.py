@@ -14,7 +14,7 @@ import pytest
 
 from trajgrade.errors import ConfigError
 from trajgrade.hooks.install import install, merged
-from trajgrade.hooks.invoke import policy_digest
+from trajgrade.hooks.pinning import policy_digest
 
 
 def test_merge_keeps_other_settings_and_hooks() -> None:

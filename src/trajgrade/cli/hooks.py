@@ -127,6 +127,7 @@ def install_cmd(
     The policy is compiled first: one the hook could not load is refused;
     its digest is pinned in the hook command, so a changed policy denies
     every call until the hook is installed again."""
+    from trajgrade.cli.hook_sandbox import sandbox_settings
     from trajgrade.errors import ConfigError
     from trajgrade.hooks.install import install
 
@@ -154,18 +155,11 @@ def install_cmd(
             words += ["--state-dir", os.path.abspath(state_dir)]
         if allow_code:
             words.append("--allow-code")
-        from trajgrade.hooks.invoke import policy_digest
+        from trajgrade.hooks.pinning import policy_digest
 
         words += ["--pin", policy_digest(config_path)]
-    if fail_closed:
-        words.append("--fail-closed")
-    else:
-        click.echo(
-            "warning: --fail-open: a call the hook cannot grade (a broken policy, "
-            "an internal error) runs unguarded; a guard that fails open is a tripwire",
-            err=True,
-        )
-    extra = _sandbox_settings(agent, config_path, state_dir) if sandbox else None
+    words += _failure_words(fail_closed)
+    extra = sandbox_settings(agent, config_path, state_dir) if sandbox else None
     command = shlex.join(words)
     # Claude Code runs a call whose http hook fails (daemon down, timeout),
     # so fail-closed needs the thin client, which denies then, on every event.
@@ -212,41 +206,14 @@ def install_cmd(
             )
 
 
-def _sandbox_settings(
-    agent: str, config_path: str | None, state_dir: str | None
-) -> dict[str, object]:
-    """The host sandbox block ``--sandbox`` writes (Claude Code only)."""
-    from trajgrade.config.decode import load_config
-    from trajgrade.config.protect import protect_of
-    from trajgrade.errors import ConfigError
-    from trajgrade.graders.protect.config import ProtectConfig
-    from trajgrade.graders.protect.profiles import resolved
-    from trajgrade.hooks.store import default_state_dir
-    from trajgrade.sandbox.host_settings import claude_sandbox, require_sandbox_tools
-
-    if agent != "claude-code":
-        msg = f"--sandbox writes Claude Code's sandbox settings; {agent}'s own sandbox cannot hide secret files, so run it under `trajgrade run --sandbox -c POLICY -- {agent} ...` (docs/guard-layers.md)"
-        raise click.UsageError(msg)
-    if config_path is None:
-        msg = "--sandbox needs -c POLICY: the sandbox is compiled from its protect: section"
-        raise click.UsageError(msg)
-    try:
-        require_sandbox_tools()
-        protect = protect_of(load_config(config_path)) or resolved(ProtectConfig())
-    except ConfigError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    import trajgrade
-
-    guard = (
-        os.path.abspath(config_path),
-        os.path.abspath(state_dir or default_state_dir()),
-        os.path.dirname(os.path.abspath(trajgrade.__file__)),
-    )
-    block = claude_sandbox(
-        protect, project=os.getcwd(), home=os.path.expanduser("~"), guard_files=guard
-    )
-    return {"sandbox": block}
+def _failure_words(fail_closed: bool) -> list[str]:
+    if not fail_closed:
+        click.echo(
+            "warning: --fail-open: a call the hook cannot grade (a broken policy, "
+            "an internal error) runs unguarded; a guard that fails open is a tripwire",
+            err=True,
+        )
+    return ["--fail-closed"] if fail_closed else []
 
 
 def this_trajgrade(executable: str | None = None, *, warn: bool = False) -> list[str]:

@@ -230,14 +230,12 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         if not isinstance(session, str) or not session:
             msg = "the hook payload has no string `session_id`"
             raise ValueError(msg)
-        if opts.pin is not None:
-            _check_pin(opts.config, opts.pin)
         suite = _suite(opts, state_dir)
-    except PinMismatch as exc:
-        log.write("error", "policy_changed", agent=agent, error=str(exc), echo=False)
-        return _fail(agent, event, True, str(exc), notice=True, outright=True)
     except _BadConfig as exc:
         text = str(exc)
+        if exc.pinned:  # denied whatever the mode: the policy is not the installed one
+            log.write("error", "policy_changed", agent=agent, error=text, echo=False)
+            return _fail(agent, event, True, text, notice=True, outright=True)
         log.write("error", "config_error", agent=agent, error=text, echo=False)
         return _fail(
             agent, event, opts.fail_closed, f"invalid config: {text}", notice=True
@@ -272,6 +270,14 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
             echo=False,
         )
         return _fail(agent, event, opts.fail_closed, f"internal error: {exc}")
+    _write_records(opts, result, log)
+    log_step(log, agent, session, result)
+    sys.stdout.buffer.write(result.answer.stdout)
+    sys.stdout.flush()
+    return result.answer.exit_code
+
+
+def _write_records(opts: HookOptions, result: Step, log: _Log) -> None:
     for path, records in (
         (opts.verdicts, result.verdicts),
         (opts.decisions, result.decisions),
@@ -283,10 +289,6 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
             # The call is decided (maybe denied): a lost record must not
             # turn its answer into a failure, which lets the call run.
             log.write("error", "records_not_written", path=path, error=str(exc))
-    log_step(log, agent, session, result)
-    sys.stdout.buffer.write(result.answer.stdout)
-    sys.stdout.flush()
-    return result.answer.exit_code
 
 
 def _step_locked(
@@ -338,33 +340,10 @@ def _step_locked(
 
 
 class _BadConfig(Exception):
-    pass
-
-
-class PinMismatch(Exception):
-    """The policy is not the one the hook was installed with."""
-
-
-def policy_digest(path: str) -> str:
-    """``blake2b:<hex>`` of the policy file's bytes (what ``--pin`` holds)."""
-    from trajgrade._util.digest import blake2b
-
-    with open(path, "rb") as f:
-        return "blake2b:" + blake2b(f.read(), digest_size=16).hexdigest()
-
-
-def _check_pin(path: str | None, pin: str) -> None:
-    """Refuse a changed, missing or unreadable pinned policy: a replacement is
-    never adopted silently and a broken one never fails open."""
-    fix = "if the change is yours, re-install the hook (`trajgrade hook install AGENT -c POLICY`) to pin the new policy"
-    try:
-        digest = policy_digest(path or "")
-    except OSError as exc:
-        msg = f"the guard's policy {path} cannot be read ({exc.strerror or exc}); every call is denied; {fix}"
-        raise PinMismatch(msg) from None
-    if digest != pin:
-        msg = f"the guard's policy {path} changed since the hook was installed; every call is denied; {fix}"
-        raise PinMismatch(msg)
+    def __init__(self, message: str, *, pinned: bool = False) -> None:
+        super().__init__(message)
+        #: The policy is not the one the hook was installed with.
+        self.pinned = pinned
 
 
 class UnreadableState(Exception):
@@ -382,9 +361,15 @@ def _suite(opts: HookOptions, state_dir: str) -> Suite:
     from trajgrade.errors import ConfigError, ConfigErrors
     from trajgrade.graders import BuildContext
     from trajgrade.hooks.config_cache import load_suite_cached
+    from trajgrade.hooks.pinning import PinMismatch, check_pin
     from trajgrade.runtime.host_world import HostWorld
 
     assert opts.config is not None
+    if opts.pin is not None:
+        try:
+            check_pin(opts.config, opts.pin)
+        except PinMismatch as exc:
+            raise _BadConfig(str(exc), pinned=True) from None
     # A guard mode: the protect judge resolves paths on this host, and the
     # state directory is among the files it keeps the agent from changing.
     context = BuildContext(

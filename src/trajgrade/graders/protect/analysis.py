@@ -157,6 +157,13 @@ def _add_command(parts: _Parts, command: str, cwd: str | None) -> None:
     from trajgrade.graders.protect.shell import analyze_command
 
     facts = analyze_command(command, cwd)
+    if any(r.name == "apply_patch" for r in facts.runs):
+        # Codex's shell idiom `apply_patch <<'PATCH' ...`: the here-document
+        # is a patch; every file it names is written.
+        from trajgrade.graders.matching._views import patch_paths
+
+        for path in patch_paths(command):
+            _touch(parts, path, "write")
     parts.runs.extend(facts.runs)
     parts.touches.extend(facts.touches)
     parts.urls.extend(facts.urls)
@@ -201,7 +208,10 @@ def _add_viewed(parts: _Parts, call: ToolCall, kind: str, cwd: str | None) -> No
         urls = _values(call, "url")
         parts.urls.extend(urls)
         parts.contents.extend(urls)
-        parts.capabilities.add("network")
+        if kind != "web_search":
+            # The host runs a web search, not the agent: its query is
+            # content (secret values are looked for there), not egress.
+            parts.capabilities.add("network")
     if kind == "search":
         _add_search(parts, call, tool.searches if tool else "", cwd)
     elif kind in ("read", "list"):
@@ -224,6 +234,12 @@ def _add_viewed(parts: _Parts, call: ToolCall, kind: str, cwd: str | None) -> No
 def _add_search(parts: _Parts, call: ToolCall, searches: str, cwd: str | None) -> None:
     if not searches:
         return  # not a file search (ToolSearch)
+    if (call.args or {}).get(
+        "output_mode", "files_with_matches"
+    ) != "content" and call.name == "Grep":
+        # Claude Code's Grep prints file names or counts unless asked for
+        # content: no file's text reaches the model.
+        return
     roots = [p for p in _values(call, "path") if not p.startswith("./")]
     if not roots:
         roots = [cwd if cwd is not None else "."]

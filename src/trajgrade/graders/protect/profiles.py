@@ -59,7 +59,8 @@ _PROGRAMS: Final[tuple[str | dict[str, str], ...]] = (
     "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "fd", "tree",
     "file", "stat", "du", "df", "pwd", "echo", "printf", "true", "false",
     "test", "[", "diff", "cmp", "sort", "uniq", "cut", "tr", "basename",
-    "dirname", "realpath", "readlink", "which", "type", "date", "env",
+    "dirname", "realpath", "readlink", "which", "type", "date", "env", "cd",
+    "nl", "rg", "sleep", "xargs", "awk", "apply_patch",
     "jq", "less", "more", "nl", "column", "sha256sum", "md5sum",
     # Changing the tree: their file words are judged as writes.
     "mkdir", "touch", "cp", "mv", "rm", "ln", "chmod", "sed",

@@ -85,9 +85,11 @@ _settings_option = click.option(
     "--dry-run", is_flag=True, help="Print the merged settings; write nothing."
 )
 @click.option(
-    "--fail-closed",
-    is_flag=True,
-    help="Register the hook with --fail-closed (with --server, Claude Code gets the thin client on every event: it runs a call whose http hook fails).",
+    "--fail-closed/--fail-open",
+    "fail_closed",
+    default=True,
+    show_default=True,
+    help="A hook that cannot grade denies the call (default), or lets it run (--fail-open: a tripwire, with a warning).",
 )
 @click.option(
     "--state-dir",
@@ -99,7 +101,18 @@ _settings_option = click.option(
     "--server",
     "server_url",
     default=None,
-    help="Use a running `trajgrade serve` at this URL, http://HOST:PORT (http hooks for Claude Code, the thin client otherwise).",
+    help="Use a running `trajgrade serve` at this URL, http://HOST:PORT (the thin client on every event); needs --token-file.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="With --server: the file holding serve's bearer token (serve --token-env); the hook reads it, the command line never holds it.",
+)
+@click.option(
+    "--sandbox",
+    is_flag=True,
+    help="Also write the agent's own sandbox settings from the policy's protect: section (Claude Code: bubblewrap + socat on Linux).",
 )
 @click.option(
     "--allow-code",
@@ -114,12 +127,22 @@ def install_cmd(
     fail_closed: bool,
     state_dir: str | None,
     server_url: str | None,
+    token_file: str | None,
+    sandbox: bool,
     allow_code: bool,
 ) -> None:
     """Register trajgrade as AGENT's hook (merged; other hooks are kept).
-    The policy is compiled first: one the hook could not load is refused."""
+    The policy is compiled first: one the hook could not load is refused.
+    The command pins the policy's digest: a changed policy denies every call
+    until installed again."""
+    from trajgrade.cli.hook_install import (
+        FAIL_OPEN_WARNING,
+        guard_words,
+        sandbox_plan,
+    )
     from trajgrade.errors import ConfigError
-    from trajgrade.hooks.install import install
+    from trajgrade.hooks.install import install, write_file
+    from trajgrade.hooks.store import default_state_dir
 
     if config_path is None and server_url is None:
         msg = "give -c POLICY (or --server URL of a running `trajgrade serve`)"
@@ -127,69 +150,86 @@ def install_cmd(
     suite = None
     if server_url is not None:
         _check_server(server_url, config_path, state_dir, allow_code)
+        if token_file is None:
+            msg = (
+                "--server needs --token-file FILE: start serve with a token "
+                "(`trajgrade serve --token-env VAR`) and give the file that holds it; "
+                "without one any process on the machine, the agent's shell included, "
+                "can post to the daemon"
+            )
+            raise click.UsageError(msg)
+        if sandbox:
+            msg = "--sandbox with --server: give the policy to a cold install (-c POLICY --sandbox) for now"
+            raise click.UsageError(msg)
     else:
         assert config_path is not None
         suite = _compiled(config_path, allow_code)
+    states = os.path.abspath(state_dir or default_state_dir())
     if server_url is not None:
         # The client run as a script imports nothing of trajgrade: a
         # forwarded call costs little more than the interpreter start.
         from trajgrade.hooks import client
 
+        assert token_file is not None
         words = [sys.executable, os.path.abspath(client.__file__), agent]
         words += ["--server", server_url.rstrip("/")]
+        words += ["--token-file", os.path.abspath(token_file)]
     else:
         assert config_path is not None
         words = [*this_trajgrade(warn=True), "hook", agent]
         words += ["-c", os.path.abspath(config_path)]
-        if state_dir:
-            words += ["--state-dir", os.path.abspath(state_dir)]
+        words += guard_words(config_path, states, dry_run=dry_run)
+        if state_dir or sandbox:
+            words += ["--state-dir", states]
         if allow_code:
             words.append("--allow-code")
-    if fail_closed:
-        words.append("--fail-closed")
+    words.append("--fail-closed" if fail_closed else "--fail-open")
     command = shlex.join(words)
-    # Claude Code runs a call whose http hook fails (daemon down, timeout),
-    # so fail-closed needs the thin client, which denies then, on every event.
-    client_only = fail_closed and agent == "claude-code"
-    url = (
-        f"{server_url.rstrip('/')}/hook/{agent}"
-        if server_url is not None and not client_only
-        else None
-    )
     try:
+        also, others = (None, [])
+        if sandbox:
+            assert config_path is not None
+            also, others = sandbox_plan(
+                agent,
+                config_path=config_path,
+                user=not project,
+                state_dir=states,
+                token_file=token_file,
+            )
         path, text = install(
             agent,
             user=not project,
             command=command,
-            url=url,
             dry_run=dry_run,
             fail_closed=fail_closed,
+            also=also,
         )
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    if not fail_closed:
+        click.echo(FAIL_OPEN_WARNING, err=True)
     if suite is not None:
         from trajgrade.config.agent_check import agent_warnings
 
         for warning in agent_warnings(suite, agent):
             click.echo(f"warning: {agent}: {warning}", err=True)
     if dry_run:
-        click.echo(f"# would write {path}")
-        click.echo(text, nl=False)
-    else:
-        click.echo(f"{path}: trajgrade hooks registered for {agent}")
-        if server_url is not None and client_only:
-            click.echo(
-                "note: --fail-closed: every event runs the thin client, which denies "
-                "when the daemon cannot answer (Claude Code lets a call run when an "
-                "http hook fails)",
-                err=True,
-            )
-        if agent == "codex":
-            click.echo(
-                "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
-                err=True,
-            )
+        for where, body in ((path, text), *others):
+            click.echo(f"# would write {where}")
+            click.echo(body, nl=False)
+        return
+    for where, body in others:
+        write_file(where, body)
+        click.echo(f"{where}: {agent} sandbox settings written")
+    click.echo(f"{path}: trajgrade hooks registered for {agent}")
+    if sandbox and agent == "claude-code":
+        click.echo(f"{path}: Claude Code sandbox settings written", err=True)
+    if agent == "codex":
+        click.echo(
+            "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
+            err=True,
+        )
 
 
 def this_trajgrade(executable: str | None = None, *, warn: bool = False) -> list[str]:
@@ -402,6 +442,7 @@ def serve(
             decisions=decisions_path,
             fail_closed=fail_closed,
             limits=edge_limits(max_body, read_timeout, token_env),
+            policy=config_path,
         )
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)

@@ -21,6 +21,7 @@ options:
   --host-key ID         only a process that can read the state dir's host.key
                         with this id may change session state (hook install)
   --server URL          forward to `trajgrade serve` at URL instead
+  --token-file FILE     with --server: the file holding serve's bearer token
   --verdicts PATH       append every verdict as a JSON line to PATH
   --decisions PATH      append every guard decision as a JSON line to PATH
   --max-age SECONDS     remove session states untouched this long (default 7 days; inf: never)
@@ -43,6 +44,7 @@ class HookOptions:
         "host_key",
         "max_age",
         "pin",
+        "token_file",
         "server",
         "state_dir",
         "verdicts",
@@ -59,6 +61,7 @@ class HookOptions:
         self.allow_code = False
         self.pin: str | None = None
         self.host_key: str | None = None
+        self.token_file: str | None = None
 
 
 def parse_args(argv: list[str]) -> HookOptions:
@@ -74,6 +77,7 @@ def parse_args(argv: list[str]) -> HookOptions:
         "--max-age": "max_age",
         "--pin": "pin",
         "--host-key": "host_key",
+        "--token-file": "token_file",
     }
     given: dict[str, str] = {}
     it = iter(argv)

@@ -58,7 +58,13 @@ def main(agent: str, argv: list[str]) -> int:
     if opts.server is not None:
         from trajgrade.hooks.client import forward
 
-        return forward(opts.server, agent, raw, fail_closed=opts.fail_closed)
+        return forward(
+            opts.server,
+            agent,
+            raw,
+            fail_closed=opts.fail_closed,
+            token_file=opts.token_file,
+        )
     try:
         return _grade(agent, opts, raw)
     except Exception as exc:

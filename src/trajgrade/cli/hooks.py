@@ -186,7 +186,8 @@ def install_cmd(
     words.append("--fail-closed" if fail_closed else "--fail-open")
     command = shlex.join(words)
     try:
-        also, others = (None, [])
+        also = None
+        others: list[tuple[str, str]] = []
         if sandbox:
             assert config_path is not None
             also, others = sandbox_plan(

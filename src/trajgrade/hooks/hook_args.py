@@ -44,9 +44,9 @@ class HookOptions:
         "host_key",
         "max_age",
         "pin",
-        "token_file",
         "server",
         "state_dir",
+        "token_file",
         "verdicts",
     )
 

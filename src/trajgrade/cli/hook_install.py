@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from trajgrade.graders.protect.config import ProtectConfig
 
-__all__ = ("guard_words", "protect_section", "sandbox_plan")
+__all__ = ("check_server", "guard_words", "protect_section", "sandbox_plan")
 
 #: The warning ``--fail-open`` prints.
 FAIL_OPEN_WARNING = (
@@ -131,3 +131,36 @@ def _codex() -> tuple[str, str]:
         err=True,
     )
     return path, merged_codex_config(text)
+
+
+def check_server(
+    url: str, config_path: str | None, state_dir: str | None, allow_code: bool
+) -> None:
+    """Usage errors for a ``--server`` install the hook could never use: a
+    URL the client refuses (every call would fail open), or options that
+    belong to the daemon (they would be dropped without a word)."""
+    from trajgrade.hooks.client import server_address
+
+    try:
+        server_address(url)
+        ok = url.startswith("http://")  # (an http hook's url needs the scheme)
+    except ValueError:
+        ok = False
+    if not ok:
+        msg = f"expected http://HOST:PORT, e.g. http://127.0.0.1:8787 (got {url!r})"
+        raise click.BadParameter(msg, param_hint="--server")
+    daemon = [
+        flag
+        for flag, given in (
+            ("-c", config_path),
+            ("--state-dir", state_dir),
+            ("--allow-code", allow_code),
+        )
+        if given
+    ]
+    if daemon:
+        msg = (
+            f"{', '.join(daemon)} with --server: the daemon has the policy and the "
+            f"state; give them to `trajgrade serve`, and drop them here"
+        )
+        raise click.UsageError(msg)

@@ -137,11 +137,11 @@ def install_cmd(
     until installed again."""
     from trajgrade.cli.hook_install import (
         FAIL_OPEN_WARNING,
-        guard_words,
+        check_server,
         sandbox_plan,
     )
     from trajgrade.errors import ConfigError
-    from trajgrade.hooks.install import install, write_file
+    from trajgrade.hooks.install import install
     from trajgrade.hooks.store import default_state_dir
 
     if config_path is None and server_url is None:
@@ -149,7 +149,7 @@ def install_cmd(
         raise click.UsageError(msg)
     suite = None
     if server_url is not None:
-        _check_server(server_url, config_path, state_dir, allow_code)
+        check_server(server_url, config_path, state_dir, allow_code)
         if token_file is None:
             msg = (
                 "--server needs --token-file FILE: start serve with a token "
@@ -165,24 +165,16 @@ def install_cmd(
         assert config_path is not None
         suite = _compiled(config_path, allow_code)
     states = os.path.abspath(state_dir or default_state_dir())
-    if server_url is not None:
-        # The client run as a script imports nothing of trajgrade: a
-        # forwarded call costs little more than the interpreter start.
-        from trajgrade.hooks import client
-
-        assert token_file is not None
-        words = [sys.executable, os.path.abspath(client.__file__), agent]
-        words += ["--server", server_url.rstrip("/")]
-        words += ["--token-file", os.path.abspath(token_file)]
-    else:
-        assert config_path is not None
-        words = [*this_trajgrade(warn=True), "hook", agent]
-        words += ["-c", os.path.abspath(config_path)]
-        words += guard_words(config_path, states, dry_run=dry_run)
-        if state_dir or sandbox:
-            words += ["--state-dir", states]
-        if allow_code:
-            words.append("--allow-code")
+    words = _hook_words(
+        agent,
+        config_path,
+        server_url,
+        token_file,
+        states,
+        given_state_dir=bool(state_dir or sandbox),
+        allow_code=allow_code,
+        dry_run=dry_run,
+    )
     words.append("--fail-closed" if fail_closed else "--fail-open")
     command = shlex.join(words)
     try:
@@ -215,6 +207,21 @@ def install_cmd(
 
         for warning in agent_warnings(suite, agent):
             click.echo(f"warning: {agent}: {warning}", err=True)
+    _installed(agent, path, text, others, dry_run=dry_run, sandbox=sandbox)
+
+
+def _installed(
+    agent: str,
+    path: str,
+    text: str,
+    others: list[tuple[str, str]],
+    *,
+    dry_run: bool,
+    sandbox: bool,
+) -> None:
+    """Write the other files (or print everything, dry-run); say what was done."""
+    from trajgrade.hooks.install import write_file
+
     if dry_run:
         for where, body in ((path, text), *others):
             click.echo(f"# would write {where}")
@@ -231,6 +238,41 @@ def install_cmd(
             "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
             err=True,
         )
+
+
+def _hook_words(
+    agent: str,
+    config_path: str | None,
+    server_url: str | None,
+    token_file: str | None,
+    states: str,
+    *,
+    given_state_dir: bool,
+    allow_code: bool,
+    dry_run: bool,
+) -> list[str]:
+    """The hook command's words, without the fail mode."""
+    from trajgrade.cli.hook_install import guard_words
+
+    if server_url is not None:
+        # The client run as a script imports nothing of trajgrade: a
+        # forwarded call costs little more than the interpreter start.
+        from trajgrade.hooks import client
+
+        assert token_file is not None
+        words = [sys.executable, os.path.abspath(client.__file__), agent]
+        words += ["--server", server_url.rstrip("/")]
+        words += ["--token-file", os.path.abspath(token_file)]
+    else:
+        assert config_path is not None
+        words = [*this_trajgrade(warn=True), "hook", agent]
+        words += ["-c", os.path.abspath(config_path)]
+        words += guard_words(config_path, states, dry_run=dry_run)
+        if given_state_dir:
+            words += ["--state-dir", states]
+        if allow_code:
+            words.append("--allow-code")
+    return words
 
 
 def this_trajgrade(executable: str | None = None, *, warn: bool = False) -> list[str]:
@@ -296,39 +338,6 @@ def uninstall_cmd(agent: str, project: bool, dry_run: bool) -> None:
         click.echo(text, nl=False)
     else:
         click.echo(f"{path}: {removed} trajgrade hook(s) removed for {agent}")
-
-
-def _check_server(
-    url: str, config_path: str | None, state_dir: str | None, allow_code: bool
-) -> None:
-    """Usage errors for a ``--server`` install the hook could never use: a
-    URL the client refuses (every call would fail open), or options that
-    belong to the daemon (they would be dropped without a word)."""
-    from trajgrade.hooks.client import server_address
-
-    try:
-        server_address(url)
-        ok = url.startswith("http://")  # (an http hook's url needs the scheme)
-    except ValueError:
-        ok = False
-    if not ok:
-        msg = f"expected http://HOST:PORT, e.g. http://127.0.0.1:8787 (got {url!r})"
-        raise click.BadParameter(msg, param_hint="--server")
-    daemon = [
-        flag
-        for flag, given in (
-            ("-c", config_path),
-            ("--state-dir", state_dir),
-            ("--allow-code", allow_code),
-        )
-        if given
-    ]
-    if daemon:
-        msg = (
-            f"{', '.join(daemon)} with --server: the daemon has the policy and the "
-            f"state; give them to `trajgrade serve`, and drop them here"
-        )
-        raise click.UsageError(msg)
 
 
 def _compiled(config_path: str, allow_code: bool) -> Suite:

@@ -161,14 +161,7 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         problem = f"cannot use the state directory {state_dir}: {exc.strerror or exc}; {STATE_DIR_HINT}"
         return _fail(agent, event, opts.fail_closed, problem)
     if opts.host_key is not None and not _from_host(opts.host_key, state_dir):
-        reason = (
-            "trajgrade refused this hook call: it did not come from the agent's host "
-            "(it cannot read trajgrade's host key), so it changes no session state"
-        )
-        log.write(
-            "warning", "not_from_host", agent=agent, session=session, hook_event=event
-        )
-        return _fail(agent, event, True, reason, outright=True)
+        return _not_from_host(agent, event, session, log)
     try:
         result = _step_locked(
             store, suite, agent, session, payload, now, log, opts.fail_closed
@@ -182,17 +175,7 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
             echo=False,
         )
         return _fail(agent, event, opts.fail_closed, f"internal error: {exc}")
-    for path, records in (
-        (opts.verdicts, result.verdicts),
-        (opts.decisions, result.decisions),
-    ):
-        try:
-            if path and records:
-                _append_lines(path, records)
-        except OSError as exc:
-            # The call is decided (maybe denied): a lost record must not
-            # turn its answer into a failure, which lets the call run.
-            log.write("error", "records_not_written", path=path, error=str(exc))
+    _write_records(opts, result, log)
     log_step(log, agent, session, result)
     sys.stdout.buffer.write(result.answer.stdout)
     sys.stdout.flush()
@@ -250,6 +233,31 @@ class _BadConfig(Exception):
 
 class _Pinned(Exception):
     """The pinned policy is missing, unreadable or changed."""
+
+
+def _not_from_host(agent: str, event: str, session: str, log: _Log) -> int:
+    reason = (
+        "trajgrade refused this hook call: it did not come from the agent's host "
+        "(it cannot read trajgrade's host key), so it changes no session state"
+    )
+    log.write(
+        "warning", "not_from_host", agent=agent, session=session, hook_event=event
+    )
+    return _fail(agent, event, True, reason, outright=True)
+
+
+def _write_records(opts: HookOptions, result: Step, log: _Log) -> None:
+    for path, records in (
+        (opts.verdicts, result.verdicts),
+        (opts.decisions, result.decisions),
+    ):
+        try:
+            if path and records:
+                _append_lines(path, records)
+        except OSError as exc:
+            # The call is decided (maybe denied): a lost record must not
+            # turn its answer into a failure, which lets the call run.
+            log.write("error", "records_not_written", path=path, error=str(exc))
 
 
 def _from_host(key_id: str, state_dir: str) -> bool:

@@ -86,14 +86,10 @@ _settings_option = click.option(
 )
 @click.option(
     "--fail-closed/--fail-open",
+    "fail_closed",
     default=True,
     show_default=True,
-    help="Deny a call the hook cannot grade (the default: a guard that fails open is a tripwire). With --server, Claude Code gets the thin client on every event: it runs a call whose http hook fails.",
-)
-@click.option(
-    "--sandbox",
-    is_flag=True,
-    help="Also write Claude Code's own sandbox settings from the policy's protect: section (secrets unreadable, the guard's files read-only, network to the allowed domains); see docs/guard-layers.md.",
+    help="A hook that cannot grade denies the call (default), or lets it run (--fail-open: a tripwire, with a warning).",
 )
 @click.option(
     "--state-dir",
@@ -105,7 +101,18 @@ _settings_option = click.option(
     "--server",
     "server_url",
     default=None,
-    help="Use a running `trajgrade serve` at this URL, http://HOST:PORT (http hooks for Claude Code, the thin client otherwise).",
+    help="Use a running `trajgrade serve` at this URL, http://HOST:PORT (the thin client on every event); needs --token-file.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="With --server: the file holding serve's bearer token (serve --token-env); the hook reads it, the command line never holds it.",
+)
+@click.option(
+    "--sandbox",
+    is_flag=True,
+    help="Also write the agent's own sandbox settings from the policy's protect: section (Claude Code: bubblewrap + socat on Linux).",
 )
 @click.option(
     "--allow-code",
@@ -118,102 +125,154 @@ def install_cmd(
     project: bool,
     dry_run: bool,
     fail_closed: bool,
-    sandbox: bool,
     state_dir: str | None,
     server_url: str | None,
+    token_file: str | None,
+    sandbox: bool,
     allow_code: bool,
 ) -> None:
     """Register trajgrade as AGENT's hook (merged; other hooks are kept).
-    The policy is compiled first: one the hook could not load is refused;
-    its digest is pinned in the hook command, so a changed policy denies
-    every call until the hook is installed again."""
-    from trajgrade.cli.hook_sandbox import sandbox_settings
+    The policy is compiled first: one the hook could not load is refused.
+    The command pins the policy's digest: a changed policy denies every call
+    until installed again."""
+    from trajgrade.cli.hook_install import (
+        FAIL_OPEN_WARNING,
+        check_server,
+        sandbox_plan,
+    )
     from trajgrade.errors import ConfigError
     from trajgrade.hooks.install import install
+    from trajgrade.hooks.store import default_state_dir
 
     if config_path is None and server_url is None:
         msg = "give -c POLICY (or --server URL of a running `trajgrade serve`)"
         raise click.UsageError(msg)
     suite = None
     if server_url is not None:
-        _check_server(server_url, config_path, state_dir, allow_code)
+        check_server(server_url, config_path, state_dir, allow_code)
+        if token_file is None:
+            msg = (
+                "--server needs --token-file FILE: start serve with a token "
+                "(`trajgrade serve --token-env VAR`) and give the file that holds it; "
+                "without one any process on the machine, the agent's shell included, "
+                "can post to the daemon"
+            )
+            raise click.UsageError(msg)
+        if sandbox:
+            msg = "--sandbox with --server: give the policy to a cold install (-c POLICY --sandbox) for now"
+            raise click.UsageError(msg)
     else:
         assert config_path is not None
         suite = _compiled(config_path, allow_code)
-    if server_url is not None:
-        # The client run as a script imports nothing of trajgrade: a
-        # forwarded call costs little more than the interpreter start.
-        from trajgrade.hooks import client
-
-        words = [sys.executable, os.path.abspath(client.__file__), agent]
-        words += ["--server", server_url.rstrip("/")]
-    else:
-        assert config_path is not None
-        words = [*this_trajgrade(warn=True), "hook", agent]
-        words += ["-c", os.path.abspath(config_path)]
-        if state_dir:
-            words += ["--state-dir", os.path.abspath(state_dir)]
-        if allow_code:
-            words.append("--allow-code")
-        from trajgrade.hooks.pinning import policy_digest
-
-        words += ["--pin", policy_digest(config_path)]
-    words += _failure_words(fail_closed)
-    extra = sandbox_settings(agent, config_path, state_dir) if sandbox else None
-    command = shlex.join(words)
-    # Claude Code runs a call whose http hook fails (daemon down, timeout),
-    # so fail-closed needs the thin client, which denies then, on every event.
-    client_only = fail_closed and agent == "claude-code"
-    url = (
-        f"{server_url.rstrip('/')}/hook/{agent}"
-        if server_url is not None and not client_only
-        else None
+    states = os.path.abspath(state_dir or default_state_dir())
+    words = _hook_words(
+        agent,
+        config_path,
+        server_url,
+        token_file,
+        states,
+        given_state_dir=bool(state_dir or sandbox),
+        allow_code=allow_code,
+        dry_run=dry_run,
     )
+    words.append("--fail-closed" if fail_closed else "--fail-open")
+    command = shlex.join(words)
     try:
+        also = None
+        others: list[tuple[str, str]] = []
+        if sandbox:
+            assert config_path is not None
+            also, others = sandbox_plan(
+                agent,
+                config_path=config_path,
+                user=not project,
+                state_dir=states,
+                token_file=token_file,
+            )
         path, text = install(
             agent,
             user=not project,
             command=command,
-            url=url,
             dry_run=dry_run,
             fail_closed=fail_closed,
-            extra=extra,
+            also=also,
         )
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    if not fail_closed:
+        click.echo(FAIL_OPEN_WARNING, err=True)
     if suite is not None:
         from trajgrade.config.agent_check import agent_warnings
 
         for warning in agent_warnings(suite, agent):
             click.echo(f"warning: {agent}: {warning}", err=True)
+    _installed(agent, path, text, others, dry_run=dry_run, sandbox=sandbox)
+
+
+def _installed(
+    agent: str,
+    path: str,
+    text: str,
+    others: list[tuple[str, str]],
+    *,
+    dry_run: bool,
+    sandbox: bool,
+) -> None:
+    """Write the other files (or print everything, dry-run); say what was done."""
+    from trajgrade.hooks.install import write_file
+
     if dry_run:
-        click.echo(f"# would write {path}")
-        click.echo(text, nl=False)
-    else:
-        click.echo(f"{path}: trajgrade hooks registered for {agent}")
-        if server_url is not None and client_only:
-            click.echo(
-                "note: --fail-closed: every event runs the thin client, which denies "
-                "when the daemon cannot answer (Claude Code lets a call run when an "
-                "http hook fails)",
-                err=True,
-            )
-        if agent == "codex":
-            click.echo(
-                "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
-                err=True,
-            )
-
-
-def _failure_words(fail_closed: bool) -> list[str]:
-    if not fail_closed:
+        for where, body in ((path, text), *others):
+            click.echo(f"# would write {where}")
+            click.echo(body, nl=False)
+        return
+    for where, body in others:
+        write_file(where, body)
+        click.echo(f"{where}: {agent} sandbox settings written")
+    click.echo(f"{path}: trajgrade hooks registered for {agent}")
+    if sandbox and agent == "claude-code":
+        click.echo(f"{path}: Claude Code sandbox settings written", err=True)
+    if agent == "codex":
         click.echo(
-            "warning: --fail-open: a call the hook cannot grade (a broken policy, "
-            "an internal error) runs unguarded; a guard that fails open is a tripwire",
+            "note: Codex runs these hooks only once trusted (/hooks in the Codex TUI).",
             err=True,
         )
-    return ["--fail-closed"] if fail_closed else []
+
+
+def _hook_words(
+    agent: str,
+    config_path: str | None,
+    server_url: str | None,
+    token_file: str | None,
+    states: str,
+    *,
+    given_state_dir: bool,
+    allow_code: bool,
+    dry_run: bool,
+) -> list[str]:
+    """The hook command's words, without the fail mode."""
+    from trajgrade.cli.hook_install import guard_words
+
+    if server_url is not None:
+        # The client run as a script imports nothing of trajgrade: a
+        # forwarded call costs little more than the interpreter start.
+        from trajgrade.hooks import client
+
+        assert token_file is not None
+        words = [sys.executable, os.path.abspath(client.__file__), agent]
+        words += ["--server", server_url.rstrip("/")]
+        words += ["--token-file", os.path.abspath(token_file)]
+    else:
+        assert config_path is not None
+        words = [*this_trajgrade(warn=True), "hook", agent]
+        words += ["-c", os.path.abspath(config_path)]
+        words += guard_words(config_path, states, dry_run=dry_run)
+        if given_state_dir:
+            words += ["--state-dir", states]
+        if allow_code:
+            words.append("--allow-code")
+    return words
 
 
 def this_trajgrade(executable: str | None = None, *, warn: bool = False) -> list[str]:
@@ -279,39 +338,6 @@ def uninstall_cmd(agent: str, project: bool, dry_run: bool) -> None:
         click.echo(text, nl=False)
     else:
         click.echo(f"{path}: {removed} trajgrade hook(s) removed for {agent}")
-
-
-def _check_server(
-    url: str, config_path: str | None, state_dir: str | None, allow_code: bool
-) -> None:
-    """Usage errors for a ``--server`` install the hook could never use: a
-    URL the client refuses (every call would fail open), or options that
-    belong to the daemon (they would be dropped without a word)."""
-    from trajgrade.hooks.client import server_address
-
-    try:
-        server_address(url)
-        ok = url.startswith("http://")  # (an http hook's url needs the scheme)
-    except ValueError:
-        ok = False
-    if not ok:
-        msg = f"expected http://HOST:PORT, e.g. http://127.0.0.1:8787 (got {url!r})"
-        raise click.BadParameter(msg, param_hint="--server")
-    daemon = [
-        flag
-        for flag, given in (
-            ("-c", config_path),
-            ("--state-dir", state_dir),
-            ("--allow-code", allow_code),
-        )
-        if given
-    ]
-    if daemon:
-        msg = (
-            f"{', '.join(daemon)} with --server: the daemon has the policy and the "
-            f"state; give them to `trajgrade serve`, and drop them here"
-        )
-        raise click.UsageError(msg)
 
 
 def _compiled(config_path: str, allow_code: bool) -> Suite:
@@ -404,13 +430,8 @@ def serve(
     from trajgrade.hooks.server import HookServer
     from trajgrade.hooks.server import serve as run
     from trajgrade.hooks.store import default_state_dir
-    from trajgrade.runtime.host_world import HostWorld
 
-    guard_files = (state_dir or default_state_dir(),)
-    suite = load_policy(
-        config_path,
-        BuildContext(allow_code=allow_code, world=HostWorld(), guard_files=guard_files),
-    )
+    suite = load_policy(config_path, BuildContext(allow_code=allow_code))
     for path, flag in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
         try:  # found now, not at the first record of the first session
             if path:
@@ -431,6 +452,7 @@ def serve(
             decisions=decisions_path,
             fail_closed=fail_closed,
             limits=edge_limits(max_body, read_timeout, token_env),
+            policy=config_path,
         )
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)

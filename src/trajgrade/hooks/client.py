@@ -29,11 +29,26 @@ TIMEOUT: Final = 10.0
 ANSWER_MAX: Final = 1 << 20
 
 
-def forward(url: str, agent: str, body: bytes, *, fail_closed: bool) -> int:
-    """Post ``body`` to the daemon at ``url``; print its answer; the exit status."""
+def forward(
+    url: str,
+    agent: str,
+    body: bytes,
+    *,
+    fail_closed: bool,
+    token_file: str | None = None,
+) -> int:
+    """Post ``body`` to the daemon at ``url``; print its answer; the exit status.
+
+    ``token_file``: the file holding serve's bearer token, read here (the
+    command line, in the agent's readable settings, names only the file).
+    """
     try:
         host, port = server_address(url)
-        status, headers, answer = _post(host, port, f"/hook/{agent}", body)
+        token = None
+        if token_file is not None:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        status, headers, answer = _post(host, port, f"/hook/{agent}", body, token)
         if status != 200:
             detail = answer.decode("utf-8", "replace").strip()
             msg = f"HTTP {status}: {detail}"
@@ -60,12 +75,13 @@ def server_address(url: str) -> tuple[str, int]:
 
 
 def _post(
-    host: str, port: int, path: str, body: bytes
+    host: str, port: int, path: str, body: bytes, token: str | None = None
 ) -> tuple[int, dict[str, str], bytes]:
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
     head = (
         f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-        "Connection: close\r\n\r\n"
+        f"{auth}Connection: close\r\n\r\n"
     ).encode()
     deadline = time.monotonic() + TIMEOUT
     with socket.create_connection((host, port), timeout=TIMEOUT) as sock:
@@ -152,18 +168,27 @@ def main(argv: list[str]) -> int:
     the interpreter's start.
     """
     agent = argv[0] if argv else ""
-    url = None
-    if "--server" in argv[1:]:
-        i = argv.index("--server", 1)
-        url = argv[i + 1] if i + 1 < len(argv) else None
+    url = _value(argv, "--server")
+    token_file = _value(argv, "--token-file")
     if agent not in ("claude-code", "codex", "gemini") or url is None:
         sys.stderr.write(
-            "usage: client.py {claude-code|codex|gemini} --server URL [--fail-closed]\n"
+            "usage: client.py {claude-code|codex|gemini} --server URL [--token-file FILE] [--fail-closed]\n"
         )
         return 0
     return forward(
-        url, agent, sys.stdin.buffer.read(), fail_closed="--fail-closed" in argv
+        url,
+        agent,
+        sys.stdin.buffer.read(),
+        fail_closed="--fail-closed" in argv,
+        token_file=token_file,
     )
+
+
+def _value(argv: list[str], flag: str) -> str | None:
+    if flag not in argv[1:]:
+        return None
+    i = argv.index(flag, 1)
+    return argv[i + 1] if i + 1 < len(argv) else None
 
 
 if __name__ == "__main__":

@@ -5,9 +5,12 @@ parsing the YAML policy (PyYAML's import alone is ~20 ms here) is the one
 piece that gives the same answer every time. The first invocation that
 reads a policy without problems stores its decoded form (a
 :class:`~trajgrade.config.model.SuiteConfig`, as msgpack) under the state
-directory, keyed by the policy's real path, size, modification time and
-trajgrade's version; later invocations decode that and compile it, without
-importing PyYAML. Any change to the file gives another key. A cache file
+directory, keyed by the digest of the policy's bytes, its real path (the
+base of its relative paths) and trajgrade's version; later invocations
+decode that and compile it, without importing PyYAML. Any change to the
+bytes gives another key: a cached compile never outlives an edit, even one
+that keeps the size and resets the modification time (``touch -d``).
+Reading the whole file and hashing it costs microseconds. A cache file
 that cannot be read is ignored and rewritten; a policy with problems is never
 cached, so its errors keep being reported with their lines.
 """
@@ -28,31 +31,45 @@ if TYPE_CHECKING:
 __all__ = ("load_suite_cached",)
 
 
-def load_suite_cached(path: str, state_dir: str, context: BuildContext) -> Suite:
-    """``load_suite(path)``, with the decoded config cached under ``state_dir``."""
+def load_suite_cached(
+    path: str, state_dir: str, context: BuildContext, *, data: bytes | None = None
+) -> Suite:
+    """``load_suite(path)``, with the decoded config cached under ``state_dir``.
+
+    ``data``: the policy's bytes, already read (and verified against the
+    pin): compiled as they are, the file is not read again.
+    """
     from trajgrade._version import __version__
     from trajgrade.config.compile import compile_suite
-    from trajgrade.config.decode import load_config
+    from trajgrade.config.decode import decode_config
     from trajgrade.config.model import SuiteConfig
 
     real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except OSError:
-        return _load(path, context)  # let the loader report it, located
-    key = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{__version__}".encode()
+    if data is None:
+        try:
+            with open(real, "rb") as f:
+                data = f.read()
+        except OSError:
+            return _load(path, context)  # let the loader report it, located
+    content = blake2b(data, digest_size=32).hexdigest()
+    key = f"{real}\0{content}\0{__version__}".encode()
     name = blake2b(key, digest_size=12).hexdigest()
     cache = os.path.join(state_dir, "config-cache", f"{name}.msgpack")
     try:
         with open(cache, "rb") as f:
             config = msgspec.msgpack.decode(f.read(), type=SuiteConfig)
-    except (OSError, msgspec.DecodeError):
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         config = None
     if config is not None:
         if context.base_dir is None:
             context.base_dir = config.base_dir
         return compile_suite(config, context=context)
-    config = load_config(path)
+    config = decode_config(
+        data,
+        name=path,
+        json=path.endswith(".json"),
+        base_dir=os.path.dirname(os.path.abspath(path)),
+    )
     if context.base_dir is None:
         context.base_dir = config.base_dir
     suite = compile_suite(config, context=context)

@@ -24,7 +24,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 from trajgrade.errors import ConfigError, Location
 
@@ -258,19 +261,24 @@ def install(
     dry_run: bool = False,
     cwd: str | None = None,
     fail_closed: bool = False,
-    extra: dict[str, Any] | None = None,
+    also: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> tuple[str, str]:
     """Merge the registration into the settings file; (path, new text).
-    ``extra``: top-level settings written beside the hooks (replacing those
-    keys: ``hook install --sandbox``'s ``sandbox`` block)."""
+    ``also``: a further merge into the same file (the sandbox settings)."""
     path = settings_path(agent, user=user, cwd=cwd)
     current = _read(path)
     new = merged(current, agent, command=command, url=url, fail_closed=fail_closed)
-    new.update(extra or {})
+    if also is not None:
+        new = also(new)
     text = json.dumps(new, indent=2) + "\n"
     if not dry_run:
         _write(path, text)
     return path, text
+
+
+def write_file(path: str, text: str) -> None:
+    """:func:`_write`, for the other files an install merges (Codex's config.toml)."""
+    _write(path, text)
 
 
 def _write(path: str, text: str) -> None:

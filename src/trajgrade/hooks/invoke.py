@@ -30,120 +30,15 @@ if TYPE_CHECKING:
     from trajgrade.hooks.session import Step
     from trajgrade.hooks.store import SessionStore
 
-__all__ = ("USAGE", "HookOptions", "log_step", "main", "parse_args")
+from trajgrade.hooks.hook_args import USAGE, HookOptions, UsageError, parse_args
 
-USAGE: Final = """\
-usage: trajgrade hook {claude-code|codex|gemini} -c POLICY [options]
-
-Answer one agent hook call: payload JSON on stdin, answer on stdout.
-
-options:
-  -c, --config PATH     grader policy (YAML or JSON)
-  --state-dir DIR       session state (default $XDG_STATE_HOME/trajgrade/hooks)
-  --fail-closed         deny tool calls when grading fails (default: fail open)
-  --server URL          forward to `trajgrade serve` at URL instead
-  --verdicts PATH       append every verdict as a JSON line to PATH
-  --decisions PATH      append every guard decision as a JSON line to PATH
-  --max-age SECONDS     remove session states untouched this long (default 7 days; inf: never)
-  --allow-code          allow path.py:function graders named in the policy
-  --pin DIGEST          the policy's digest at install: another policy denies every call
-"""
-
+__all__ = ("USAGE", "HookOptions", "UsageError", "log_step", "main", "parse_args")
 
 #: Where the state directory comes from, for the messages about it.
 STATE_DIR_HINT: Final = (
     "check --state-dir (default: $XDG_STATE_HOME/trajgrade/hooks, "
     "else ~/.local/state/trajgrade/hooks)"
 )
-
-
-class UsageError(Exception):
-    """Bad command-line arguments."""
-
-
-class HookOptions:
-    """Parsed ``trajgrade hook`` options."""
-
-    __slots__ = (
-        "allow_code",
-        "config",
-        "decisions",
-        "fail_closed",
-        "max_age",
-        "pin",
-        "server",
-        "state_dir",
-        "verdicts",
-    )
-
-    def __init__(self) -> None:
-        self.config: str | None = None
-        self.state_dir: str | None = None
-        self.fail_closed = False
-        self.server: str | None = None
-        self.verdicts: str | None = None
-        self.decisions: str | None = None
-        self.max_age: float | None = None
-        self.allow_code = False
-        #: The policy's digest at install (``blake2b:<hex>``): any other
-        #: policy is refused, every call denied, until the hook is re-installed.
-        self.pin: str | None = None
-
-
-def parse_args(argv: list[str]) -> HookOptions:
-    """The options in ``argv``; UsageError names a bad one."""
-    opts = HookOptions()
-    values = {
-        "-c": "config",
-        "--config": "config",
-        "--state-dir": "state_dir",
-        "--server": "server",
-        "--verdicts": "verdicts",
-        "--decisions": "decisions",
-        "--max-age": "max_age",
-        "--pin": "pin",
-    }
-    given: dict[str, str] = {}
-    it = iter(argv)
-    for arg in it:
-        key, eq, inline = arg.partition("=")
-        if key in values:
-            value = inline if eq else next(it, None)
-            if value is None:
-                msg = f"{key} needs a value"
-                raise UsageError(msg)
-            if values[key] in given:
-                # A repeat would silently replace the first: with -c, a
-                # policy's rules dropped (the other commands refuse it too).
-                first = given[values[key]]
-                msg = f"{key} given twice ({first!r}, {value!r}); give it once"
-                if values[key] == "config":
-                    msg += ": one policy per hook, every grader in one file's `graders:` list"
-                raise UsageError(msg)
-            given[values[key]] = value
-            if values[key] == "max_age":
-                try:
-                    opts.max_age = float(value)
-                except ValueError:
-                    opts.max_age = -1.0
-                # 0 or less would remove every session's state, live ones
-                # (a blown budget, an abort) included, at each new session
-                if not opts.max_age > 0:  # (nan too)
-                    msg = f"--max-age must be a number of seconds above 0, e.g. 86400, or inf to keep states (got {value!r})"
-                    raise UsageError(msg)
-            else:
-                setattr(opts, values[key], value)
-        elif arg == "--fail-closed":
-            opts.fail_closed = True
-        elif arg == "--allow-code":
-            opts.allow_code = True
-        else:
-            msg = f"unknown argument {arg!r}"
-            raise UsageError(msg)
-    if opts.config is None and opts.server is None:
-        msg = "-c/--config POLICY is required"
-        raise UsageError(msg)
-    return opts
 
 
 def main(agent: str, argv: list[str]) -> int:
@@ -163,7 +58,13 @@ def main(agent: str, argv: list[str]) -> int:
     if opts.server is not None:
         from trajgrade.hooks.client import forward
 
-        return forward(opts.server, agent, raw, fail_closed=opts.fail_closed)
+        return forward(
+            opts.server,
+            agent,
+            raw,
+            fail_closed=opts.fail_closed,
+            token_file=opts.token_file,
+        )
     try:
         return _grade(agent, opts, raw)
     except Exception as exc:
@@ -230,12 +131,14 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         if not isinstance(session, str) or not session:
             msg = "the hook payload has no string `session_id`"
             raise ValueError(msg)
-        suite = _suite(opts, state_dir)
+        suite = _suite(opts, state_dir, agent)
+    except _Pinned as exc:
+        # Fail-closed whatever the mode: a replaced or broken policy must
+        # never let the agent's calls run, nor be adopted silently.
+        log.write("error", "policy_not_pinned", agent=agent, error=str(exc), echo=False)
+        return _fail(agent, event, True, str(exc), notice=True, outright=True)
     except _BadConfig as exc:
         text = str(exc)
-        if exc.pinned:  # denied whatever the mode: the policy is not the installed one
-            log.write("error", "policy_changed", agent=agent, error=text, echo=False)
-            return _fail(agent, event, True, text, notice=True, outright=True)
         log.write("error", "config_error", agent=agent, error=text, echo=False)
         return _fail(
             agent, event, opts.fail_closed, f"invalid config: {text}", notice=True
@@ -257,6 +160,8 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
     except OSError as exc:
         problem = f"cannot use the state directory {state_dir}: {exc.strerror or exc}; {STATE_DIR_HINT}"
         return _fail(agent, event, opts.fail_closed, problem)
+    if opts.host_key is not None and not _from_host(opts.host_key, state_dir):
+        return _not_from_host(agent, event, session, log)
     try:
         result = _step_locked(
             store, suite, agent, session, payload, now, log, opts.fail_closed
@@ -277,20 +182,6 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
     return result.answer.exit_code
 
 
-def _write_records(opts: HookOptions, result: Step, log: _Log) -> None:
-    for path, records in (
-        (opts.verdicts, result.verdicts),
-        (opts.decisions, result.decisions),
-    ):
-        try:
-            if path and records:
-                _append_lines(path, records)
-        except OSError as exc:
-            # The call is decided (maybe denied): a lost record must not
-            # turn its answer into a failure, which lets the call run.
-            log.write("error", "records_not_written", path=path, error=str(exc))
-
-
 def _step_locked(
     store: SessionStore,
     suite: Suite,
@@ -303,7 +194,7 @@ def _step_locked(
 ) -> Step:
     import msgspec
 
-    from trajgrade.hooks.session import new_state, step
+    from trajgrade.hooks.session import new_state, step_keeping
 
     with store.locked(session):
         try:
@@ -326,12 +217,9 @@ def _step_locked(
         if state is None:
             state = new_state(agent, session, suite, now)
             store.sweep(now)
-        result = step(suite, state, payload, now=now, fail_closed=fail_closed)
+        result = step_keeping(suite, state, payload, now=now, fail_closed=fail_closed)
         try:
-            if state.ended:
-                store.drop(session)
-            else:
-                store.save(state)
+            store.save(state)  # an ended session's too: see step_keeping
         except OSError as exc:
             # The call is decided (maybe denied): answer it; the session's
             # next call goes on from the last state saved.
@@ -340,10 +228,42 @@ def _step_locked(
 
 
 class _BadConfig(Exception):
-    def __init__(self, message: str, *, pinned: bool = False) -> None:
-        super().__init__(message)
-        #: The policy is not the one the hook was installed with.
-        self.pinned = pinned
+    pass
+
+
+class _Pinned(Exception):
+    """The pinned policy is missing, unreadable or changed."""
+
+
+def _not_from_host(agent: str, event: str, session: str, log: _Log) -> int:
+    reason = (
+        "trajgrade refused this hook call: it did not come from the agent's host "
+        "(it cannot read trajgrade's host key), so it changes no session state"
+    )
+    log.write(
+        "warning", "not_from_host", agent=agent, session=session, hook_event=event
+    )
+    return _fail(agent, event, True, reason, outright=True)
+
+
+def _write_records(opts: HookOptions, result: Step, log: _Log) -> None:
+    for path, records in (
+        (opts.verdicts, result.verdicts),
+        (opts.decisions, result.decisions),
+    ):
+        try:
+            if path and records:
+                _append_lines(path, records)
+        except OSError as exc:
+            # The call is decided (maybe denied): a lost record must not
+            # turn its answer into a failure, which lets the call run.
+            log.write("error", "records_not_written", path=path, error=str(exc))
+
+
+def _from_host(key_id: str, state_dir: str) -> bool:
+    from trajgrade.hooks.pin import host_key_id
+
+    return host_key_id(state_dir) == key_id
 
 
 class UnreadableState(Exception):
@@ -357,29 +277,31 @@ class UnreadableState(Exception):
         )
 
 
-def _suite(opts: HookOptions, state_dir: str) -> Suite:
+def _suite(opts: HookOptions, state_dir: str, agent: str) -> Suite:
     from trajgrade.errors import ConfigError, ConfigErrors
     from trajgrade.graders import BuildContext
     from trajgrade.hooks.config_cache import load_suite_cached
-    from trajgrade.hooks.pinning import PinMismatch, check_pin
-    from trajgrade.runtime.host_world import HostWorld
 
     assert opts.config is not None
+    data = None
     if opts.pin is not None:
+        from trajgrade.hooks.pin import PinError, pinned_bytes
+
         try:
-            check_pin(opts.config, opts.pin)
-        except PinMismatch as exc:
-            raise _BadConfig(str(exc), pinned=True) from None
-    # A guard mode: the protect judge resolves paths on this host, and the
-    # state directory is among the files it keeps the agent from changing.
-    context = BuildContext(
-        allow_code=opts.allow_code, world=HostWorld(), guard_files=(state_dir,)
-    )
+            data = pinned_bytes(opts.config, opts.pin, agent)
+        except PinError as exc:
+            raise _Pinned(str(exc)) from None
     try:
-        return load_suite_cached(opts.config, state_dir, context)
+        return load_suite_cached(
+            opts.config, state_dir, BuildContext(allow_code=opts.allow_code), data=data
+        )
     except ConfigErrors as exc:
+        if opts.pin is not None:  # the pinned bytes no longer compile (a new trajgrade)
+            raise _Pinned("; ".join(str(e) for e in exc.errors)) from None
         raise _BadConfig("; ".join(str(e) for e in exc.errors)) from None
     except ConfigError as exc:
+        if opts.pin is not None:
+            raise _Pinned(str(exc)) from None
         raise _BadConfig(str(exc)) from None
 
 

@@ -38,7 +38,7 @@ from trajgrade.engine.engine import Engine
 from trajgrade.hooks.decode import decode_payload, refused_outright
 from trajgrade.hooks.invoke import UnreadableState, _Log, log_step
 from trajgrade.hooks.payloads import AGENTS
-from trajgrade.hooks.session import SessionState, new_state, step
+from trajgrade.hooks.session import SessionState, new_state, step_keeping
 from trajgrade.hooks.store import SessionStore
 from trajgrade.runtime.http_edge import (
     LOOPBACK,
@@ -92,8 +92,15 @@ class HookServer(EdgeServer):
         fail_closed: bool = False,
         limits: Limits | None = None,
         idle_sessions: float = IDLE_SESSIONS,
+        policy: str | None = None,
     ) -> None:
         self.suite = suite
+        #: The policy file and the digest of the bytes the daemon compiled:
+        #: a changed file is never adopted (restart to adopt it), and the
+        #: daemon says so (:meth:`policy_changed`).
+        self.policy = policy
+        self.pin = _digest(policy) if policy is not None else None
+        self.policy_problem: str | None = None
         self.state_dir = state_dir
         self.verdicts_path = verdicts
         self.decisions_path = decisions
@@ -165,12 +172,23 @@ class HookServer(EdgeServer):
         if not isinstance(session, str) or not session:
             msg = "the hook payload has no string `session_id`"
             raise ValueError(msg)
+        if payload.get("hook_event_name") == "SessionEnd" and self.limits.token is None:
+            # Without a token anyone on the machine (the agent's shell) can
+            # post an end: it is graded, but, like every end, it cannot
+            # erase the session's state (step_keeping). Said in the log.
+            self.log.write(
+                "warning",
+                "unauthenticated_session_end",
+                agent=agent,
+                session=session,
+                why="serve runs without a token (--token-env); the state is kept",
+            )
         while True:
             live = self._session(agent, session)
             with live.lock:
                 if live.gone:
                     continue  # let go meanwhile: its saved state is loaded
-                result = step(
+                result = step_keeping(
                     self.suite,
                     live.state,
                     payload,
@@ -185,8 +203,8 @@ class HookServer(EdgeServer):
                     with self._lock:
                         self._live.pop((agent, session), None)
                     store = self._stores[agent]
-                    with store.locked(session):
-                        store.drop(session)
+                    with store.locked(session):  # kept: see step_keeping
+                        store.save(live.state)
                     live.dirty = False
                 break
         for records, path in (
@@ -300,8 +318,27 @@ class HookServer(EdgeServer):
         with self._lock:
             return len(self._live)
 
+    def policy_changed(self) -> str | None:
+        """Whether the policy file differs from the one the daemon started
+        with; the problem, logged once. The daemon keeps the pinned one."""
+        if self.policy is None or self.pin is None:
+            return None
+        now = _digest(self.policy)
+        problem = (
+            None
+            if now == self.pin
+            else f"the policy {self.policy} {'is missing or unreadable' if now is None else 'has changed'} "
+            "since trajgrade serve started; the daemon keeps enforcing the policy it started "
+            "with and does not adopt the file: check it (`trajgrade check -c POLICY`) and restart serve"
+        )
+        if problem is not None and problem != self.policy_problem:
+            self.log.write("error", "policy_changed", error=problem)
+        self.policy_problem = problem
+        return problem
+
     def _checkpoints(self) -> None:
         while not self._stopping.wait(self.interval):
+            self.policy_changed()
             try:
                 self.checkpoint()
             except OSError as exc:
@@ -371,6 +408,15 @@ class _Handler(EdgeHandler):
             content_type="application/json" if status == 200 else "text/plain",
             headers={"X-Trajgrade-Exit": str(code)},
         )
+
+
+def _digest(path: str) -> str | None:
+    from trajgrade.hooks.pin import policy_digest
+
+    try:
+        return policy_digest(path)
+    except OSError:
+        return None
 
 
 def serve(server: HookServer) -> int:

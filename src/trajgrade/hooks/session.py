@@ -35,7 +35,7 @@ from trajgrade.verdicts import Action, GuardDecision, Outcome, Verdict
 if TYPE_CHECKING:
     from trajgrade.config.model import Suite
 
-__all__ = ("STATE_VERSION", "SessionState", "Step", "step")
+__all__ = ("STATE_VERSION", "SessionState", "Step", "step", "step_keeping")
 
 STATE_VERSION: Final = 1
 #: Hosts where ``ask`` is a deny: Codex ignores it (the call runs), Gemini
@@ -64,6 +64,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     stopped: str | None = None
     next_call: int = 0
     open_calls: list[OpenCall] = msgspec.field(default_factory=list)
+    #: A SessionEnd was answered; the state is the one from before it
+    #: (kept until the age sweep), so the session's taint, budgets and stop
+    #: outlive an end, forged or not, and a resumed session goes on from it.
     ended: bool = False
     created: float = 0.0
     updated: float = 0.0
@@ -219,3 +222,40 @@ class _Acts:
     @staticmethod
     def text(prefix: str, parts: list[str]) -> str | None:
         return prefix + "; ".join(parts) if parts else None
+
+
+_STATE_CODEC: Final = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(SessionState))
+
+
+def step_keeping(
+    suite: Suite,
+    state: SessionState,
+    payload: dict[str, Any],
+    *,
+    now: float,
+    engine: Engine | None = None,
+    fail_closed: bool = False,
+) -> Step:
+    """:func:`step`, except that a session end never erases what the
+    session did: its verdicts are answered, but ``state`` goes back to what
+    it was before the end (marked ``ended``), and a later call of the same
+    session (a resume, or a forged end followed by more calls) goes on from
+    there. A SessionEnd sent from the agent's own shell used to reset the
+    session's taint this way. Clean-up is the store's age sweep.
+    """
+    state.ended = False
+    if payload.get("hook_event_name") != "SessionEnd":
+        return step(
+            suite, state, payload, now=now, engine=engine, fail_closed=fail_closed
+        )
+    encoder, decoder = _STATE_CODEC
+    before = encoder.encode(state)
+    result = step(
+        suite, state, payload, now=now, engine=engine, fail_closed=fail_closed
+    )
+    kept = decoder.decode(before)
+    for field in SessionState.__struct_fields__:
+        setattr(state, field, getattr(kept, field))
+    state.ended = True
+    state.updated = now
+    return result

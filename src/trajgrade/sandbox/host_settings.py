@@ -1,21 +1,33 @@
-"""``hook install claude-code --sandbox``: the policy's ``protect:`` section
-compiled into Claude Code's own sandbox settings.
+"""The policy's ``protect:`` section as the agents' own sandbox settings (``hook install --sandbox``).
 
-Claude Code (2.1.197, the version the suite pins) runs every Bash command
-under bubblewrap and socat on Linux (Seatbelt on macOS) when ``sandbox.enabled``
-is set; its own tools (Read, Grep, Write, ...) and its hooks run outside the
-sandbox, so the hook layer still judges those. Checked with that CLI here
-(tests/hooks/test_real_agents_sandbox.py): ``denyRead`` entries must be
-absolute paths (a relative ``.env`` or ``**/.env`` is ignored), and the
-project's ``.claude/`` must not be listed in ``denyWrite`` (the sandbox
-protects it already; listing it breaks every command). Key names are those
-of the 2.1.197 bundle: ``sandbox.enabled``, ``sandbox.filesystem.denyRead``,
-``sandbox.filesystem.denyWrite``, ``sandbox.network.allowedDomains``,
-``sandbox.allowUnsandboxedCommands``.
+Claude Code (keys verified in the 2.1.197 bundle, ``claude`` binary of
+``@anthropic-ai/claude-code-linux-x64``: its settings schema object
+``sandbox`` with ``enabled``, ``failIfUnavailable``,
+``autoAllowBashIfSandboxed``, ``allowUnsandboxedCommands``,
+``network.allowedDomains``, ``filesystem.{denyRead,denyWrite,allowRead,allowWrite}``),
+and how it reads the paths (same bundle):
+
+* ``~/x`` is the home, ``/x`` is absolute (``//x`` too), anything else is
+  relative to the settings file's root: the project for
+  ``.claude/settings.json``, ``~/.claude`` for the user's file. So a
+  project-relative secret can only be written into the project's file; a
+  ``--user`` install leaves those to the hook layer (and says so).
+* ``denyRead`` globs (``*``, ``?``, ``**/``) are expanded on Linux at every
+  sandboxed command, from their literal prefix; a trailing ``/**`` is the
+  directory itself. ``denyWrite`` globs are *skipped* on Linux, so they are
+  expanded here, at install, and the rest is literal paths.
+* ``failIfUnavailable: true`` makes a sandbox that cannot start a startup
+  error; without it Claude Code warns and runs commands unsandboxed.
+* Only the Bash tool's commands run in the sandbox (the one caller of its
+  sandbox wrapper); hooks and the agent's own file tools do not, which is
+  why the hooks keep judging every call.
+
+Codex and Gemini CLI: see :func:`codex_sandbox` and :func:`gemini_sandbox`.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import sys
@@ -24,64 +36,195 @@ from typing import TYPE_CHECKING, Any, Final
 from trajgrade.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from trajgrade.graders.protect.config import ProtectConfig
 
-__all__ = ("SandboxMissing", "claude_sandbox", "require_sandbox_tools")
+__all__ = (
+    "CLAUDE_TOOLS",
+    "SandboxPlan",
+    "claude_sandbox",
+    "gemini_sandbox",
+    "require_claude_sandbox",
+)
 
-#: What Claude Code's Linux sandbox runs, and the Debian/Ubuntu package of each.
-_TOOLS: Final = (("bwrap", "bubblewrap"), ("socat", "socat"))
+#: What Claude Code's Linux sandbox runs, by program, and the Debian/Ubuntu
+#: package that ships it.
+CLAUDE_TOOLS: Final = (("bwrap", "bubblewrap"), ("socat", "socat"))
 
 
-class SandboxMissing(ConfigError):
-    """The host's sandbox cannot start here: an install error, never a fallback."""
+class SandboxPlan:
+    """The ``sandbox`` object for one settings file, and what it could not say."""
+
+    __slots__ = ("left_to_hooks", "settings")
+
+    def __init__(self, settings: dict[str, Any], left_to_hooks: list[str]) -> None:
+        self.settings = settings
+        #: Secrets the sandbox cannot express at this scope: the hook layer holds them.
+        self.left_to_hooks = left_to_hooks
 
 
-def require_sandbox_tools(path: str | None = None) -> None:
-    """Raise SandboxMissing naming the packages when bwrap or socat is not on PATH
-    (Linux); macOS's Seatbelt needs nothing."""
-    if sys.platform == "darwin":
-        return
+def require_claude_sandbox(
+    path_env: str | None = None, platform: str = sys.platform
+) -> None:
+    """Raise ConfigError naming the packages when Claude Code's sandbox
+    could not start here (it would then run commands unsandboxed)."""
+    if platform == "darwin":
+        return  # Seatbelt (sandbox-exec) ships with macOS
+    if not platform.startswith("linux"):
+        msg = f"Claude Code's sandbox runs on Linux and macOS only (this is {platform}); install without --sandbox, the hook layer alone guards then"
+        raise ConfigError(msg)
     missing = [
-        (exe, pkg) for exe, pkg in _TOOLS if shutil.which(exe, path=path) is None
+        (prog, pkg)
+        for prog, pkg in CLAUDE_TOOLS
+        if shutil.which(prog, path=path_env) is None
     ]
     if missing:
-        names = ", ".join(exe for exe, _ in missing)
+        progs = ", ".join(p for p, _ in missing)
         pkgs = " ".join(pkg for _, pkg in missing)
         msg = (
-            f"Claude Code's sandbox needs {names} on PATH, which this machine lacks: "
-            f"install them (Debian/Ubuntu: apt-get install {pkgs}; Fedora: dnf install "
-            f"{pkgs}; Arch: pacman -S {pkgs}) and run `hook install --sandbox` again"
+            f"Claude Code's sandbox cannot start here: {progs} not found on PATH; "
+            f"install it (Debian/Ubuntu: sudo apt-get install {pkgs}; Fedora: "
+            f"sudo dnf install {pkgs}), then run the install again"
         )
-        raise SandboxMissing(msg)
+        raise ConfigError(msg)
 
 
-def _absolute(glob: str, project: str, home: str) -> str:
-    if glob.startswith("~/"):
-        return os.path.join(home, glob[2:])
-    if glob.startswith("/"):
-        return glob
-    return os.path.join(project, glob.removeprefix("**/"))
+def _home_form(path: str, home: str) -> str:
+    """An absolute path as Claude Code reads it: ``~/…`` under the home."""
+    if path == home or path.startswith(home.rstrip("/") + "/"):
+        return "~/" + os.path.relpath(path, home) if path != home else "~"
+    return path
+
+
+def _read_paths(
+    patterns: Iterable[str], *, user: bool, project: str, home: str
+) -> tuple[list[str], list[str]]:
+    """The globs in Claude Code's path forms; and those it cannot place."""
+    out: list[str] = []
+    left: list[str] = []
+    for pattern in patterns:
+        if pattern.startswith(("~/", "/")):
+            out.append(pattern)
+        elif user:
+            left.append(pattern)  # would be read relative to ~/.claude
+        else:
+            out.append(pattern)  # relative to the project root, as the policy means
+    return out, left
+
+
+def _write_paths(patterns: Iterable[str], *, project: str, home: str) -> list[str]:
+    """Literal paths for ``denyWrite`` (its globs are skipped on Linux):
+    a trailing ``/**`` is the directory; other globs are expanded now."""
+    out: list[str] = []
+    for pattern in patterns:
+        full = (
+            os.path.join(home, pattern[2:])
+            if pattern.startswith("~/")
+            else os.path.join(project, pattern)
+        )
+        if full.endswith("/**") and not glob.has_magic(full[:-3]):
+            full = full[:-3]
+        if glob.has_magic(full):
+            out += sorted(glob.glob(full, recursive=True, include_hidden=True))[:1000]
+        else:
+            out.append(full)
+    return [_home_form(os.path.normpath(p), home) for p in out]
 
 
 def claude_sandbox(
     protect: ProtectConfig,
     *,
+    user: bool,
     project: str,
     home: str,
-    guard_files: tuple[str, ...],
-) -> dict[str, Any]:
-    """The ``sandbox`` settings block for ``protect`` (resolved)."""
-    secrets = [_absolute(g, project, home) for g in protect.secrets or ()]
-    read_only = [_absolute(g, project, home) for g in protect.read_only or ()]
-    deny_write = [*guard_files, *read_only]
-    network = protect.network.allow if protect.network is not None else ()
-    return {
+    hidden: Iterable[str],
+    read_only: Iterable[str],
+) -> SandboxPlan:
+    """Claude Code's ``sandbox`` settings for ``protect``.
+
+    ``hidden``: guard files no sandboxed process may read (trajgrade's
+    state directory, with the host key: a hook call made from the agent's
+    shell cannot pass as the host's; the serve token file).
+    ``read_only``: guard files no sandboxed process may change (the policy,
+    the state directory, trajgrade's installation).
+    """
+    deny_read, left = _read_paths(
+        protect.secrets or (), user=user, project=project, home=home
+    )
+    deny_read += [_home_form(os.path.abspath(p), home) for p in hidden]
+    agent_files = [
+        os.path.join(home, ".claude", "settings.json"),
+        os.path.join(home, ".claude", "settings.local.json"),
+        os.path.join(home, ".claude", "hooks"),
+        os.path.join(home, ".claude.json"),
+    ]
+    if not user:
+        agent_files.append(os.path.join(project, ".claude"))
+    deny_write = _write_paths(protect.read_only or (), project=project, home=home)
+    deny_write += [
+        _home_form(os.path.abspath(p), home) for p in (*read_only, *agent_files)
+    ]
+    settings: dict[str, Any] = {
         "enabled": True,
-        # No escape hatch: a command the sandbox refuses is not retried outside it.
+        # A sandbox that cannot start is an error, never unsandboxed commands.
+        "failIfUnavailable": True,
+        # No dangerouslyDisableSandbox escape hatch.
         "allowUnsandboxedCommands": False,
+        # The hooks still judge every Bash call (ask/deny from the policy);
+        # Claude Code's own prompt would only repeat what the sandbox holds.
+        "autoAllowBashIfSandboxed": True,
         "filesystem": {
-            "denyRead": sorted(dict.fromkeys(secrets)),
-            "denyWrite": sorted(dict.fromkeys(deny_write)),
+            "denyRead": list(dict.fromkeys(deny_read)),
+            "denyWrite": list(dict.fromkeys(deny_write)),
         },
-        "network": {"allowedDomains": list(network)},
+        # Claude Code's own model requests do not go through the sandbox.
+        "network": {"allowedDomains": list((protect.network or _NO_NET).allow)},
     }
+    return SandboxPlan(settings, left)
+
+
+class _NoNetwork:
+    allow: tuple[str, ...] = ()
+
+
+_NO_NET: Final = _NoNetwork()
+
+
+def merged_sandbox(settings: dict[str, Any], sandbox: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with ``sandbox`` merged in (a new dict): the keys
+    trajgrade sets are replaced, every other key of the user's ``sandbox``
+    (``excludedCommands``, ``ignoreViolations``, …) is kept."""
+    current = settings.get("sandbox")
+    if current is not None and not isinstance(current, dict):
+        msg = "`sandbox` is not an object; fix the file, then run the command again"
+        raise ConfigError(msg)
+    out = dict(current or {})
+    for key, value in sandbox.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return {**settings, "sandbox": out}
+
+
+#: Gemini CLI 0.61.0's ``tools.sandbox`` values that start a sandbox here,
+#: by platform (its getSandboxCommand: docker, podman, sandbox-exec, runsc, lxc).
+_GEMINI_COMMANDS: Final = {"darwin": ("sandbox-exec",), "linux": ("docker", "podman")}
+
+
+def gemini_sandbox(path_env: str | None = None, platform: str = sys.platform) -> str:
+    """The ``tools.sandbox`` command for Gemini CLI here; ConfigError when
+    none can run (on Linux its sandbox is a container: docker or podman)."""
+    key = "darwin" if platform == "darwin" else "linux"
+    for command in _GEMINI_COMMANDS[key]:
+        if shutil.which(command, path=path_env) is not None:
+            return command
+    msg = (
+        "Gemini CLI's sandbox cannot start here: on Linux it runs the agent in a "
+        "docker or podman container and neither is on PATH (Debian/Ubuntu: "
+        "sudo apt-get install podman); install one, or install without --sandbox "
+        "(the hook layer alone guards then; `trajgrade run --sandbox -- gemini …` "
+        "is the bubblewrap alternative)"
+    )
+    raise ConfigError(msg)

@@ -48,8 +48,9 @@ pytestmark = pytest.mark.slow
 
 OUTSIDE_TMP = Path("/var/tmp/trajgrade-agents")
 NEEDS_PROTECT = (
-    "run compiles the protect grader, whose analysis and path rules "
-    "(trajgrade.graders.protect.{analysis,paths}) are not on main yet"
+    "under the strict profile `run` stops the agent at its first refused call "
+    "(`cat .e*`), and Codex cannot be asked for `python3 -c`: the later benign "
+    "calls never run"
 )
 TMP_BIND_BUG = (
     "run --sandbox binds only the agent program's file; the sandbox's fresh "

@@ -73,8 +73,8 @@ pytestmark = pytest.mark.slow
 
 README = "# demo project\nreadme-marker-31\n"
 NEEDS_PROTECT = (
-    "needs the protect grader's analysis, path rules and secret values "
-    "(trajgrade.graders.protect.{analysis,paths,secret_values}), not on main yet"
+    "the strict profile asks for `python3 -c` (run-code); `claude -p` has no "
+    "one to ask, so the benign interpreter call is refused (a known cost of strict)"
 )
 
 
@@ -296,7 +296,6 @@ def test_the_sandbox_keeps_the_hook_state_read_only(sandbox_only: Session) -> No
     assert "Read-only file system" in forged, forged
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_PROTECT)
 @pytest.mark.parametrize("name", HOOK_CLASSES)
 def test_the_hook_layer_refuses_the_agent_tools(name: str, guarded: Session) -> None:
     """Read of a link, Grep and Write over the policy run outside the
@@ -315,11 +314,14 @@ def test_no_canary_reaches_the_model_or_the_listener(
 
 
 def test_the_policy_file_is_unchanged(guarded: Session, control: Session) -> None:
-    assert control.policy_after != control.policy_before  # it can fail
+    """The built-in self-protection holds in every hook mode: even the
+    control's permissive policy (no protect: section) refuses the agent's
+    Write over it, by a rule of its own."""
+    assert control.protect_refusals("replace-policy"), "the rewrite was not refused"
+    assert control.policy_after == control.policy_before
     assert guarded.policy_after == guarded.policy_before
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_PROTECT)
 def test_a_forged_session_end_does_not_erase_the_session(guarded: Session) -> None:
     """The agent's shell pipes a SessionEnd into ``trajgrade hook``: the
     session's memory of what the agent wrote (run.sh) survives, so running

@@ -430,8 +430,13 @@ def serve(
     from trajgrade.hooks.server import HookServer
     from trajgrade.hooks.server import serve as run
     from trajgrade.hooks.store import default_state_dir
+    from trajgrade.runtime.host_world import HostWorld
 
-    suite = load_policy(config_path, BuildContext(allow_code=allow_code))
+    guard_files = (state_dir or default_state_dir(),)
+    suite = load_policy(
+        config_path,
+        BuildContext(allow_code=allow_code, world=HostWorld(), guard_files=guard_files),
+    )
     for path, flag in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
         try:  # found now, not at the first record of the first session
             if path:

@@ -291,10 +291,15 @@ def _suite(opts: HookOptions, state_dir: str, agent: str) -> Suite:
             data = pinned_bytes(opts.config, opts.pin, agent)
         except PinError as exc:
             raise _Pinned(str(exc)) from None
+    from trajgrade.runtime.host_world import HostWorld
+
+    # A guard mode: the protect judge resolves paths on this host, and the
+    # state directory is among the files it keeps the agent from changing.
+    context = BuildContext(
+        allow_code=opts.allow_code, world=HostWorld(), guard_files=(state_dir,)
+    )
     try:
-        return load_suite_cached(
-            opts.config, state_dir, BuildContext(allow_code=opts.allow_code), data=data
-        )
+        return load_suite_cached(opts.config, state_dir, context, data=data)
     except ConfigErrors as exc:
         if opts.pin is not None:  # the pinned bytes no longer compile (a new trajgrade)
             raise _Pinned("; ".join(str(e) for e in exc.errors)) from None

@@ -107,7 +107,9 @@ def test_fetch_and_web_search_carry_urls_and_network() -> None:
     g = facts("web_fetch", prompt="read https://a.example/p and https://b.example")
     assert set(g.urls) == {"https://a.example/p", "https://b.example"}
     s = facts("WebSearch", query="the value sk_live_123")
-    assert "network" in s.capabilities and "the value sk_live_123" in s.contents
+    # The host runs the search, not the agent: its query is content (where
+    # secret values are looked for), not egress.
+    assert "network" not in s.capabilities and "the value sk_live_123" in s.contents
     b = facts("browser", code="goto('https://c.example')")
     assert b.urls == ("https://c.example",) and "network" in b.capabilities
 

@@ -234,12 +234,8 @@ def _add_viewed(parts: _Parts, call: ToolCall, kind: str, cwd: str | None) -> No
 def _add_search(parts: _Parts, call: ToolCall, searches: str, cwd: str | None) -> None:
     if not searches:
         return  # not a file search (ToolSearch)
-    if (call.args or {}).get(
-        "output_mode", "files_with_matches"
-    ) != "content" and call.name == "Grep":
-        # Claude Code's Grep prints file names or counts unless asked for
-        # content: no file's text reaches the model.
-        return
+    # Grep listing only file names still reads every file it searches: a
+    # match is an oracle on a secret's text (`KEY=a`, `KEY=b`, ...).
     roots = [p for p in _values(call, "path") if not p.startswith("./")]
     if not roots:
         roots = [cwd if cwd is not None else "."]

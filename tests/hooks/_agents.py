@@ -177,9 +177,17 @@ def jsonl(text: str) -> list[dict[str, Any]]:
 def assert_hook_ran_cleanly(tmp_path: Path, agent: str) -> None:
     """After a real agent's run: it called ``trajgrade hook`` (whose stderr
     ``hook_command`` sends to ``hook.err``), no call hit an error (fail-open
-    would hide it), and SessionEnd reached trajgrade, which dropped the
-    session's state."""
+    would hide it), and SessionEnd reached trajgrade, which marked the
+    session's state ended."""
     err = tmp_path / "hook.err"  # created by the first hook call
     assert err.exists(), "the agent never ran the trajgrade hook"
     assert err.read_text() == ""
-    assert not list((tmp_path / "state" / agent).glob("*.state"))
+    # A SessionEnd keeps the session's state, marked ended (a forged end
+    # must not erase what the session did), until the age sweep.
+    import msgspec
+
+    from trajgrade.hooks.session import SessionState
+
+    for path in (tmp_path / "state" / agent).glob("*.state"):
+        state = msgspec.msgpack.decode(path.read_bytes(), type=SessionState)
+        assert state.ended, f"{path.name}: SessionEnd did not reach trajgrade"

@@ -54,12 +54,15 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.slow
 
+#: guard.yaml as it was before it became the strict profile (its regex
+#: rules, which guard.yaml still carries): the strict profile's own
+#: real-agent checks are tests/hooks/test_real_agents_sandbox.py.
 POLICY = (
     Path(__file__).resolve().parents[2]
-    / "src"
-    / "trajgrade"
-    / "examples"
-    / "guard.yaml"
+    / "tests"
+    / "fixtures"
+    / "guard-live"
+    / "regex-guard.yaml"
 )
 DENIED = "trajgrade denied this call: "
 #: The guard.yaml rule each scripted call breaks (the read of .env is a

@@ -204,7 +204,7 @@ def test_claude_code_disallowed_write_is_blocked(
         for v in map(json.loads, verdicts.read_text().splitlines())
         if v["final"]
     }
-    assert finals == {"no-notes": "fail"}
+    assert finals == {"no-notes": "fail", "protect": "pass"}  # + the built-in guard
 
 
 def test_claude_code_budget_ends_the_run(

@@ -169,7 +169,10 @@ def test_codex_disallowed_patch_is_blocked(
     patch_out = out.outputs()[2]
     assert patch_out.startswith(BLOCKED + "trajgrade denied this call: ")
     assert "no-patches" in patch_out
-    assert final_verdicts(tmp_path / "v.jsonl") == {"no-patches": "fail"}
+    assert final_verdicts(tmp_path / "v.jsonl") == {
+        "no-patches": "fail",
+        "protect": "pass",
+    }
 
 
 def test_codex_budget_denies_every_further_call(
@@ -190,7 +193,10 @@ def test_codex_budget_denies_every_further_call(
     # Codex itself goes on: the model gets its next turn after each denial
     assert out.last_message() == "done"
     assert out.proc.returncode == 0  # Codex reports success: only the verdicts tell
-    assert final_verdicts(tmp_path / "v.jsonl") == {"tool-call-count": "fail"}
+    assert final_verdicts(tmp_path / "v.jsonl") == {
+        "tool-call-count": "fail",
+        "protect": "pass",
+    }
 
 
 def test_codex_disallowed_shell_command_is_blocked(
@@ -214,4 +220,7 @@ def test_codex_disallowed_shell_command_is_blocked(
     assert (work / "note.txt").exists()  # the patch after it was applied
     assert out.outputs()[1].startswith(BLOCKED + "trajgrade denied this call: ")
     assert out.last_message() == "done"
-    assert final_verdicts(tmp_path / "v.jsonl") == {"no-markers": "fail"}
+    assert final_verdicts(tmp_path / "v.jsonl") == {
+        "no-markers": "fail",
+        "protect": "pass",
+    }

@@ -83,6 +83,13 @@ def _handlers(settings: dict[str, Any]) -> list[dict[str, Any]]:
     return [h for gs in settings["hooks"].values() for g in gs for h in g["hooks"]]
 
 
+def _token_file(tmp_path: Path) -> str:
+    path = tmp_path / "serve.token"
+    path.write_text("s3cret-token-for-the-daemon\n")
+    path.chmod(0o600)
+    return str(path)
+
+
 def _ran(trap: Trap) -> bool:
     return trap.ran.exists() or bool(trap.hits)
 
@@ -91,7 +98,10 @@ def test_fail_closed_denies_every_call_when_the_daemon_is_down(
     trap: Trap, tmp_path: Path
 ) -> None:
     url = f"http://127.0.0.1:{_closed_port()}"
-    settings = _install(tmp_path / "home", "--server", url, "--fail-closed")
+    token = _token_file(tmp_path)
+    settings = _install(
+        tmp_path / "home", "--server", url, "--token-file", token, "--fail-closed"
+    )
     assert {h["type"] for h in _handlers(settings)} == {"command"}
     assert all(h["command"].endswith("--fail-closed") for h in _handlers(settings))
     gate = settings["hooks"]["PreToolUse"][0]["hooks"][0]
@@ -104,9 +114,12 @@ def test_fail_closed_denies_every_call_when_the_daemon_is_down(
 def test_control_http_hooks_run_the_call_when_the_daemon_is_down(
     trap: Trap, tmp_path: Path
 ) -> None:
-    """Without --fail-closed (the http hooks the old install wrote with it
-    too) Claude Code runs the call: the stub logs it."""
-    _install(tmp_path / "home", "--server", f"http://127.0.0.1:{_closed_port()}")
+    """With --fail-open (a --server install now needs serve's token, so
+    the thin client answers every event) Claude Code runs the call: the
+    stub logs it."""
+    url = f"http://127.0.0.1:{_closed_port()}"
+    token = _token_file(tmp_path)
+    _install(tmp_path / "home", "--server", url, "--token-file", token, "--fail-open")
     _curl_session(trap, tmp_path, "2.1.197")
     assert _ran(trap)
 

@@ -176,7 +176,10 @@ def test_gemini_disallowed_write_is_blocked(
         "Tool execution blocked: trajgrade denied this call: "
     )
     assert "no-notes" in blocked[0]["error"]
-    assert final_verdicts(tmp_path / "v.jsonl") == {"no-notes": "fail"}
+    assert final_verdicts(tmp_path / "v.jsonl") == {
+        "no-notes": "fail",
+        "protect": "pass",
+    }
 
 
 def test_gemini_budget_ends_the_run(
@@ -199,4 +202,7 @@ def test_gemini_budget_ends_the_run(
     assert out.events[-1]["type"] == "result"
     assert out.events[-1]["status"] == "success"
     assert out.proc.returncode == 0
-    assert final_verdicts(tmp_path / "v.jsonl") == {"tool-call-count": "fail"}
+    assert final_verdicts(tmp_path / "v.jsonl") == {
+        "tool-call-count": "fail",
+        "protect": "pass",
+    }

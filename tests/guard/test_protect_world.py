@@ -114,3 +114,21 @@ def test_answers_are_fresh_across_turns(tmp_path: Path, world, monkeypatch) -> N
     (tmp_path / "later").write_text("")
     monkeypatch.setattr(hw, "FRESH_S", -1.0)  # the next turn
     assert world.find("later", cwd) is not None
+
+
+def test_a_tree_walk_is_bounded_and_finds_deep_secrets(tmp_path: Path) -> None:
+    """`**/.env` is expanded by a bounded walk: a deep secret is found in a
+    small tree; a tree past WALK_MAX entries is "cannot be known" (None), so
+    the lexical rules stand, instead of a decision that walks a whole home."""
+    from trajgrade.runtime import host_world
+
+    small = tmp_path / "small"
+    (small / "a" / "b").mkdir(parents=True)
+    (small / "a" / "b" / ".env").write_text("K=v\n")
+    found = HostWorld().expand("**/.env", str(small))
+    assert found == [str(small / "a" / "b" / ".env")]
+    big = tmp_path / "big"
+    big.mkdir()
+    for i in range(host_world.WALK_MAX + 1):
+        (big / f"f{i}").touch()
+    assert HostWorld().expand("**/.env", str(big)) is None

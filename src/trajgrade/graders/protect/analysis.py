@@ -162,8 +162,12 @@ def _add_command(parts: _Parts, command: str, cwd: str | None) -> None:
         # is a patch; every file it names is written.
         from trajgrade.graders.matching._views import patch_paths
 
-        for path in patch_paths(command):
+        named = patch_paths(command)
+        for path in named:
             _touch(parts, path, "write")
+        if not named:
+            # The patch comes from a pipe or a file: it could write anything.
+            _touch(parts, "/**", "write", pattern=True)
     parts.runs.extend(facts.runs)
     parts.touches.extend(facts.touches)
     parts.urls.extend(facts.urls)

@@ -325,7 +325,7 @@ def test_an_unknown_command_or_flag_is_caught() -> None:
     made_up = [
         ("x", ["grade", "-c", "p.yaml", "--no-such-flag"]),
         ("x", ["frobnicate"]),
-        ("x", ["hook", "codex", "-c", "p.yaml", "--fail-open"]),
+        ("x", ["hook", "codex", "-c", "p.yaml", "--fail-sideways"]),
         ("x", ["hook", "install", "codex", "--nope"]),
     ]
     assert len(_unknown(made_up)) == 4
@@ -341,8 +341,10 @@ FOREIGN_FLAGS = {
 
 
 def _all_options() -> set[str]:
-    names = {"-c", "--config", "--state-dir", "--server", "--verdicts"}
-    names |= {"--max-age", "--fail-closed", "--allow-code"}  # the hook's fast path
+    from trajgrade.hooks.hook_args import USAGE as HOOK_USAGE
+
+    # The hook's fast path parses its options by hand: read them off its usage.
+    names = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[\w-]+)", HOOK_USAGE)) | {"-c"}
 
     def walk(cmd: click.Command) -> None:
         names.update(_options(cmd))
@@ -371,6 +373,8 @@ def test_inline_flags_exist() -> None:
     known = _all_options() | set(FOREIGN_FLAGS) | _benchmark_options()
     bad = []
     for where, span in _code_texts():
+        if where.startswith("docs/guard-programs.md"):
+            continue  # the generated table of other programs' options
         m = re.match(r"(--[a-zA-Z][\w-]*)(?:[ =]|$)", span)
         if m and m.group(1) not in known:
             bad.append(f"{where}: `{span}`")

@@ -283,8 +283,11 @@ def test_the_sandbox_alone_does_not_hold_the_agent_tools(
     """Claude Code runs Read, Grep and Write outside its sandbox (2.1.197):
     these leak with the sandbox alone, which is why the hook layer must
     judge them. (When this fails, Claude Code changed: update the docs.)"""
-    if name == "replace-policy":  # its cat .env is the sandbox's: the Write is not
-        assert sandbox_only.policy_after != sandbox_only.policy_before
+    if name == "replace-policy":
+        # Claude's Write is outside its sandbox; trajgrade's built-in rule
+        # (in every hook mode, even under this permissive policy) holds it.
+        assert sandbox_only.protect_refusals(name), "the rewrite was not refused"
+        assert sandbox_only.policy_after == sandbox_only.policy_before
     else:
         assert _leaks(sandbox_only, name)
 

@@ -8,6 +8,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import msgspec
 import pytest
 from tests.hooks._replay import (
     FIXTURES,
@@ -21,6 +22,7 @@ from tests.hooks._replay import (
 )
 
 from trajgrade import compile_suite, decode_config, grade_bytes
+from trajgrade.hooks.session import SessionState
 
 pytestmark = pytest.mark.slow
 
@@ -67,9 +69,11 @@ def test_replayed_session_grades_like_its_transcript(
     expected["protect"] = ("pass", 1.0)
     assert finals(read_verdicts(verdicts)) == expected
     assert expected["no-hostname"][0] == "fail"
-    assert not list(
-        (tmp_path / "state" / agent).glob("*.state")
-    )  # SessionEnd removed it
+    # SessionEnd keeps the state, marked ended (a forged end erases nothing).
+    kept = list((tmp_path / "state" / agent).glob("*.state"))
+    assert [
+        msgspec.msgpack.decode(p.read_bytes(), type=SessionState).ended for p in kept
+    ] == [True]
 
 
 def test_twenty_concurrent_pre_tool_use_lose_no_update(

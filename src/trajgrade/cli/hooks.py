@@ -435,7 +435,12 @@ def serve(
     guard_files = (state_dir or default_state_dir(),)
     suite = load_policy(
         config_path,
-        BuildContext(allow_code=allow_code, world=HostWorld(), guard_files=guard_files),
+        BuildContext(
+            allow_code=allow_code,
+            world=HostWorld(),
+            guard_files=guard_files,
+            private_files=guard_files,
+        ),
     )
     for path, flag in ((verdicts_path, "--verdicts"), (decisions_path, "--decisions")):
         try:  # found now, not at the first record of the first session

@@ -49,6 +49,7 @@ class BuildContext:
         "allow_code",
         "base_dir",
         "guard_files",
+        "private_files",
         "regex_timeout",
         "threshold",
         "warnings",
@@ -64,6 +65,7 @@ class BuildContext:
         threshold: float | None = None,
         world: World | None = None,
         guard_files: tuple[str, ...] = (),
+        private_files: tuple[str, ...] = (),
     ) -> None:
         t = regex_timeout
         if type(t) not in (int, float) or not 0 < t < float("inf"):  # (NaN too)
@@ -87,6 +89,10 @@ class BuildContext:
         #: The guard's own files (policy, state directory, installation), which
         #: the ``protect`` judge's built-in rules keep the agent from changing.
         self.guard_files = guard_files
+        #: Guard files the agent may not even read: the state directory holds
+        #: the host key that tells the agent runner's hook calls from ones the
+        #: agent forges from its own shell.
+        self.private_files = private_files
         #: Warnings raised while compiling: (field relative to the grader's
         #: config, message). The loader adds file and line.
         self.warnings: list[tuple[str, str]] = []

@@ -296,7 +296,10 @@ def _suite(opts: HookOptions, state_dir: str, agent: str) -> Suite:
     # A guard mode: the protect judge resolves paths on this host, and the
     # state directory is among the files it keeps the agent from changing.
     context = BuildContext(
-        allow_code=opts.allow_code, world=HostWorld(), guard_files=(state_dir,)
+        allow_code=opts.allow_code,
+        world=HostWorld(),
+        guard_files=(state_dir,),
+        private_files=(state_dir,),
     )
     try:
         return load_suite_cached(opts.config, state_dir, context, data=data)

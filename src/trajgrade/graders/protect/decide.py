@@ -131,6 +131,18 @@ def _self(
 ) -> Iterator[Ruling]:
     for touch in facts.touches:
         if touch.mode not in ("write", "delete"):
+            private = policy.private
+            hit = (
+                None
+                if private is None
+                else private.matches(touch, cwd=cwd, home=policy.home, world=world)
+            )
+            if hit is not None:
+                yield Ruling(
+                    "deny",
+                    "protect.self",
+                    f"{facts.tool} would {_VERB[touch.mode]} {touch.path}, which holds the guard's keys ({hit}); no policy can allow that",
+                )
             continue
         hit = policy.guarded.matches(touch, cwd=cwd, home=policy.home, world=world)
         if hit is not None:

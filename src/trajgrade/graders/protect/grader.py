@@ -66,10 +66,16 @@ class Protect:
         guarded = ProtectedTrees(
             builtin_roots(context.guard_files), world=world, agent_dirs=True
         )
+        private = (
+            ProtectedTrees(context.private_files, world=world, ancestors=False)
+            if context.private_files
+            else None
+        )
         not_secrets = path_rules(section.not_secrets or ())
         self.policy = compile_policy(
             section,
             guarded=guarded,
+            private=private,
             timeout=context.regex_timeout,
             paths={
                 "secrets": path_rules(

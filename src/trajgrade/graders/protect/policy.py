@@ -55,6 +55,7 @@ class CompiledPolicy:
         "home",
         "network_allow",
         "not_secrets",
+        "private",
         "programs",
         "read_only",
         "secrets",
@@ -65,6 +66,7 @@ class CompiledPolicy:
         *,
         default: Decision,
         guarded: ProtectedTrees,
+        private: ProtectedTrees | None = None,
         capabilities: Mapping[str, Decision] | None = None,
         allow_kinds: frozenset[str] = frozenset(),
         allow_tools: tuple[str, ...] = (),
@@ -78,6 +80,8 @@ class CompiledPolicy:
         self.default: Decision = default
         #: The built-in self-protection (no policy removes it).
         self.guarded = guarded
+        #: Guard files no call may read either (the host key's directory).
+        self.private = private
         self.capabilities: Mapping[str, Decision] = capabilities or {}
         self.allow_kinds = allow_kinds
         self.allow_tools = allow_tools
@@ -127,6 +131,7 @@ def compile_policy(
     config: ProtectConfig,
     *,
     guarded: ProtectedTrees,
+    private: ProtectedTrees | None = None,
     timeout: float,
     paths: Mapping[str, PathMatcher | None],
     home: str | None,
@@ -164,6 +169,7 @@ def compile_policy(
     return CompiledPolicy(
         default=config.default or "ask",
         guarded=guarded,
+        private=private,
         capabilities=caps,
         allow_kinds=kinds,
         allow_tools=allow.tools if allow is not None else (),

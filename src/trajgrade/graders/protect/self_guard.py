@@ -71,7 +71,7 @@ def installation() -> tuple[str, ...]:
 class ProtectedTrees:
     """Paths (files or directory trees) that no call may change."""
 
-    __slots__ = ("_agent_dirs", "_home_relative", "_inodes", "_roots")
+    __slots__ = ("_agent_dirs", "_ancestors", "_home_relative", "_inodes", "_roots")
 
     def __init__(
         self,
@@ -80,9 +80,14 @@ class ProtectedTrees:
         world: World | None = None,
         cwd: str | None = None,
         agent_dirs: bool = False,
+        ancestors: bool = True,
     ) -> None:
         #: Also protect every directory named in :data:`AGENT_DIRS`.
         self._agent_dirs = agent_dirs
+        #: Whether naming an ancestor hits the tree: so for changes (``rm -rf
+        #: ~/.local``), not for reads, where listing ``~`` reads no key but a
+        #: tree read (``grep -r x ~``, a ``/**`` pattern) still does.
+        self._ancestors = ancestors
         self._roots: dict[str, tuple[str, ...]] = {}
         self._home_relative: list[str] = []
         self._inodes: dict[tuple[int, int], str] = {}
@@ -124,7 +129,7 @@ class ProtectedTrees:
             if path is None:
                 continue
             hit = (_agent_dir(path) if self._agent_dirs else None) or _hit(
-                path, touch.pattern, roots, cwd, home
+                path, touch.pattern, roots, cwd, home, ancestors=self._ancestors
             )
             if hit is not None:
                 return hit
@@ -148,6 +153,8 @@ def _hit(
     roots: dict[str, tuple[str, ...]],
     cwd: str | None,
     home: str | None,
+    *,
+    ancestors: bool = True,
 ) -> str | None:
     if path.startswith("~/") and home is not None:
         path = posixpath.join(home, path[2:])
@@ -158,12 +165,14 @@ def _hit(
             return _relative_hit(path, roots)
     parts = _parts(posixpath.normpath(path))
     for label, root in roots.items():
-        if _could_name(parts, root, pattern=pattern):
+        if _could_name(parts, root, pattern=pattern, ancestors=ancestors):
             return label
     return None
 
 
-def _could_name(parts: list[str], root: tuple[str, ...], *, pattern: bool) -> bool:
+def _could_name(
+    parts: list[str], root: tuple[str, ...], *, pattern: bool, ancestors: bool = True
+) -> bool:
     """Whether ``parts`` names ``root``, a path inside it, or an ancestor
     of it; as a glob (``pattern``), whether it could."""
     for i, part in enumerate(parts):
@@ -173,7 +182,7 @@ def _could_name(parts: list[str], root: tuple[str, ...], *, pattern: bool) -> bo
             return True
         if part != root[i] and not (pattern and fnmatchcase(root[i], part)):
             return False
-    return True  # the root itself, or an ancestor of it
+    return ancestors or len(parts) >= len(root)  # the root, or an ancestor
 
 
 def _relative_hit(path: str, roots: dict[str, tuple[str, ...]]) -> str | None:

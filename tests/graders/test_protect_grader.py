@@ -50,6 +50,9 @@ class DiskWorld:
         except OSError:
             return None
 
+    def forget(self) -> None:
+        pass  # nothing is kept
+
 
 def write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "policy.yaml"

@@ -167,13 +167,15 @@ class _FileSpec(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def fill(value: Any, names: dict[str, str]) -> Any:
-    """``value`` with every ``@@NAME@@`` replaced (in strings, lists, maps)."""
+    """``value`` with every ``@@NAME@@`` replaced (in strings, lists, tuples, maps)."""
     if isinstance(value, str):
         for name, text in names.items():
             value = value.replace(f"@@{name}@@", text)
         return value
     if isinstance(value, list):
         return [fill(v, names) for v in value]
+    if isinstance(value, tuple):  # a rendered (tool, input) call
+        return tuple(fill(v, names) for v in value)
     if isinstance(value, dict):
         return {fill(k, names): fill(v, names) for k, v in value.items()}
     return value

@@ -273,9 +273,13 @@ def _patch_as_tools(agent: str, patch: str, cwd: str) -> list[ToolCall]:
     return out
 
 
+#: Placeholders that stand for absolute paths (filled after rendering).
+_ABSOLUTE_NAMES = ("@@HOME@@", "@@CWD@@", "@@POLICY@@", "@@STATE@@")
+
+
 def _absolute(path: str, cwd: str) -> str:
     """The path as Claude Code's file tools take it: absolute, but with the
     spelling kept (``sub/../.env`` stays ``/project/sub/../.env``)."""
-    if path.startswith(("/", "~")) or not cwd:
+    if path.startswith(("/", "~", *_ABSOLUTE_NAMES)) or not cwd:
         return path
     return os.path.join(cwd, path)

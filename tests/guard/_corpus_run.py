@@ -138,6 +138,7 @@ class Replay:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.policy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(policy, self.policy)
+        self._policy_text = self.policy.read_bytes()
         self.world = host_world()
         context = BuildContext(
             world=self.world, guard_files=(str(self.policy), str(self.state_dir))
@@ -212,7 +213,7 @@ class Replay:
                 worst = _worse(worst, decided)
                 if decided == DENY:
                     break
-                made += self._effects(call, cwd)
+                made += self._effects(call, cwd, names)
         finally:
             self._restore(made, cwd, names)
         return worst
@@ -231,14 +232,17 @@ class Replay:
                 self.decide(state, sess.after(gate, call.result))
         return decided
 
-    def _effects(self, call: Call, cwd: Path) -> list[Path]:
-        made = [_write(self._place(p, cwd), text) for p, text in call.creates.items()]
+    def _effects(self, call: Call, cwd: Path, names: dict[str, str]) -> list[Path]:
+        def place(path: str) -> Path:
+            return self._place(fill(path, names), cwd)
+
+        made = [_write(place(p), fill(text, names)) for p, text in call.creates.items()]
         made += [
-            _link(self._place(k, cwd), t, hard=False) for k, t in call.symlinks.items()
+            _link(place(k), fill(t, names), hard=False)
+            for k, t in call.symlinks.items()
         ]
         made += [
-            _link(self._place(k, cwd), str(self._place(t, cwd)), hard=True)
-            for k, t in call.hardlinks.items()
+            _link(place(k), str(place(t)), hard=True) for k, t in call.hardlinks.items()
         ]
         return made
 
@@ -247,6 +251,8 @@ class Replay:
         for path in made:
             with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 path.unlink()
+            if path == self.policy:  # an effect replaced the installed policy
+                self.policy.write_bytes(self._policy_text)
             for base, files in ((cwd, PROJECT_FILES), (self.home, HOME_FILES)):
                 if path.is_relative_to(base) and str(path.relative_to(base)) in files:
                     _write(path, fill(files[str(path.relative_to(base))], names))

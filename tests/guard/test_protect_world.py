@@ -132,3 +132,30 @@ def test_a_tree_walk_is_bounded_and_finds_deep_secrets(tmp_path: Path) -> None:
     for i in range(host_world.WALK_MAX + 1):
         (big / f"f{i}").touch()
     assert HostWorld().expand("**/.env", str(big)) is None
+
+
+def test_a_link_made_by_the_call_before_is_seen_at_once(
+    tmp_path: Path, world: HostWorld
+) -> None:
+    """`ln -s policy notes.yaml`, then a write through notes.yaml in the same
+    turn, milliseconds later: the second decision must not reuse the first's
+    "notes.yaml does not exist"."""
+    from trajgrade.config.compile import compile_suite
+    from trajgrade.config.decode import load_config
+    from trajgrade.engine.engine import Engine
+    from trajgrade.events import ToolCall, TraceStart
+    from trajgrade.graders import BuildContext
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("protect:\n  default: allow\n")
+    suite = compile_suite(load_config(policy), context=BuildContext(world=world))
+    engine = Engine(suite)
+    cwd = str(tmp_path)
+    write = {"file_path": f"{cwd}/notes.yaml", "content": "graders: []\n"}
+    engine.feed(TraceStart(trace_id="t", metadata={"cwd": cwd}))
+    engine.feed(ToolCall(trace_id="t", name="Write", call_id="1", args=write))
+    assert not engine.decisions  # notes.yaml is a plain new file
+    os.symlink(policy, tmp_path / "notes.yaml")
+    engine.feed(ToolCall(trace_id="t", name="Write", call_id="2", args=write))
+    (denied,) = engine.decisions
+    assert denied.call_id == "2" and denied.rule == "protect.self"

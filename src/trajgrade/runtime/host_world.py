@@ -12,8 +12,12 @@ not by ``os.path.realpath``, with those names rewritten at every step.
 Every method is total (None on any OSError) and bounded: a glob expands to
 at most :data:`EXPAND_MAX` names, a secret is read up to :data:`READ_MAX`
 bytes, and never from a FIFO or a device (the open would block, or have
-effects). Answers are kept for :data:`FRESH_S` seconds, so one decision
-that asks for the same globs once per touch walks the directory once.
+effects). Answers are kept within one decision (:meth:`HostWorld.forget`
+starts the next, and :data:`FRESH_S` bounds their age besides), so one
+decision that asks for the same globs once per touch walks the directory
+once, and no decision reuses what an earlier one saw: the agent's calls in
+one turn can follow each other within milliseconds (``ln -s`` then a write
+through the link).
 """
 
 from __future__ import annotations
@@ -36,8 +40,7 @@ __all__ = ("EXPAND_MAX", "FRESH_S", "READ_MAX", "HostWorld")
 EXPAND_MAX: Final = 256
 #: Bytes of a secret file read, at most (a larger file is not a .env).
 READ_MAX: Final = 1 << 20
-#: How long an answer is reused: shorter than any agent's turn, longer than
-#: one decision.
+#: The longest an answer is reused, even within one decision.
 FRESH_S: Final = 0.25
 #: Links followed in one path (the kernel's own limit is 40).
 _LINKS_MAX: Final = 40
@@ -83,6 +86,9 @@ class HostWorld:
         names = self._expand(pattern, cwd)
         self._keep("expand", pattern, cwd, None if names is None else tuple(names))
         return names
+
+    def forget(self) -> None:
+        self._cache.clear()
 
     def read_secret(self, path: str) -> bytes | None:
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC

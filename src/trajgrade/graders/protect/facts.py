@@ -130,3 +130,9 @@ class World(Protocol):
         """The bytes of a protected file, read at decision time so that
         their values can be recognised (only digests are kept)."""
         ...
+
+    def forget(self) -> None:
+        """Drop what earlier decisions learnt: the next one must see the
+        file system as it is now (the call before may have made the link
+        this one writes through, milliseconds ago)."""
+        ...

@@ -206,6 +206,8 @@ class Protect:
     ) -> tuple[Judgement | None, Any, str | None]:
         # (ToolCall.cwd: the call's own directory, when the source says.)
         cwd = getattr(call, "cwd", None) or state.cwd
+        if self._world is not None:
+            self._world.forget()  # the previous call may have changed the tree
         facts = facts_of(call, cwd=cwd, world=self._world)
         values: list[tuple[str, HoldsSecretValues]] = []
         if self._secrets is not None and (facts.contents or facts.urls):

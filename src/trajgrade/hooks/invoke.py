@@ -166,6 +166,8 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         result = _step_locked(
             store, suite, agent, session, payload, now, log, opts.fail_closed
         )
+    except StateNotSaved as exc:
+        return _fail(agent, event, True, str(exc))
     except Exception as exc:
         log.write(
             "error",
@@ -221,9 +223,21 @@ def _step_locked(
         try:
             store.save(state)  # an ended session's too: see step_keeping
         except OSError as exc:
-            # The call is decided (maybe denied): answer it; the session's
+            # An allow whose count is not kept would be allowed again and
+            # again (an agent can fill the disk itself): fail-closed, the
+            # call is refused. Fail-open, it is answered as decided and the
             # next call goes on from the last state saved.
-            log.write("error", "state_not_saved", session=session, error=str(exc))
+            log.write(
+                "error",
+                "state_not_saved",
+                session=session,
+                error=str(exc),
+                action="call denied (fail-closed)"
+                if fail_closed
+                else "answered as decided (fail-open)",
+            )
+            if fail_closed:
+                raise StateNotSaved(store.path(session), exc) from None
     return result
 
 
@@ -264,6 +278,18 @@ def _from_host(key_id: str, state_dir: str) -> bool:
     from trajgrade.hooks.pin import host_key_id
 
     return host_key_id(state_dir) == key_id
+
+
+class StateNotSaved(Exception):
+    """The session's state could not be written (disk full, permission, I/O
+    error): fail-closed, the call is denied, since a decision whose state is
+    not kept would be made again from the old state (a budget never spent)."""
+
+    def __init__(self, path: str, exc: OSError) -> None:
+        why = exc.strerror or str(exc)
+        super().__init__(
+            f"this session's guard state {path} cannot be saved ({why}); free space in the state directory or give --state-dir a writable one"
+        )
 
 
 class UnreadableState(Exception):

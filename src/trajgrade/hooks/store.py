@@ -128,9 +128,16 @@ class SessionStore:
         # Owner-only, like --state checkpoints: a state may hold bound values
         # (a flow rule's `bind: secret` keeps the credentials it found).
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_ENC.encode(state))
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_ENC.encode(state))
+            os.replace(tmp, path)
+        except OSError:
+            # A full disk: the half-written file must not keep the space
+            # the next save needs.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def drop(self, session: str) -> None:
         """Remove the session's state (its lock file is left to the sweep)."""

@@ -197,6 +197,8 @@ def test_a_call_in_flight_at_sigterm_is_answered_and_saved(tmp_path: Path) -> No
 
     import msgspec
 
+    from trajgrade._util.sealed import unseal
+
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     state = tmp_path / "state"
@@ -221,7 +223,7 @@ def test_a_call_in_flight_at_sigterm_is_answered_and_saved(tmp_path: Path) -> No
     assert answer.startswith(b"HTTP/1.1 200"), answer
     assert json.loads(answer.partition(b"\r\n\r\n")[2])["decision"] == "deny"
     [saved] = (state / "gemini").glob("*.state")
-    assert msgspec.msgpack.decode(saved.read_bytes())["updated"] >= sent
+    assert msgspec.msgpack.decode(unseal(saved.read_bytes()))["updated"] >= sent
 
 
 def test_a_session_that_cannot_be_saved_at_shutdown_is_reported(

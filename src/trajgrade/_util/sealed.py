@@ -59,12 +59,12 @@ def seal(payload: bytes) -> bytes:
     return MAGIC + length + _digest(length, payload) + payload
 
 
-def is_sealed(data: bytes | memoryview) -> bool:
+def is_sealed(data: bytes | bytearray | memoryview) -> bool:
     """Whether ``data`` starts like an envelope (it may still be damaged)."""
     return bytes(data[: len(MAGIC)]) == MAGIC
 
 
-def unseal(data: bytes | memoryview) -> memoryview:
+def unseal(data: bytes | bytearray | memoryview) -> memoryview:
     """The payload of sealed ``data``; :class:`DamagedError` when it was
     cut short, extended, altered, or never sealed."""
     view = memoryview(data)

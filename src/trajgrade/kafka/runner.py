@@ -256,7 +256,8 @@ async def run_kafka(
     # First signal: finish the batch, flush, commit, leave; second: exit now.
     handlers = contextlib.ExitStack()
     handlers.enter_context(graceful_signals(interrupt))
-    client_logs = ClientLogs(log)  # closed after the clients stopped
+    # (closed after the clients stopped)
+    client_logs = ClientLogs(log, on_disconnect=grader.disconnected)
     started: list[Any] = []
     try:
         with startup:

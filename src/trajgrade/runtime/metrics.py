@@ -122,6 +122,11 @@ class Metrics:
             "Open traces restored from a changelog.",
             registry=r,
         )
+        self.state_lost_traces = Counter(
+            "trajgrade_state_lost_traces",
+            "Open traces whose state or input the broker lost (their open graders end in error).",
+            registry=r,
+        )
         self._stall_after = stall_after
         self._last_progress = time.monotonic()
         self._last_checkpoint: float | None = None

@@ -23,9 +23,15 @@ pytestmark = pytest.mark.slow
 BEFORE = 6
 
 
+@pytest.mark.parametrize("found_by", ["next_batch", "rebalance"])
 def test_open_traces_end_in_error_when_the_broker_loses_its_data(
-    tmp_path: Path,
+    tmp_path: Path, found_by: str
 ) -> None:
+    """``next_batch``: the topic is back at once, and the fetch goes on at
+    the old position (over new records) before the group notices; the
+    check after the lost connection finds the offsets gone. ``rebalance``:
+    the topic comes back after the consumer lost its partitions; the new
+    assignment finds the offsets (and the changelog) gone."""
     broker = k.OwnBroker(tmp_path)
     broker.start()
     topic, group = k.unique("amnesia"), k.unique("g")
@@ -60,6 +66,14 @@ def test_open_traces_end_in_error_when_the_broker_loses_its_data(
             assert not [v for v in g.verdicts() if v["final"]]
             broker.stop()
             broker.start()  # memory storage: topics, offsets, changelog gone
+            if found_by == "rebalance":
+                k.wait_for(
+                    lambda: any(
+                        e.get("event") == "partitions_revoked" for e in g.logs()
+                    ),
+                    60,
+                    "the consumer to lose its partitions",
+                )
             k.create_topic(broker.bootstrap, topic, 1)
             k.produce(broker.bootstrap, topic, k.keyed(rest))
             graders = 4  # (the example policy's)

@@ -24,17 +24,21 @@ if TYPE_CHECKING:
 
 
 __all__ = (
+    "EXIT_BIND",
+    "EXIT_BROKER",
     "EXIT_CODES",
     "EXIT_FAILED",
     "EXIT_FORCED",
     "EXIT_NOTHING",
     "EXIT_OK",
+    "EXIT_STATE_ACCESS",
     "EXIT_USAGE",
     "FailedTraces",
     "RunSummary",
     "dropped",
     "dropped_counts",
     "exit_code",
+    "fatal_status",
     "report",
     "tally",
 )
@@ -44,6 +48,11 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 #: 3 and 4 belong to ``trajgrade run`` (stopped the agent; agent failed).
 EXIT_NOTHING: Final = 5
+#: Start-up failures with a status of their own (so a supervisor or a CI
+#: job can tell them apart, and none reads as a verdict).
+EXIT_BIND: Final = 6
+EXIT_BROKER: Final = 7
+EXIT_STATE_ACCESS: Final = 9
 EXIT_FORCED: Final = 130
 #: Exit statuses of ``trajgrade grade`` and what they mean.
 EXIT_CODES: Final = {
@@ -51,6 +60,9 @@ EXIT_CODES: Final = {
     EXIT_FAILED: "at least one final verdict is fail or error",
     EXIT_USAGE: "usage or config error; an input that cannot be opened or read to its end; a --junit report that cannot be written",
     EXIT_NOTHING: "nothing was graded: no trace got a verdict (every record was rejected, or the input held no events)",
+    EXIT_BIND: "a listening address could not be bound: --metrics-port or --otlp taken or not this host's (serve: its --host/--port)",
+    EXIT_BROKER: "the Kafka broker could not be reached at start-up, or an input topic is missing",
+    EXIT_STATE_ACCESS: "the --state DIR, or a file in it, cannot be read or written at start-up (permission, not a directory)",
     EXIT_FORCED: "a second SIGINT/SIGTERM forced an immediate exit",
 }
 
@@ -160,6 +172,21 @@ def exit_code(summary: RunSummary) -> int:
         # it rejected graded nothing: never a false green.)
         return EXIT_NOTHING
     return EXIT_OK
+
+
+def fatal_status(exc: BaseException) -> int:
+    """The exit status of a run ended by ``exc`` (a fatal source, sink or
+    state error): its own code for the start-up failures that have one,
+    else :data:`EXIT_USAGE`."""
+    from trajgrade.errors import BindError, BrokerError, StateAccessError
+
+    if isinstance(exc, BindError):
+        return EXIT_BIND
+    if isinstance(exc, BrokerError):
+        return EXIT_BROKER
+    if isinstance(exc, StateAccessError):
+        return EXIT_STATE_ACCESS
+    return EXIT_USAGE
 
 
 def dropped_counts(late: int, settled: int, rejected: int) -> dict[str, int]:

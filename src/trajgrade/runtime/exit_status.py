@@ -29,6 +29,7 @@ __all__ = (
     "EXIT_CODES",
     "EXIT_FAILED",
     "EXIT_FORCED",
+    "EXIT_INTERNAL",
     "EXIT_NOTHING",
     "EXIT_OK",
     "EXIT_STATE_ACCESS",
@@ -53,6 +54,8 @@ EXIT_NOTHING: Final = 5
 EXIT_BIND: Final = 6
 EXIT_BROKER: Final = 7
 EXIT_STATE_ACCESS: Final = 9
+#: An unexpected exception (a bug; EX_SOFTWARE): never 1, which is a verdict.
+EXIT_INTERNAL: Final = 70
 EXIT_FORCED: Final = 130
 #: Exit statuses of ``trajgrade grade`` and what they mean.
 EXIT_CODES: Final = {
@@ -63,6 +66,7 @@ EXIT_CODES: Final = {
     EXIT_BIND: "a listening address could not be bound: --metrics-port or --otlp taken or not this host's (serve: its --host/--port)",
     EXIT_BROKER: "the Kafka broker could not be reached at start-up, or an input topic is missing",
     EXIT_STATE_ACCESS: "the --state DIR, or a file in it, cannot be read or written at start-up (permission, not a directory)",
+    EXIT_INTERNAL: "internal error: an unexpected exception (a trajgrade bug; the traceback is on stderr)",
     EXIT_FORCED: "a second SIGINT/SIGTERM forced an immediate exit",
 }
 

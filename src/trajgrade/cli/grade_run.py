@@ -20,7 +20,6 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 import click
 
 from trajgrade.cli.options import (
-    EXIT_FAILED,
     EXIT_USAGE,
     check_format,
     load_policy,
@@ -205,7 +204,8 @@ def _run(
     status: StatusLine | None,
 ) -> RunSummary:
     """Run the planned runner; a fatal source, state or sink error exits
-    with status 2, a stdout that cannot be written with status 1."""
+    with its status (:func:`~trajgrade.runtime.exit_status.fatal_status`),
+    a stdout that cannot be written with status 2."""
     import anyio
 
     from trajgrade.errors import BindError, SinkError, SourceError, StateError
@@ -243,7 +243,9 @@ def _run(
         _quiet_stdout()
         if broken.errno != errno.EPIPE:
             click.echo(f"error: cannot write verdicts to stdout: {broken}", err=True)
-        sys.exit(EXIT_FAILED)
+        # (Not 1, which is a verdict: a service whose verdict file filled
+        # the disk must not stop as if a trace had failed.)
+        sys.exit(EXIT_USAGE)
     return summary
 
 

@@ -60,12 +60,12 @@ EXIT_FORCED: Final = 130
 #: Exit statuses of ``trajgrade grade`` and what they mean.
 EXIT_CODES: Final = {
     EXIT_OK: "every final verdict passed",
-    EXIT_FAILED: "at least one final verdict is fail or error",
-    EXIT_USAGE: "usage or config error; an input that cannot be opened or read to its end; a --junit report that cannot be written",
+    EXIT_FAILED: "a final verdict is fail or error (nothing else exits 1)",
+    EXIT_USAGE: "usage or config error; an input that cannot be read to its end; a damaged checkpoint; a --state DIR that stopped taking writes; a Kafka run that cannot continue; verdicts that cannot be written (stdout's reader went away, a full disk; a --junit report)",
     EXIT_NOTHING: "nothing was graded: no trace got a verdict (every record was rejected, or the input held no events)",
-    EXIT_BIND: "a listening address could not be bound: --metrics-port or --otlp taken or not this host's (serve: its --host/--port)",
-    EXIT_BROKER: "the Kafka broker could not be reached at start-up, or an input topic is missing",
-    EXIT_STATE_ACCESS: "the --state DIR, or a file in it, cannot be read or written at start-up (permission, not a directory)",
+    EXIT_BIND: "a listening port cannot be bound (--metrics-port, --otlp; serve's --host/--port): taken, or not this host's",
+    EXIT_BROKER: "the Kafka broker is unreachable at start-up, or an input topic is missing",
+    EXIT_STATE_ACCESS: "the --state DIR, or a file in it, cannot be read or written at start-up (permission, not a directory, a FIFO)",
     EXIT_INTERNAL: "internal error: an unexpected exception (a trajgrade bug; the traceback is on stderr)",
     EXIT_FORCED: "a second SIGINT/SIGTERM forced an immediate exit",
 }

@@ -116,7 +116,8 @@ EXIT_EPILOG = "\b\nExit status:\n" + "\n".join(
 @click.option(
     "--state",
     "state_dir",
-    type=click.Path(file_okay=False),
+    # (Checked by the state store, with its own exit status, 9.)
+    type=click.Path(),
     default=None,
     help="Checkpoint grader state and read positions here; a restart with the same arguments continues where the last run stopped.",
 )

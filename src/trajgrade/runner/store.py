@@ -136,6 +136,9 @@ class StateStore:
         where = Location(file=str(self.dir))
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            msg = "cannot create the state directory: a file is in its place; pass a writable --state DIR"
+            raise StateAccessError(msg, location=where) from None
         except OSError as exc:
             msg = f"cannot create the state directory: {exc.strerror or exc}; pass a writable --state DIR"
             raise StateAccessError(msg, location=where) from None

@@ -100,29 +100,8 @@ class _Grader(_RunState):
             self.workers[p] = self.parked[p]
         n_traces = 0
         for p in fresh:
-            state, before = restored[p], self.parked.get(p)
-            if p in lost and before is not None:
-                # The state this process still holds is the last one
-                # known: carried over, so the traces it had open end in
-                # error instead of starting over on what comes next.
-                state = PartitionState(
-                    state=before.engine.checkpoint(), covered={}, end=state.end
-                )
-            worker = PartitionWorker(
-                self.topic,
-                p,
-                self.suite,
-                fmt=self.options.fmt,
-                max_line_bytes=self.options.max_line_bytes,
-                samples=self.options.samples,
-                restored=state,
-                otlp=self.kafka.otlp,
-            )
-            worker.position = committed[p]
-            self.workers[p] = worker
-            n_traces += len(state.state.traces)
-            if p in lost:
-                self._lost(worker, before, committed[p])
+            worker = self._fresh(p, restored[p], committed[p], lost=p in lost)
+            n_traces += len(worker.engine.open_traces())
         self.parked = {p: w for p, w in self.parked.items() if p not in new}
         for p in new:
             self._track(self.workers[p], self.workers[p].engine.open_traces())
@@ -139,6 +118,35 @@ class _Grader(_RunState):
             restored_traces=n_traces,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    def _fresh(
+        self, p: int, state: PartitionState, committed: int | None, *, lost: bool
+    ) -> PartitionWorker:
+        """The worker of a newly assigned partition, from its restored state
+        (or, when the broker lost it, from the state this process held)."""
+        before = self.parked.get(p)
+        if lost and before is not None:
+            # The state this process still holds is the last one known:
+            # carried over, so the traces it had open end in error instead
+            # of starting over on what comes next.
+            state = PartitionState(
+                state=before.engine.checkpoint(), covered={}, end=state.end
+            )
+        worker = PartitionWorker(
+            self.topic,
+            p,
+            self.suite,
+            fmt=self.options.fmt,
+            max_line_bytes=self.options.max_line_bytes,
+            samples=self.options.samples,
+            restored=state,
+            otlp=self.kafka.otlp,
+        )
+        worker.position = committed
+        self.workers[p] = worker
+        if lost:
+            self._lost(worker, before, committed)
+        return worker
 
     def _lost(
         self,
@@ -204,8 +212,7 @@ class _Grader(_RunState):
             touched: dict[int, set[str]] = {}
             commits: dict[Any, int] = {}
             records_in = 0
-            if self.suspect and batches:
-                await self.after_disconnect(batches)
+            await self.after_disconnect(batches)
             for tp, records in batches.items():
                 worker = self.workers.get(tp.partition)
                 if worker is None or tp.topic != self.topic:

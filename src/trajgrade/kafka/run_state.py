@@ -210,13 +210,14 @@ class _RunState:
                 partitions=sorted(self.workers),
                 reason=f"{exc}. It has the input's partition count, so this consumer writes the state of every open trace to it again; check that it is compacted (cleanup.policy=compact)",
             )
-            await self.after_disconnect({})  # (the input may be lost too)
+            self.suspect = True  # (the input may be lost too)
+            await self.after_disconnect(None)
 
     def disconnected(self) -> None:
         """The Kafka client logged a lost or refused connection."""
         self.suspect = True
 
-    async def after_disconnect(self, batches: dict[Any, list[Any]]) -> None:
+    async def after_disconnect(self, batches: dict[Any, list[Any]] | None) -> None:
         """Before a batch that follows a lost connection is graded: a
         partition whose group offsets went back is on a broker that lost
         its data (the topic was created again: the fetch went on at the old
@@ -226,6 +227,8 @@ class _RunState:
         records in ``batches`` are dropped (read again)."""
         from aiokafka.structs import TopicPartition
 
+        if not self.suspect or (batches is not None and not batches):
+            return  # (no lost connection; or no fetch went through yet)
         self.suspect = False
         for p, worker in sorted(self.workers.items()):
             tp = TopicPartition(self.topic, p)
@@ -237,7 +240,8 @@ class _RunState:
             worker.doubtful = (low, high, LOST_REASON) if high > low else None
             worker.position = None
             self._rewrite = True  # (the tainted traces' state)
-            batches.pop(tp, None)
+            if batches is not None:
+                batches.pop(tp, None)
             await self.consumer.seek_to_beginning(tp)
 
     def offsets_went_back(self, p: int, committed: int | None) -> bool:

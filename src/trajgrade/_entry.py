@@ -25,4 +25,17 @@ def main() -> None:
     from trajgrade.runtime.gc import own_process
 
     own_process()
-    cli(prog_name="trajgrade")
+    try:
+        cli(prog_name="trajgrade")
+    except Exception:
+        # A bug, not a verdict: exit 1 means "a trace failed" (services
+        # count it as success), so an unexpected error has its own status.
+        import traceback
+
+        from trajgrade.runtime.exit_status import EXIT_INTERNAL
+
+        traceback.print_exc()
+        sys.stderr.write(
+            f"error: internal error (a trajgrade bug; please report it with the traceback above); exit status {EXIT_INTERNAL}\n"
+        )
+        sys.exit(EXIT_INTERNAL)

@@ -10,6 +10,12 @@
     ├── SourceError          an input could not be opened or read
     ├── SinkError            verdicts could not be written
     ├── StateError           a state directory or checkpoint cannot be used
+    │   └── StateAccessError the state directory or a file in it cannot be
+    │                        read or written at start-up (permission, not a
+    │                        directory)
+    ├── BindError            a listening address cannot be bound (port taken)
+    ├── BrokerError          the Kafka broker cannot be reached at start-up, or
+    │                        an input topic is missing
     └── ConcurrentUseError   a StreamGrader was called while a call on it ran
 
 Every error carries a :class:`Location` (file, line, field) when one is known,
@@ -24,6 +30,8 @@ from typing import Final
 import msgspec
 
 __all__ = (
+    "BindError",
+    "BrokerError",
     "ConcurrentUseError",
     "ConfigError",
     "ConfigErrors",
@@ -32,6 +40,7 @@ __all__ = (
     "Location",
     "SinkError",
     "SourceError",
+    "StateAccessError",
     "StateError",
     "TrajgradeError",
 )
@@ -113,6 +122,21 @@ class SinkError(TrajgradeError):
 
 class StateError(TrajgradeError):
     """Raised when a state directory or its checkpoint cannot be used."""
+
+
+class StateAccessError(StateError):
+    """Raised at start-up when the state directory, or a file in it, cannot
+    be read or written (permission, a file where the directory should be)."""
+
+
+class BindError(TrajgradeError):
+    """Raised when a listening address (``--metrics-port``, ``--otlp``,
+    ``serve``'s socket) cannot be bound: taken, or not this host's."""
+
+
+class BrokerError(SourceError):
+    """Raised when the Kafka broker cannot be reached at start-up, or an
+    input topic does not exist."""
 
 
 class ConcurrentUseError(TrajgradeError, RuntimeError):

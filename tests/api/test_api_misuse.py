@@ -32,6 +32,7 @@ from trajgrade import (
     Verdict,
     grade_bytes,
 )
+from trajgrade._util.sealed import seal, unseal
 from trajgrade.events import checked
 
 POLICY = """\
@@ -189,18 +190,21 @@ def test_restore_refuses_what_is_not_this_policys_checkpoint() -> None:
     """Truncated or garbage bytes, another format version, another policy:
     a typed error naming it, and the grader is left as it was."""
     saved = _checkpoint_mid_stream()
-    _, fingerprint, engine = msgspec.msgpack.decode(saved)
+    _, fingerprint, engine = msgspec.msgpack.decode(unseal(saved))
     grader = StreamGrader.from_text(POLICY)
     for data in (saved[: len(saved) // 2], b"", b"\xc1", msgspec.msgpack.encode([1])):
         with pytest.raises(InputError, match="not a StreamGrader checkpoint"):
             grader.restore(data)
-    future = msgspec.msgpack.encode([2, fingerprint, {"a": "new layout"}])
+    future = seal(msgspec.msgpack.encode([3, fingerprint, {"a": "new layout"}]))
     with pytest.raises(
         InputError,
-        match="checkpoint format version 2, and this trajgrade reads version 1",
+        match="checkpoint format version 3, and this trajgrade reads version 2",
     ):
         grader.restore(future)
-    other = msgspec.msgpack.encode([1, "0" * 16, engine])
+    # Version 1 (no checksum) is refused, saying so.
+    with pytest.raises(InputError, match="version 1 has no checksum"):
+        grader.restore(msgspec.msgpack.encode([1, fingerprint, engine]))
+    other = seal(msgspec.msgpack.encode([2, "0" * 16, engine]))
     with pytest.raises(ConfigError, match="taken with another policy"):
         grader.restore(other)
     with pytest.raises(
@@ -355,12 +359,12 @@ def test_a_checkpoint_that_breaks_half_way_changes_nothing() -> None:
             ToolCall(trace_id=tid, name="bash", call_id="c", args={"command": "ls"})
         )
     version, fingerprint, (traces, closed, unopened) = msgspec.msgpack.decode(
-        grader.checkpoint()
+        unseal(grader.checkpoint())
     )
     for states in ([b"zz", None, None], [None] * 4):
         traces[1][6] = states  # the second trace's grader states
-        data = msgspec.msgpack.encode(
-            [version, fingerprint, [traces, closed, unopened]]
+        data = seal(
+            msgspec.msgpack.encode([version, fingerprint, [traces, closed, unopened]])
         )
         fresh = StreamGrader.from_text(POLICY)
         engine = fresh.engine
@@ -544,10 +548,14 @@ def test_a_corrupted_checkpoint_is_refused_or_restores_a_working_grader(
 
 
 def test_an_abort_naming_a_grader_the_policy_lacks_is_refused() -> None:
-    version, fingerprint, (traces, closed, unopened) = msgspec.msgpack.decode(SAVED)
+    version, fingerprint, (traces, closed, unopened) = msgspec.msgpack.decode(
+        unseal(SAVED)
+    )
     [aborted] = [t for t in traces if t[9] is not None]
     aborted[9][0] = 99
-    data = msgspec.msgpack.encode([version, fingerprint, [traces, closed, unopened]])
+    data = seal(
+        msgspec.msgpack.encode([version, fingerprint, [traces, closed, unopened]])
+    )
     grader = StreamGrader.from_text(POLICY)
     with pytest.raises(InputError, match="its abort names grader 99 of 3"):
         grader.restore(data)

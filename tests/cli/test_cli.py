@@ -916,7 +916,8 @@ def test_invalid_utf8_in_a_line_is_rejected_not_a_crash(
 
 
 def test_stdout_closed_early_exits_quietly(tmp_path: Path) -> None:
-    """When the verdict reader goes away (| head -1) the run ends with status 1 and no traceback."""
+    """When the verdict reader goes away (| head -1) the run ends with status
+    2 (the verdicts could not be delivered; 1 is a verdict) and no traceback."""
     cfg = write(tmp_path / "c.yaml", REQUIRED_BASH)
     log = write(
         tmp_path / "many.jsonl",
@@ -941,7 +942,7 @@ def test_stdout_closed_early_exits_quietly(tmp_path: Path) -> None:
         proc.stdout.readline()
         proc.stdout.close()
         err = proc.stderr.read()
-        assert proc.wait(timeout=30) == 1
+        assert proc.wait(timeout=30) == 2
     assert b"Traceback" not in err
 
 

@@ -186,8 +186,9 @@ def assert_hook_ran_cleanly(tmp_path: Path, agent: str) -> None:
     # must not erase what the session did), until the age sweep.
     import msgspec
 
+    from trajgrade._util.sealed import unseal
     from trajgrade.hooks.session import SessionState
 
     for path in (tmp_path / "state" / agent).glob("*.state"):
-        state = msgspec.msgpack.decode(path.read_bytes(), type=SessionState)
+        state = msgspec.msgpack.decode(unseal(path.read_bytes()), type=SessionState)
         assert state.ended, f"{path.name}: SessionEnd did not reach trajgrade"

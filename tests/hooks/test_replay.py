@@ -22,6 +22,7 @@ from tests.hooks._replay import (
 )
 
 from trajgrade import compile_suite, decode_config, grade_bytes
+from trajgrade._util.sealed import unseal
 from trajgrade.hooks.session import SessionState
 
 pytestmark = pytest.mark.slow
@@ -72,7 +73,8 @@ def test_replayed_session_grades_like_its_transcript(
     # SessionEnd keeps the state, marked ended (a forged end erases nothing).
     kept = list((tmp_path / "state" / agent).glob("*.state"))
     assert [
-        msgspec.msgpack.decode(p.read_bytes(), type=SessionState).ended for p in kept
+        msgspec.msgpack.decode(unseal(p.read_bytes()), type=SessionState).ended
+        for p in kept
     ] == [True]
 
 

@@ -44,26 +44,26 @@ def _serve(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_port_in_use_is_a_usage_error_that_says_so(tmp_path: Path) -> None:
-    """Another process holds the port: status 2, one line naming the port and
-    the fix, no traceback."""
+def test_a_port_in_use_has_its_own_status_and_says_so(tmp_path: Path) -> None:
+    """Another process holds the port: status 6 (a bind failure), one line
+    naming the port and the fix, no traceback."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         out = _serve(tmp_path, "--port", str(port), "--state-dir", str(tmp_path / "s"))
-    assert out.returncode == 2, out.stderr
+    assert out.returncode == 6, out.stderr
     assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in out.stderr
     assert "--port" in out.stderr
     assert "Traceback" not in out.stderr
 
 
 def test_an_unusable_state_directory_is_named(tmp_path: Path) -> None:
-    """--state-dir under a regular file: status 2, the path and the option named."""
+    """--state-dir under a regular file: status 9, the path and the option named."""
     (tmp_path / "file").write_text("")
     state = tmp_path / "file" / "state"
     out = _serve(tmp_path, "--port", "0", "--state-dir", str(state))
-    assert out.returncode == 2, out.stderr
+    assert out.returncode == 9, out.stderr
     assert "cannot use the state directory" in out.stderr
     assert "--state-dir" in out.stderr and str(tmp_path / "file") in out.stderr
     assert "Traceback" not in out.stderr
@@ -197,6 +197,8 @@ def test_a_call_in_flight_at_sigterm_is_answered_and_saved(tmp_path: Path) -> No
 
     import msgspec
 
+    from trajgrade._util.sealed import unseal
+
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     state = tmp_path / "state"
@@ -221,7 +223,7 @@ def test_a_call_in_flight_at_sigterm_is_answered_and_saved(tmp_path: Path) -> No
     assert answer.startswith(b"HTTP/1.1 200"), answer
     assert json.loads(answer.partition(b"\r\n\r\n")[2])["decision"] == "deny"
     [saved] = (state / "gemini").glob("*.state")
-    assert msgspec.msgpack.decode(saved.read_bytes())["updated"] >= sent
+    assert msgspec.msgpack.decode(unseal(saved.read_bytes()))["updated"] >= sent
 
 
 def test_a_session_that_cannot_be_saved_at_shutdown_is_reported(

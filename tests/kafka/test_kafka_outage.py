@@ -16,7 +16,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _kafka as k
-from test_kafka_reliability import _Broker
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +29,7 @@ def test_a_frozen_then_dead_broker(tmp_path: Path) -> None:
     """Before the fix, with the broker down, aiokafka's plain-text lines
     reached stderr about 80 a second between the JSON lines, and SIGTERM
     ended the run with a CancelledError traceback and no ``run_finished``."""
-    broker = _Broker(tmp_path)
+    broker = k.OwnBroker(tmp_path)
     broker.start()
     topic, group = k.unique("outage"), k.unique("g")
     try:
@@ -90,7 +89,7 @@ def test_sigterm_during_start_up_is_prompt(tmp_path: Path) -> None:
     """A broker that accepts connections and does not answer holds each
     start-up request for 40 s (a group join waits for the others' rebalance
     the same way). Before the fix SIGTERM waited for all of it: minutes."""
-    broker = _Broker(tmp_path)
+    broker = k.OwnBroker(tmp_path)
     broker.start()
     assert broker.proc is not None
     try:

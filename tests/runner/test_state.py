@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests._support import suite
 
+from trajgrade._util.sealed import seal
 from trajgrade.errors import StateError
 from trajgrade.pipeline.decoder import SourceDecoder
 from trajgrade.runner.store import Checkpoint, StateStore
@@ -359,9 +360,15 @@ def test_damaged_or_foreign_checkpoints_are_refused(tmp_path: Path) -> None:
         with pytest.raises(StateError, match="damaged or not a trajgrade checkpoint"):
             store.load(fingerprint)
         (tmp_path / "checkpoint.msgpack").write_bytes(
-            msgspec.msgpack.encode({"version": 99})
+            seal(msgspec.msgpack.encode({"version": 99}))
         )
         with pytest.raises(StateError, match="format 99"):
+            store.load(fingerprint)
+        # A format-1 checkpoint (no checksum) is refused, saying why.
+        (tmp_path / "checkpoint.msgpack").write_bytes(
+            msgspec.msgpack.encode({"version": 1})
+        )
+        with pytest.raises(StateError, match="format 1, written by an older trajgrade"):
             store.load(fingerprint)
     finally:
         store.close()

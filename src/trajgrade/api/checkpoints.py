@@ -3,8 +3,10 @@
 Two functions over the state they need (the policy, the engine), which
 :meth:`StreamGrader.checkpoint` and :meth:`StreamGrader.restore` call (kept
 apart so stream_grader.py reads as the feeding API it mostly is). A
-checkpoint names its format version and its policy's fingerprint; a refused
-one changes nothing.
+checkpoint names its format version and its policy's fingerprint, and is
+sealed (:mod:`trajgrade._util.sealed`: its length and a blake2b checksum),
+so bytes damaged in storage are refused rather than restored as other
+state; a refused one changes nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from trajgrade._util.sealed import DamagedError, is_sealed, seal, unseal
 from trajgrade.engine.engine import Engine, EngineState
 from trajgrade.errors import ConfigError, InputError, Location, StateError
 
@@ -23,7 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ("restore_checkpoint", "take_checkpoint")
 
-_CHECKPOINT_VERSION: Final = 1
+#: 2: sealed. Version 1 had no checksum and is refused.
+_CHECKPOINT_VERSION: Final = 2
 _BYTES: Final[tuple[type, ...]] = (bytes, bytearray, memoryview)
 
 
@@ -49,7 +53,7 @@ def take_checkpoint(suite: Suite, engine: Engine) -> bytes:
         fingerprint=suite.fingerprint,
         engine=engine.checkpoint(),
     )
-    return msgspec.msgpack.encode(state)
+    return seal(msgspec.msgpack.encode(state))
 
 
 def restore_checkpoint(
@@ -79,8 +83,9 @@ def restore_checkpoint(
             "StreamGrader of the same policy and restore into it"
         )
         raise StateError(msg)
+    payload = _unsealed(data)
     try:
-        head = msgspec.msgpack.decode(data, type=_Header)
+        head = msgspec.msgpack.decode(payload, type=_Header)
     except ValueError as exc:  # (msgspec's errors, and a str's bad UTF-8)
         msg = f"not a StreamGrader checkpoint ({exc}); pass bytes from checkpoint()"
         raise InputError(msg) from None
@@ -98,7 +103,7 @@ def restore_checkpoint(
         )
         raise ConfigError(msg, location=Location(file=suite.source))
     try:
-        state = msgspec.msgpack.decode(data, type=_Checkpoint)
+        state = msgspec.msgpack.decode(payload, type=_Checkpoint)
         # Tried on a scratch engine first: bytes that fail half-way
         # leave this grader as it was (and grader.engine stays the same
         # object for callers that hold it).
@@ -107,4 +112,22 @@ def restore_checkpoint(
         msg = f"not a StreamGrader checkpoint ({exc}); pass bytes from checkpoint()"
         raise InputError(msg) from None
     # (Decoded again: the scratch engine may hold the first copy's objects.)
-    engine.load(msgspec.msgpack.decode(data, type=_Checkpoint).engine)
+    engine.load(msgspec.msgpack.decode(payload, type=_Checkpoint).engine)
+
+
+def _unsealed(data: bytes | bytearray | memoryview) -> memoryview:
+    """The checkpoint inside its envelope; an :class:`InputError` naming
+    the damage (or the older, unsealed format)."""
+    if not is_sealed(data):
+        try:
+            version = msgspec.msgpack.decode(data, type=_Header).version
+        except ValueError:
+            version = None
+        if version == 1:
+            msg = "checkpoint format version 1 has no checksum, and this trajgrade reads only checksummed checkpoints (version 2); restore it with the trajgrade version that took it (or let it finish there)"
+            raise InputError(msg)
+    try:
+        return unseal(data)
+    except DamagedError as exc:
+        msg = f"not a StreamGrader checkpoint, or a damaged one ({exc}); pass bytes from checkpoint(), unchanged"
+        raise InputError(msg) from None

@@ -26,6 +26,7 @@ from trajgrade.cli.options import (
 )
 from trajgrade.cli.telemetry_options import telemetry_options
 from trajgrade.cli.types import FiniteFloat, require_companions
+from trajgrade.runtime.exit_status import EXIT_CODES
 
 if TYPE_CHECKING:
     from trajgrade.cli.grade_request import MetricsOptions, Terminal
@@ -35,8 +36,13 @@ if TYPE_CHECKING:
 
 __all__ = ("grade",)
 
+#: The exit statuses, from the table they are decided by (so they cannot drift).
+EXIT_EPILOG = "\b\nExit status:\n" + "\n".join(
+    f"  {code:<4}{meaning}" for code, meaning in EXIT_CODES.items()
+)
 
-@click.command()
+
+@click.command(epilog=EXIT_EPILOG)
 @config_option()
 @click.argument("inputs", nargs=-1, type=str)
 @format_option()
@@ -110,7 +116,8 @@ __all__ = ("grade",)
 @click.option(
     "--state",
     "state_dir",
-    type=click.Path(file_okay=False),
+    # (Checked by the state store, with its own exit status, 9.)
+    type=click.Path(),
     default=None,
     help="Checkpoint grader state and read positions here; a restart with the same arguments continues where the last run stopped.",
 )

@@ -4,20 +4,22 @@ sinks, run it, report its summary and exit with its status
 (:func:`run_grade`).
 
 Exit status: see :data:`trajgrade.runtime.exit_status.EXIT_CODES` (0 all
-passed, 1 a fail or error, 2 usage/config error, 5 nothing graded, 130 forced).
+passed, 1 a fail or error, 2 usage/config error, 5 nothing graded, 6 a port
+that cannot be bound, 7 a Kafka broker unreachable or a topic missing, 9 a
+state directory that cannot be used, 130 forced).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import sys
 from functools import partial
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 import click
 
 from trajgrade.cli.options import (
-    EXIT_FAILED,
     EXIT_USAGE,
     check_format,
     load_policy,
@@ -162,8 +164,35 @@ def _stdout_sink(decided: Plan, paths: Sequence[str]) -> tuple[StatusLine | None
         )
         return status, PrettySink(ConsoleWriter(status.console), color=True)
     if decided.display is Display.PRETTY:
-        return None, PrettySink(sys.stdout, color=decided.color)
-    return None, JsonlSink(sys.stdout.buffer)
+        return None, PrettySink(_Stdout(sys.stdout), color=decided.color)
+    return None, JsonlSink(cast("IO[bytes]", _Stdout(sys.stdout.buffer)))
+
+
+class StdoutFailed(OSError):
+    """Writing verdicts to stdout failed (its reader went away, a full
+    disk): told apart from any other OSError, which is no stdout problem."""
+
+
+class _Stdout:
+    """stdout, whose write errors are :class:`StdoutFailed`."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, data: Any) -> int:
+        try:
+            return int(self._stream.write(data))
+        except OSError as exc:
+            raise StdoutFailed(exc.errno, exc.strerror) from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise StdoutFailed(exc.errno, exc.strerror) from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _run(
@@ -175,10 +204,11 @@ def _run(
     status: StatusLine | None,
 ) -> RunSummary:
     """Run the planned runner; a fatal source, state or sink error exits
-    with status 2, a stdout that cannot be written with status 1."""
+    with its status (:func:`~trajgrade.runtime.exit_status.fatal_status`),
+    a stdout that cannot be written with status 2."""
     import anyio
 
-    from trajgrade.errors import SinkError, SourceError, StateError
+    from trajgrade.errors import BindError, SinkError, SourceError, StateError
 
     runner: Any
     if decided.kafka is not None:
@@ -189,31 +219,41 @@ def _run(
         from trajgrade.runner.run import run
 
         runner = partial(run, status=status, actions=decided.actions)
-    fatal_kinds = (SourceError, StateError, SinkError)
+    fatal_kinds = (SourceError, StateError, SinkError, BindError)
     try:
         with status if status is not None else contextlib.nullcontext():
             summary: RunSummary = anyio.run(runner, suite, options, sink, log)
     except fatal_kinds as exc:
-        _fail(str(exc))
+        _fail(exc)
     except (OSError, BaseExceptionGroup) as exc:
         # A state directory that fails mid-run (a full disk) surfaces from
         # inside the task group: the same error and status as at start-up.
         fatal = _found(exc, fatal_kinds)
         if fatal is not None:
-            _fail(str(fatal))
+            _fail(fatal)
         broken = _stdout_error(exc)
         if broken is None:
-            raise
+            # No stdout problem, and no error of ours: said plainly, and
+            # never a status that reads as a verdict.
+            stray = _found(exc, (OSError,))
+            if stray is None:
+                raise
+            click.echo(f"error: {stray}", err=True)
+            sys.exit(EXIT_USAGE)
         _quiet_stdout()
-        if not isinstance(broken, BrokenPipeError):
+        if broken.errno != errno.EPIPE:
             click.echo(f"error: cannot write verdicts to stdout: {broken}", err=True)
-        sys.exit(EXIT_FAILED)
+        # (Not 1, which is a verdict: a service whose verdict file filled
+        # the disk must not stop as if a trace had failed.)
+        sys.exit(EXIT_USAGE)
     return summary
 
 
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(EXIT_USAGE)
+def _fail(exc: Exception) -> NoReturn:
+    from trajgrade.runtime.exit_status import fatal_status
+
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(fatal_status(exc))
 
 
 def _dataset_notes(summary: RunSummary, policy: PolicyRequest, log: Any) -> list[str]:
@@ -244,11 +284,7 @@ def _stdout_error(exc: BaseException) -> OSError | None:
             if found is not None:
                 return found
         return None
-    return (
-        exc
-        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError)
-        else None
-    )
+    return exc if isinstance(exc, (StdoutFailed, BrokenPipeError)) else None
 
 
 def _found(exc: BaseException, kinds: tuple[type[Exception], ...]) -> Exception | None:

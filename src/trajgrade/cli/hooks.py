@@ -468,8 +468,11 @@ def serve(
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except OSError as exc:
+        from trajgrade.runtime.exit_status import EXIT_BIND, EXIT_STATE_ACCESS
+
         click.echo(f"error: {_serve_problem(exc, host, port)}", err=True)
-        sys.exit(2)
+        # (a file name: the state directory; else the listening address)
+        sys.exit(EXIT_STATE_ACCESS if exc.filename is not None else EXIT_BIND)
     bound = server.server_address[1]
     click.echo(f"trajgrade serve: listening on http://{host}:{bound}", err=True)
     click.echo(f"http://{host}:{bound}", nl=True)

@@ -3,7 +3,7 @@
 Layout of the state directory (default ``$XDG_STATE_HOME/trajgrade/hooks``,
 else ``~/.local/state/trajgrade/hooks``; ``--state-dir`` overrides)::
 
-    <agent>/<session>.state   msgpack SessionState
+    <agent>/<session>.state   msgpack SessionState, sealed (length + blake2b)
     <agent>/<session>.lock    flock'ed while an invocation steps the session
     hooks.log                 one JSON line per logged problem or action
 
@@ -18,6 +18,10 @@ Why this shape:
   killed hook leaves the old state or the new one, never half of one. There
   is no fsync: the state must survive a killed process, not a power cut,
   and an fsync would cost the agent milliseconds on every tool call.
+* A state file is sealed (:mod:`trajgrade._util.sealed`), so a damaged one
+  is refused as unreadable (``--fail-closed`` then denies) instead of being
+  read as another session's counts. One of the older, unsealed format is
+  still read: sessions are short-lived and the next save seals it.
 * Session ids are used as file names when they are plain (the agents use
   UUIDs); anything else is hashed.
 * Clean-up is by age: when a session's state is created, files in the same
@@ -38,6 +42,14 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from trajgrade._util.digest import blake2b
+from trajgrade._util.sealed import (
+    DamagedError,
+    NotRegularError,
+    is_sealed,
+    read_regular,
+    seal,
+    unseal,
+)
 from trajgrade.hooks.session import SessionState
 
 if TYPE_CHECKING:
@@ -112,14 +124,25 @@ class SessionStore:
     def load(self, session: str) -> SessionState | None:
         """The saved state, or None when there is none.
 
-        Raises ``msgspec.DecodeError`` for a damaged or foreign file.
+        Raises ``msgspec.DecodeError`` for a damaged or foreign file, and
+        for a FIFO or other non-regular file in its place (read at once,
+        never waited on).
         """
+        path = self._base(session) + ".state"
         try:
-            with open(self._base(session) + ".state", "rb") as f:
-                data = f.read()
+            data = read_regular(path)
         except FileNotFoundError:
             return None
-        return _DEC.decode(data)
+        except NotRegularError as exc:
+            msg = f"{path}: {exc}"
+            raise msgspec.DecodeError(msg) from None
+        if not is_sealed(data):
+            return _DEC.decode(data)  # the older format, without a checksum
+        try:
+            return _DEC.decode(unseal(data))
+        except DamagedError as exc:
+            msg = f"{path}: the session state is damaged ({exc})"
+            raise msgspec.DecodeError(msg) from None
 
     def save(self, state: SessionState) -> None:
         """Write ``state`` atomically (temporary file, then rename)."""
@@ -130,7 +153,7 @@ class SessionStore:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(_ENC.encode(state))
+                f.write(seal(_ENC.encode(state)))
             os.replace(tmp, path)
         except OSError:
             # A full disk: the half-written file must not keep the space

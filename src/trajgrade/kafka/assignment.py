@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from trajgrade.errors import SourceError
+from trajgrade.errors import BrokerError, SourceError
 
 if TYPE_CHECKING:
     from trajgrade.kafka.options import KafkaOptions
@@ -67,7 +67,7 @@ async def partitions_of(admin: Any, topic: str, bootstrap: str) -> int:
                 return len(t["partitions"])
         await anyio.sleep(0.1)
     msg = f"topic {topic!r} was not found on {bootstrap}; create it (with one partition per consumer you plan to run) or check --topic"
-    raise SourceError(msg)
+    raise BrokerError(msg)
 
 
 async def ensure_topic(

@@ -5,7 +5,9 @@ topic; the state of a trace graded from input partition *p* is written to
 changelog partition *p* (explicitly, not by key hash), so moving a partition
 to another consumer moves exactly its state. Records are keyed by trace id
 and compaction keeps the latest per trace. A value is a msgpack
-:class:`Entry`:
+:class:`Entry`, sealed (:mod:`trajgrade._util.sealed`: its length and a
+blake2b checksum, so a damaged record is refused, not restored as other
+state):
 
 * ``open``    the trace's :class:`~trajgrade.engine.engine.TraceSnapshot`;
 * ``closed``  the trace closed (its late events are dropped, as the engine
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
+from trajgrade._util.sealed import DamagedError, is_sealed, seal, unseal
 from trajgrade.engine.engine import EngineState, TraceSnapshot
 from trajgrade.engine.state import CLOSED_MEMORY
 from trajgrade.errors import SourceError
@@ -58,7 +61,8 @@ __all__ = (
     "write_sentinel",
 )
 
-ENTRY_VERSION: Final = 1
+#: 2: sealed entries. Version 1 (no checksum) is refused like any other.
+ENTRY_VERSION: Final = 2
 #: Key of the end-of-changelog sentinel (never a trace id: a NUL prefix).
 SENTINEL_KEY: Final = b"\x00trajgrade-restore-sentinel"
 
@@ -82,13 +86,32 @@ _DEC: Final = msgspec.msgpack.Decoder(Entry)
 
 
 def encode_entry(entry: Entry) -> bytes:
-    """msgpack bytes of an entry."""
-    return _ENC.encode(entry)
+    """Sealed msgpack bytes of an entry."""
+    return seal(_ENC.encode(entry))
+
+
+class _Versioned(msgspec.Struct, array_like=True):
+    v: int
 
 
 def decode_entry(raw: bytes) -> Entry:
-    """An entry from msgpack bytes (``msgspec.DecodeError`` if it is not one)."""
-    return _DEC.decode(raw)
+    """An entry from sealed msgpack bytes (``msgspec.DecodeError`` if it is
+    not one: damaged, or of the unsealed version 1, whose ``v`` it names)."""
+    if not is_sealed(raw):
+        try:
+            version = msgspec.msgpack.decode(raw, type=_Versioned).v
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            version = None
+        what = (
+            "format version 1, written by an older trajgrade without a checksum"
+            if version == 1
+            else "no checksummed envelope"
+        )
+        raise msgspec.DecodeError(what)
+    try:
+        return _DEC.decode(unseal(raw))
+    except DamagedError as exc:
+        raise msgspec.DecodeError(str(exc)) from None
 
 
 class PartitionState(msgspec.Struct, kw_only=True):
@@ -199,7 +222,7 @@ def _decode_checked(
     try:
         entry = decode_entry(raw)
     except msgspec.DecodeError as exc:
-        msg = f"changelog {topic} partition {p}: the state of trace {tid!r} is unreadable ({exc}); it was not written by this trajgrade version: use a new --group to start with fresh state"
+        msg = f"changelog {topic} partition {p}: the state of trace {tid!r} is unreadable ({exc}); it is damaged or was not written by this trajgrade version: use a new --group (or delete the changelog topic) to start with fresh state"
         raise SourceError(msg) from None
     if entry.v != ENTRY_VERSION:
         msg = f"changelog {topic} partition {p}: state format version {entry.v} is not {ENTRY_VERSION}; use a new --group (or delete the changelog topic) to start with fresh state"

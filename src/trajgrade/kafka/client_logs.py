@@ -12,6 +12,10 @@ lets the same message through at most once per ``window`` seconds; the
 next one that passes carries ``suppressed``, the count held back since.
 Messages are compared with their numbers masked (ports, correlation ids,
 node ids change from one retry to the next).
+
+The client tells of a lost connection only here, so ``on_disconnect`` is
+called for each such record (throttled or not): the run then checks,
+before it grades more, that the broker did not come back without its data.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ("ClientLogs",)
 
@@ -28,14 +35,25 @@ WINDOW: Final = 30.0
 #: Distinct messages remembered (a bound on memory, not a limit on output).
 MEMORY: Final = 256
 _DIGITS: Final = re.compile(r"\d+")
+#: What the client logs when a connection to a broker is lost or refused.
+_DISCONNECT: Final = re.compile(
+    r"KafkaConnectionError|Unable connect to node|Connection at .* closed"
+)
 
 
 class ClientLogs(logging.Handler):
     """Routes the ``aiokafka`` logger to the run's log; :meth:`close` undoes it."""
 
-    def __init__(self, log: Any, *, window: float = WINDOW) -> None:
+    def __init__(
+        self,
+        log: Any,
+        *,
+        window: float = WINDOW,
+        on_disconnect: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(logging.INFO)
         self._log = log
+        self._on_disconnect = on_disconnect
         self._window = window
         #: message shape -> (when last written, how many held back since)
         self._seen: dict[str, tuple[float, int]] = {}
@@ -50,6 +68,8 @@ class ClientLogs(logging.Handler):
             message = record.getMessage()
         except Exception:  # a client's bad format string must not end the run
             message = str(record.msg)
+        if self._on_disconnect is not None and _DISCONNECT.search(message):
+            self._on_disconnect()
         shape = _DIGITS.sub("#", message)
         now = time.monotonic()
         last, held = self._seen.get(shape, (None, 0))

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from trajgrade.kafka.assignment import ensure_internal_topics
-from trajgrade.kafka.changelog import restore_partitions
+from trajgrade.kafka.changelog import PartitionState, restore_partitions
 from trajgrade.kafka.partition import PartitionWorker
-from trajgrade.kafka.run_state import _RunState
+from trajgrade.kafka.run_state import LOST_REASON, _RunState
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-    from trajgrade.kafka.changelog import PartitionState
     from trajgrade.verdicts import Verdict
 
 __all__: tuple[str, ...] = ()
@@ -95,26 +94,15 @@ class _Grader(_RunState):
             fingerprint=self.suite.fingerprint,
             progress=self._restoring,
         )
-        self._check_changelog(restored)
+        lost = self._check_changelog(restored)
+        lost.update(p for p in fresh if self.offsets_went_back(p, committed[p]))
         for p in reuse:
             self.workers[p] = self.parked[p]
-        self.parked = {p: w for p, w in self.parked.items() if p not in new}
         n_traces = 0
         for p in fresh:
-            state = restored[p]
-            worker = PartitionWorker(
-                self.topic,
-                p,
-                self.suite,
-                fmt=self.options.fmt,
-                max_line_bytes=self.options.max_line_bytes,
-                samples=self.options.samples,
-                restored=state,
-                otlp=self.kafka.otlp,
-            )
-            worker.position = committed[p]
-            self.workers[p] = worker
-            n_traces += len(state.state.traces)
+            worker = self._fresh(p, restored[p], committed[p], lost=p in lost)
+            n_traces += len(worker.engine.open_traces())
+        self.parked = {p: w for p, w in self.parked.items() if p not in new}
         for p in new:
             self._track(self.workers[p], self.workers[p].engine.open_traces())
         if self.metrics is not None:
@@ -131,6 +119,55 @@ class _Grader(_RunState):
             seconds=round(time.monotonic() - started, 3),
         )
 
+    def _fresh(
+        self, p: int, state: PartitionState, committed: int | None, *, lost: bool
+    ) -> PartitionWorker:
+        """The worker of a newly assigned partition, from its restored state
+        (or, when the broker lost it, from the state this process held)."""
+        before = self.parked.get(p)
+        if lost and before is not None:
+            # The state this process still holds is the last one known:
+            # carried over, so the traces it had open end in error instead
+            # of starting over on what comes next.
+            state = PartitionState(
+                state=before.engine.checkpoint(), covered={}, end=state.end
+            )
+        worker = PartitionWorker(
+            self.topic,
+            p,
+            self.suite,
+            fmt=self.options.fmt,
+            max_line_bytes=self.options.max_line_bytes,
+            samples=self.options.samples,
+            restored=state,
+            otlp=self.kafka.otlp,
+        )
+        worker.position = committed
+        self.workers[p] = worker
+        if lost:
+            self._lost(worker, before, committed)
+        return worker
+
+    def _lost(
+        self,
+        worker: PartitionWorker,
+        before: PartitionWorker | None,
+        committed: int | None,
+    ) -> None:
+        """A partition whose state or input the broker lost: its open traces
+        end in error; offsets this process read past the group's committed
+        one (``before``'s) are not graded again, their traces tainted."""
+        p = worker.partition
+        low = self.committed_at.pop(p, None)
+        self.state_lost(p, worker.lose(LOST_REASON), "changelog or committed offsets")
+        if before is not None and before.position is not None:
+            start = committed if committed is not None else 0
+            if low is not None:
+                start = min(start, low)
+            if before.position > start:
+                worker.doubtful = (start, before.position, LOST_REASON)
+        self._rewrite = True  # (the carried traces' state, tainted)
+
     def _restoring(self) -> None:
         """A restore read records: it is alive. The loop waits for it (it
         holds the lock), so /healthz would otherwise turn 503 after 60 s of
@@ -139,8 +176,8 @@ class _Grader(_RunState):
         if self.metrics is not None:
             self.metrics.progress()
 
-    def _check_changelog(self, restored: dict[int, PartitionState]) -> None:
-        """Log the partitions whose changelog lost records. Its end cannot
+    def _check_changelog(self, restored: dict[int, PartitionState]) -> set[int]:
+        """Log (and return) the partitions whose changelog lost records. Its end cannot
         go back while the topic lives (compaction keeps offsets), so a
         restore sentinel at or below an offset this process saw written
         there means the topic was lost and created again: by us (also
@@ -156,8 +193,9 @@ class _Grader(_RunState):
                 "changelog_lost",
                 topic=self.kafka.changelog_topic,
                 partitions=lost,
-                reason="the changelog holds less than this consumer wrote to it (the broker lost its data, or the topic was deleted); the state it held is gone, open traces of these partitions start over",
+                reason="the changelog holds less than this consumer wrote to it (the broker lost its data, or the topic was deleted); the state it held is gone: the open traces this consumer held end in error (state_lost)",
             )
+        return set(lost)
 
     def _forget_partitions(self, gone: set[int]) -> None:
         if not gone:
@@ -174,6 +212,7 @@ class _Grader(_RunState):
             touched: dict[int, set[str]] = {}
             commits: dict[Any, int] = {}
             records_in = 0
+            await self.after_disconnect(batches)
             for tp, records in batches.items():
                 worker = self.workers.get(tp.partition)
                 if worker is None or tp.topic != self.topic:

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 __all__: tuple[str, ...] = ()
 
 
+#: Why traces end in error after the broker lost a partition's state.
+LOST_REASON: Final = "the Kafka broker lost this partition's state or input (the changelog or the group's committed offsets went back: a broker restarted without its data?), so events of this trace may be missing"
 #: Changelog writes of one step queued before their acknowledgements are
 #: awaited (the rest are awaited with the step's commit, in the background).
 CHANGELOG_IN_FLIGHT: Final = 4096
@@ -122,6 +124,12 @@ class _RunState:
         self._withheld: dict[Any, int] = {}
         #: The last checkpoint was that rewrite (its batch ends the hold).
         self.rewritten = False
+        #: Input partition -> the offset this process last committed there:
+        #: a group offset found below it later means the broker lost it.
+        self.committed_at: dict[int, int] = {}
+        #: The client lost a connection: before more is graded, check that
+        #: the broker did not come back without its data.
+        self.suspect = False
         self.restorer: Any = None
         self.admin: Any = None
         #: Time limit of assignments; a shutdown cancels one in progress.
@@ -135,8 +143,12 @@ class _RunState:
         """Wait until every graded batch is committed (or its commit failed
         and was logged)."""
         while self._settling:
-            await self._settling[0].wait()
-            self._settling.popleft()
+            oldest = self._settling[0]
+            await oldest.wait()
+            # (The rebalance listener and the loop may both wait here: the
+            # one that wakes second finds it popped already.)
+            if self._settling and self._settling[0] is oldest:
+                self._settling.popleft()
 
     async def _settle(
         self,
@@ -198,6 +210,73 @@ class _RunState:
                 partitions=sorted(self.workers),
                 reason=f"{exc}. It has the input's partition count, so this consumer writes the state of every open trace to it again; check that it is compacted (cleanup.policy=compact)",
             )
+            self.suspect = True  # (the input may be lost too)
+            await self.after_disconnect(None)
+
+    def disconnected(self) -> None:
+        """The Kafka client logged a lost or refused connection."""
+        self.suspect = True
+
+    async def after_disconnect(self, batches: dict[Any, list[Any]] | None) -> None:
+        """Before a batch that follows a lost connection is graded: a
+        partition whose group offsets went back is on a broker that lost
+        its data (the topic was created again: the fetch went on at the old
+        position, over new records). Its open traces end in ``error``, the
+        offsets read since the last commit are not graded again (their
+        traces are tainted), and it is read again from its start; its
+        records in ``batches`` are dropped (read again)."""
+        from aiokafka.structs import TopicPartition
+
+        if not self.suspect or (batches is not None and not batches):
+            return  # (no lost connection; or no fetch went through yet)
+        self.suspect = False
+        for p, worker in sorted(self.workers.items()):
+            tp = TopicPartition(self.topic, p)
+            if not self.offsets_went_back(p, await self._committed(tp)):
+                continue
+            low = self.committed_at.pop(p)
+            high = worker.position if worker.position is not None else low
+            self.state_lost(p, worker.lose(LOST_REASON), "committed offsets")
+            worker.doubtful = (low, high, LOST_REASON) if high > low else None
+            worker.position = None
+            self._rewrite = True  # (the tainted traces' state)
+            if batches is not None:
+                batches.pop(tp, None)
+            await self.consumer.seek_to_beginning(tp)
+
+    def offsets_went_back(self, p: int, committed: int | None) -> bool:
+        """Whether the group's ``committed`` offset of input partition ``p``
+        is gone or below the one this process committed (a broker that
+        lost its data)."""
+        mine = self.committed_at.get(p)
+        return mine is not None and (committed is None or committed < mine)
+
+    async def _committed(self, tp: Any) -> int | None:
+        """The group's committed offset; None when the broker does not
+        answer either (fail closed: taken as lost, so an error verdict,
+        never a pass on partial data)."""
+        from aiokafka.errors import KafkaError
+
+        try:
+            with anyio.fail_after(ADMIN_TIMEOUT):
+                found: int | None = await self.consumer.committed(tp)
+        except (KafkaError, TimeoutError):
+            return None
+        return found
+
+    def state_lost(self, p: int, traces: list[str], what: str) -> None:
+        """Log and count open traces of input partition ``p`` tainted by a loss."""
+        self.log.warning(
+            "state_lost",
+            topic=self.topic,
+            partition=p,
+            lost=what,
+            open_traces=len(traces),
+            traces=traces[:10],
+            reason=f"{LOST_REASON}; these traces' open graders end in error",
+        )
+        if self.metrics is not None:
+            self.metrics.state_lost_traces.inc(len(traces))
 
     # ------------------------------------------------------------ durability
     def _decisions(self) -> list[GuardDecision]:
@@ -301,6 +380,9 @@ class _RunState:
             # verdicts and skips the events the state already holds.
             self.log.warning("commit_failed", topic=self.topic, reason=str(exc))
             return
+        for tp, offset in commits.items():
+            if tp.topic == self.topic:
+                self.committed_at[tp.partition] = offset
         if self.metrics is not None:
             self.metrics.checkpointed()
 

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from trajgrade.errors import SinkError, SourceError
+from trajgrade.errors import BrokerError, SinkError, SourceError
 from trajgrade.kafka.assignment import (
     ensure_internal_topics,
 )
@@ -176,7 +176,7 @@ async def _start(
 
         if isinstance(exc, KafkaError):
             msg = f"cannot use Kafka at {kafka.bootstrap} ({exc}); check --kafka-bootstrap and the security options"
-            raise SourceError(msg) from None
+            raise BrokerError(msg) from None
         raise
     return n, stage, consumer
 
@@ -256,7 +256,8 @@ async def run_kafka(
     # First signal: finish the batch, flush, commit, leave; second: exit now.
     handlers = contextlib.ExitStack()
     handlers.enter_context(graceful_signals(interrupt))
-    client_logs = ClientLogs(log)  # closed after the clients stopped
+    # (closed after the clients stopped)
+    client_logs = ClientLogs(log, on_disconnect=grader.disconnected)
     started: list[Any] = []
     try:
         with startup:

@@ -34,14 +34,23 @@ Layout of ``DIR``::
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from trajgrade._util.digest import blake2b
+from trajgrade._util.sealed import (
+    DamagedError,
+    NotRegularError,
+    is_sealed,
+    read_regular,
+    seal,
+    unseal,
+)
 from trajgrade.engine.engine import EngineState
-from trajgrade.errors import Location, StateError
+from trajgrade.errors import Location, StateAccessError, StateError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -52,11 +61,15 @@ __all__ = (
     "Checkpoint",
     "Position",
     "StateStore",
+    "decode_checkpoint",
     "head_digest",
 )
 
 #: Checkpoint format version; a checkpoint of another version is refused.
-STATE_VERSION: Final = 1
+#: Version 2 is sealed (:mod:`trajgrade._util.sealed`: length and blake2b);
+#: version 1 had no checksum and is refused, since a damaged one would be
+#: resumed with other verdicts.
+STATE_VERSION: Final = 2
 #: How many leading bytes of a file identify it together with its inode.
 HEAD_BYTES: Final = 4096
 _CHECKPOINT: Final = "checkpoint.msgpack"
@@ -123,9 +136,12 @@ class StateStore:
         where = Location(file=str(self.dir))
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            msg = "cannot create the state directory: a file is in its place; pass a writable --state DIR"
+            raise StateAccessError(msg, location=where) from None
         except OSError as exc:
             msg = f"cannot create the state directory: {exc.strerror or exc}; pass a writable --state DIR"
-            raise StateError(msg, location=where) from None
+            raise StateAccessError(msg, location=where) from None
         import filelock
 
         self._lock = filelock.FileLock(self.dir / "lock")
@@ -136,7 +152,7 @@ class StateStore:
             raise StateError(msg, location=where) from None
         except OSError as exc:
             msg = f"cannot lock the state directory: {exc.strerror or exc}; pass a writable --state DIR"
-            raise StateError(msg, location=where) from None
+            raise StateAccessError(msg, location=where) from None
         # A checkpoint a killed process was writing (we hold the lock now):
         # the old one is whole, the partial copy only takes space.
         for stale in self.dir.glob(f".{_CHECKPOINT}.*.tmp"):
@@ -156,34 +172,16 @@ class StateStore:
         path = self.dir / _CHECKPOINT
         where = Location(file=str(path))
         try:
-            data = path.read_bytes()
+            data = read_regular(str(path))
         except FileNotFoundError:
             return None
+        except NotRegularError as exc:
+            msg = f"{exc}: remove {path} (a checkpoint is a regular file trajgrade writes), or use another --state DIR"
+            raise StateAccessError(msg, location=where) from None
         except OSError as exc:
-            msg = f"cannot read the checkpoint: {exc.strerror or exc}"
-            raise StateError(msg, location=where) from None
-        try:
-            version = msgspec.msgpack.decode(data, type=_Versioned).version
-        except msgspec.DecodeError:
-            # Cut short (a disk that filled up under another tool), or not ours.
-            msg = (
-                "the checkpoint is damaged or not a trajgrade checkpoint; delete "
-                f"{path} to start over (its inputs are graded again from their "
-                "start), or use another --state DIR"
-            )
-            raise StateError(msg, location=where) from None
-        if version != STATE_VERSION:
-            msg = (
-                f"checkpoint format {version} is not the format this trajgrade "
-                f"writes ({STATE_VERSION}); delete {path} to start over, or use "
-                "another --state DIR"
-            )
-            raise StateError(msg, location=where)
-        try:
-            ckpt = msgspec.msgpack.decode(data, type=Checkpoint)
-        except msgspec.DecodeError as exc:
-            msg = f"the checkpoint is damaged ({exc}); delete {path} to start over"
-            raise StateError(msg, location=where) from None
+            msg = f"cannot read the checkpoint: {exc.strerror or exc}; fix its permissions, or use another --state DIR"
+            raise StateAccessError(msg, location=where) from None
+        ckpt = decode_checkpoint(data, path)
         if ckpt.fingerprint != fingerprint:
             msg = (
                 "the checkpoint was written with a different config "
@@ -202,10 +200,14 @@ class StateStore:
         for seq, path in self._journals():
             if seq >= sequence:
                 try:
-                    data = path.read_bytes()
+                    data = read_regular(str(path))
+                except FileNotFoundError:
+                    continue
                 except OSError as exc:
-                    msg = f"cannot read the emit journal: {exc.strerror or exc}; check its permissions"
-                    raise StateError(msg, location=Location(file=str(path))) from None
+                    msg = f"cannot read the emit journal: {exc.strerror or exc}; check its permissions (it is a regular file trajgrade writes)"
+                    raise StateAccessError(
+                        msg, location=Location(file=str(path))
+                    ) from None
                 ids.update(data.decode("ascii", "replace").split())
         return ids
 
@@ -228,7 +230,7 @@ class StateStore:
         emitted: set[str] = set()
         if self.sequence == 0:
             try:
-                same = owner.read_text("ascii").strip() == fingerprint
+                same = read_regular(str(owner)).decode("ascii").strip() == fingerprint
             except (OSError, UnicodeDecodeError):
                 same = False
             if same:
@@ -241,8 +243,8 @@ class StateStore:
                     tmp.write_text(fingerprint + "\n", "ascii")
                     os.replace(tmp, owner)
                 except OSError as exc:
-                    raise _unwritable(owner, exc) from None
-        self._open_journal(self.sequence)
+                    raise _unwritable(owner, exc, at_start=True) from None
+        self._open_journal(self.sequence, at_start=True)
         return emitted
 
     def journal(self, ids: Iterable[str]) -> None:
@@ -267,7 +269,7 @@ class StateStore:
 
     def encode(self, ckpt: Checkpoint) -> bytes:
         """Encode in the caller's thread (the state must not change meanwhile)."""
-        return self._encoder.encode(ckpt)
+        return seal(self._encoder.encode(ckpt))
 
     def write(self, data: bytes, sequence: int) -> None:
         """Atomically replace the checkpoint; then drop older journals.
@@ -310,17 +312,24 @@ class StateStore:
         self._lock.release()
 
     # ------------------------------------------------------------ internals
-    def _open_journal(self, sequence: int) -> None:
+    def _open_journal(self, sequence: int, *, at_start: bool = False) -> None:
         if self._journal_fd is not None:
             os.close(self._journal_fd)
             self._journal_fd = None
         path = self.dir / f"emitted.{sequence}"
         try:
-            self._journal_fd = os.open(
-                path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+            # (O_NONBLOCK: a FIFO there fails at once instead of waiting
+            # for a reader; it changes nothing for a regular file.)
+            fd = os.open(
+                path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o600
             )
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                msg = "not a regular file is in place of the emit journal"
+                raise NotRegularError(msg)
         except OSError as exc:
-            raise _unwritable(path, exc) from None
+            raise _unwritable(path, exc, at_start=at_start) from None
+        self._journal_fd = fd
 
     def _journals(self) -> list[tuple[int, Path]]:
         out = []
@@ -331,16 +340,54 @@ class StateStore:
         return sorted(out)
 
 
-def _unwritable(path: Path, exc: OSError, consequence: str = "") -> StateError:
-    """A state file that could not be written, with the fix."""
+def _unwritable(
+    path: Path, exc: OSError, consequence: str = "", *, at_start: bool = False
+) -> StateError:
+    """A state file that could not be written, with the fix (at start-up,
+    a :class:`StateAccessError`: nothing was graded yet)."""
     msg = (
         f"cannot write durable state: {exc.strerror or exc}"
         + (f" ({consequence})" if consequence else "")
         + "; free space or fix permissions on the --state DIR, then run the same "
         "command again to continue from the last checkpoint"
     )
-    return StateError(msg, location=Location(file=str(path)))
+    kind = StateAccessError if at_start else StateError
+    return kind(msg, location=Location(file=str(path)))
 
 
 class _Versioned(msgspec.Struct):
     version: int = -1
+
+
+def decode_checkpoint(data: bytes, path: Path) -> Checkpoint:
+    """A checkpoint file's content, checked: sealed, whole, this version."""
+    where = Location(file=str(path))
+    fix = f"delete {path} to start over (its inputs are graded again from their start), or use another --state DIR"
+    if not is_sealed(data):
+        try:
+            version = msgspec.msgpack.decode(data, type=_Versioned).version
+        except msgspec.DecodeError:
+            version = -1
+        if version == 1:
+            msg = f"the checkpoint has format 1, written by an older trajgrade without a checksum, so damage to it could not be told; finish the run with that version, or {fix}"
+        else:
+            msg = f"the checkpoint is damaged or not a trajgrade checkpoint (no checksummed envelope); {fix}"
+        raise StateError(msg, location=where)
+    try:
+        payload = unseal(data)
+    except DamagedError as exc:
+        msg = f"the checkpoint is damaged ({exc}); {fix}"
+        raise StateError(msg, location=where) from None
+    try:
+        version = msgspec.msgpack.decode(payload, type=_Versioned).version
+    except msgspec.DecodeError as exc:
+        msg = f"the checkpoint is damaged ({exc}); {fix}"
+        raise StateError(msg, location=where) from None
+    if version != STATE_VERSION:
+        msg = f"checkpoint format {version} is not the format this trajgrade writes ({STATE_VERSION}); {fix}"
+        raise StateError(msg, location=where)
+    try:
+        return msgspec.msgpack.decode(payload, type=Checkpoint)
+    except msgspec.DecodeError as exc:
+        msg = f"the checkpoint is damaged ({exc}); {fix}"
+        raise StateError(msg, location=where) from None

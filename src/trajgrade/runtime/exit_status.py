@@ -24,17 +24,22 @@ if TYPE_CHECKING:
 
 
 __all__ = (
+    "EXIT_BIND",
+    "EXIT_BROKER",
     "EXIT_CODES",
     "EXIT_FAILED",
     "EXIT_FORCED",
+    "EXIT_INTERNAL",
     "EXIT_NOTHING",
     "EXIT_OK",
+    "EXIT_STATE_ACCESS",
     "EXIT_USAGE",
     "FailedTraces",
     "RunSummary",
     "dropped",
     "dropped_counts",
     "exit_code",
+    "fatal_status",
     "report",
     "tally",
 )
@@ -44,13 +49,24 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 #: 3 and 4 belong to ``trajgrade run`` (stopped the agent; agent failed).
 EXIT_NOTHING: Final = 5
+#: Start-up failures with a status of their own (so a supervisor or a CI
+#: job can tell them apart, and none reads as a verdict).
+EXIT_BIND: Final = 6
+EXIT_BROKER: Final = 7
+EXIT_STATE_ACCESS: Final = 9
+#: An unexpected exception (a bug; EX_SOFTWARE): never 1, which is a verdict.
+EXIT_INTERNAL: Final = 70
 EXIT_FORCED: Final = 130
 #: Exit statuses of ``trajgrade grade`` and what they mean.
 EXIT_CODES: Final = {
     EXIT_OK: "every final verdict passed",
-    EXIT_FAILED: "at least one final verdict is fail or error",
-    EXIT_USAGE: "usage or config error; an input that cannot be opened or read to its end; a --junit report that cannot be written",
+    EXIT_FAILED: "a final verdict is fail or error (nothing else exits 1)",
+    EXIT_USAGE: "usage or config error; an input that cannot be read to its end; a damaged checkpoint; a --state DIR that stopped taking writes; a Kafka run that cannot continue; verdicts that cannot be written (stdout's reader went away, a full disk; a --junit report)",
     EXIT_NOTHING: "nothing was graded: no trace got a verdict (every record was rejected, or the input held no events)",
+    EXIT_BIND: "a listening port cannot be bound (--metrics-port, --otlp; serve's --host/--port): taken, or not this host's",
+    EXIT_BROKER: "the Kafka broker is unreachable at start-up, or an input topic is missing",
+    EXIT_STATE_ACCESS: "the --state DIR, or a file in it, cannot be read or written at start-up (permission, not a directory, a FIFO)",
+    EXIT_INTERNAL: "internal error: an unexpected exception (a trajgrade bug; the traceback is on stderr)",
     EXIT_FORCED: "a second SIGINT/SIGTERM forced an immediate exit",
 }
 
@@ -160,6 +176,21 @@ def exit_code(summary: RunSummary) -> int:
         # it rejected graded nothing: never a false green.)
         return EXIT_NOTHING
     return EXIT_OK
+
+
+def fatal_status(exc: BaseException) -> int:
+    """The exit status of a run ended by ``exc`` (a fatal source, sink or
+    state error): its own code for the start-up failures that have one,
+    else :data:`EXIT_USAGE`."""
+    from trajgrade.errors import BindError, BrokerError, StateAccessError
+
+    if isinstance(exc, BindError):
+        return EXIT_BIND
+    if isinstance(exc, BrokerError):
+        return EXIT_BROKER
+    if isinstance(exc, StateAccessError):
+        return EXIT_STATE_ACCESS
+    return EXIT_USAGE
 
 
 def dropped_counts(late: int, settled: int, rejected: int) -> dict[str, int]:

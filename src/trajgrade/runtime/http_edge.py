@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from trajgrade.errors import BindError
+
 if TYPE_CHECKING:
     import socket
     from collections.abc import Callable
@@ -45,6 +47,7 @@ __all__ = (
     "EdgeServer",
     "HttpError",
     "Limits",
+    "bind_error",
     "check_host",
 )
 
@@ -343,3 +346,21 @@ def _gunzip(raw: bytes, limit: int) -> bytes:
         rest = z.unused_data
         if not rest.strip(b"\0"):
             return b"".join(out)
+
+
+def bind_error(option: str, host: str, port: int, exc: OSError) -> BindError:
+    """A listening address that could not be bound, with the fix."""
+    import errno
+
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        fix = f"the port is in use (another trajgrade?); stop what holds it, or pick another port for {option} (0: any free port)"
+    elif exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+        fix = (
+            f"{why}: {host} is not an address of this host; check the host of {option}"
+        )
+    elif exc.errno == errno.EACCES:
+        fix = f"{why}: ports below 1024 need privileges; pick another port for {option}"
+    else:
+        fix = f"{why}; check {option}"
+    return BindError(f"cannot listen on {host}:{port} ({option}): {fix}")

@@ -31,7 +31,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from trajgrade.runtime.http_edge import EdgeHandler, EdgeServer, Limits
+from trajgrade.runtime.http_edge import EdgeHandler, EdgeServer, Limits, bind_error
 from trajgrade.verdicts import Outcome
 
 if TYPE_CHECKING:
@@ -122,6 +122,11 @@ class Metrics:
             "Open traces restored from a changelog.",
             registry=r,
         )
+        self.state_lost_traces = Counter(
+            "trajgrade_state_lost_traces",
+            "Open traces whose state or input the broker lost (their open graders end in error).",
+            registry=r,
+        )
         self._stall_after = stall_after
         self._last_progress = time.monotonic()
         self._last_checkpoint: float | None = None
@@ -178,8 +183,14 @@ class Metrics:
 
     # ------------------------------------------------------------ serving
     def serve(self, port: int, *, host: str = DEFAULT_METRICS_HOST) -> MetricsServer:
-        """Serve /metrics, /healthz and /readyz on a daemon thread."""
-        return MetricsServer(self, host=host, port=port)
+        """Serve /metrics, /healthz and /readyz on a daemon thread; a
+        :class:`~trajgrade.errors.BindError` naming the address and the fix
+        when it cannot be bound."""
+        try:
+            return MetricsServer(self, host=host, port=port)
+        except OSError as exc:
+            error = bind_error("--metrics-port", host, port, exc)
+            raise error from None
 
 
 class MetricsServer:

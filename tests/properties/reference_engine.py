@@ -141,6 +141,7 @@ class ReferenceEngine:
             return []
         tr.sealed[i] = True
         grader = self.graders[i]
+        evidence, matched, message = self.guard.telling.verdict_parts(i, d)
         v = Verdict(
             id=verdict_id(
                 tid, grader.name, final=d.final, policy=self.suite.fingerprint
@@ -152,10 +153,12 @@ class ReferenceEngine:
             score=d.score,
             final=d.final,
             early=early,
-            evidence=d.evidence,
+            evidence=evidence,
             metadata=d.metadata,
             at_event=tr.events,
             ts=tr.last_ts,
+            matched=matched,
+            message=message,
         )
         if v.outcome is not Outcome.PASS:
             self.guard.verdict(tr, i, v, event, first=first)

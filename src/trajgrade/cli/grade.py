@@ -128,6 +128,12 @@ __all__ = ("grade",)
     default=None,
     help='Also write every guard decision (a call a rule denies, asks about or warns of; a run abort) as a JSON line with "type": "decision" to PATH (appended; \'-\': stdout, between the verdicts). See docs/guard.md.',
 )
+@click.option(
+    "--export-decisions",
+    is_flag=True,
+    default=False,
+    help="Also send every guard decision to --export-otlp and --verdicts-topic, beside the verdicts (without it they carry verdicts only). See docs/verdicts.md.",
+)
 @quiet_option(
     "No summary or status line; only warnings and errors are logged (unless --log-level says otherwise)."
 )
@@ -156,6 +162,7 @@ def grade(
     state_dir: str | None,
     checkpoint_interval: float,
     decisions_path: str | None,
+    export_decisions: bool,
     quiet: bool,
     actions: ActionOptions,
     kafka: KafkaOptions | None,
@@ -199,6 +206,7 @@ def grade(
         output=OutputRequest(
             output=output,
             decisions_path=decisions_path,
+            export_decisions=export_decisions,
             quiet=quiet,
             log_level=given_level,
         ),

@@ -65,6 +65,8 @@ class OutputRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     output: str = "auto"
     decisions_path: str | None = None
+    #: ``--export-decisions``: decisions also to --export-otlp/--verdicts-topic.
+    export_decisions: bool = False
     quiet: bool = False
     #: ``--log-level`` as given (None: from ``-q``).
     log_level: str | None = None

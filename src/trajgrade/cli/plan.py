@@ -193,6 +193,7 @@ def _run_options(request: GradeRequest) -> RunOptions:
         state_dir=given.state_dir,
         checkpoint_interval=given.checkpoint_interval,
         decisions=request.output.decisions_path,
+        export_decisions=request.output.export_decisions,
         metrics_port=request.metrics.port,
         metrics_host=request.metrics.host,
     )

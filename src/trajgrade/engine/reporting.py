@@ -95,6 +95,7 @@ class VerdictReporter:
         self.n_verdicts += 1
         if early:
             self.n_early += 1
+        evidence, matched, message = self._guard.telling.verdict_parts(i, d)
         return Verdict(
             id=keyed_id(tr.id, self._id_suffixes[i][d.final]),
             trace_id=tr.id,
@@ -104,8 +105,10 @@ class VerdictReporter:
             score=d.score,
             final=d.final,
             early=early,
-            evidence=d.evidence,
+            evidence=evidence,
             metadata=d.metadata,
             at_event=tr.events,
             ts=tr.last_ts,
+            matched=matched,
+            message=message,
         )

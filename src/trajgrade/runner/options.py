@@ -43,6 +43,9 @@ class RunOptions(msgspec.Struct, kw_only=True):
     metrics_host: str = "127.0.0.1"
     #: ``--decisions``: where guard decisions go (``-``: stdout); None: dropped.
     decisions: str | None = None
+    #: ``--export-decisions``: guard decisions also go to the grading outputs
+    #: (``--export-otlp``, ``--verdicts-topic``); off, those carry verdicts only.
+    export_decisions: bool = False
     #: Receive OTLP/HTTP here (``--otlp``), as a live input.
     otlp: OtlpOptions | None = None
 

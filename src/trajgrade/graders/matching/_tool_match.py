@@ -67,6 +67,9 @@ class ToolMatch(ConfigBase):
     final: bool | None = None
     at_step: int | None = None
     before_step: int | None = None
+    #: What the model and the user are told when this entry refuses a call
+    #: or fails the trace (trajgrade's addition to every layout's matchers).
+    message: str | None = None
 
 
 #: The view filters, in evaluation order (``program`` reads ``command``).
@@ -145,6 +148,7 @@ class Matcher:
         "final",
         "kinds",
         "label",
+        "message",
         "min_count",
         "name",
         "path",
@@ -172,6 +176,7 @@ class Matcher:
             raise ValueError(msg)
         self.where = where
         self.label = _label(spec)
+        self.message = spec.message
         self.kinds = kinds_of(spec)
         pattern = (
             None
@@ -264,6 +269,28 @@ class Matcher:
                 return False
         return True
 
+    def matched_view(self, call: ToolCall) -> tuple[str, str] | None:
+        """(field, value) of the argument this entry's filters matched on a
+        call it matches (evidence: the path, not only the call id); None
+        when it filters on the name alone."""
+        for key, pattern in self.views:
+            assert pattern is not None
+            if key in ("program",):
+                values = view_of(call, "command")
+                return None if not values else ("command", values[0])
+            for value in view_of(call, key) or ():
+                if pattern.search(value):
+                    return key, value
+        if self.capability is not None:
+            values = view_of(call, "command")
+            return None if not values else ("command", values[0])
+        args = call.args or {}
+        for key, _ in self.args:
+            value = args.get(key)
+            if isinstance(value, str):
+                return f"args.{key}", value
+        return None
+
     def _programs_match(self, pattern: Pattern, command: str) -> bool:
         from trajgrade.graders.matching._shell import programs
 
@@ -308,7 +335,11 @@ def _opt(source: str | None, field: str, timeout: float) -> Pattern | None:
 
 def _label(spec: ToolMatch) -> str:
     # Patterns are shown as the user wrote them (no repr escaping of backslashes).
-    parts = {k: v for k, v in msgspec.structs.asdict(spec).items() if v is not None}
+    parts = {
+        k: v
+        for k, v in msgspec.structs.asdict(spec).items()
+        if v is not None and k != "message"
+    }
     if len(parts) == 1 and spec.name is not None:
         return f"'{spec.name}'"
     inner = ", ".join(
@@ -330,6 +361,11 @@ _REQUIRED_ONLY: Final = ("min_count", "final", "at_step", "before_step")
 
 
 def validate(where: str, at: str, spec: ToolMatch, errors: ErrorList) -> None:
+    if spec.message is not None and not spec.message.strip():
+        errors.add(
+            f"{at}.message",
+            "`message` must be a non-empty string: the text the model and the user are told",
+        )
     if spec.name is None and spec.kind is None:
         errors.add(at, "give name: (a tool-name regex) or kind: (e.g. shell, read)")
     if spec.kind == []:

@@ -67,7 +67,7 @@ from trajgrade.verdicts import Decision, Judgement, Outcome
 
 if TYPE_CHECKING:
     from trajgrade.graders.matching._tool_match import Matcher
-    from trajgrade.graders.rules._secrets import SecretScanner
+    from trajgrade.graders.matching._secrets import SecretScanner
 
 __all__ = ("GRADER_TYPES", "Flow", "FlowConfig", "FlowState", "SecretTrigger")
 
@@ -142,7 +142,7 @@ class Flow:
         self._min_length = config.min_length
         self._scanner: SecretScanner | None = None
         if self._secret is not None:
-            from trajgrade.graders.rules._secrets import SecretScanner
+            from trajgrade.graders.matching._secrets import SecretScanner
 
             self._scanner = SecretScanner()
         #: The trigger waits for results (a result filter, or bind: result).

@@ -103,7 +103,7 @@ def told(message: str | None, sentence: str) -> str:
     grader) first, then what matched; the sentence alone without one."""
     if not message:
         return sentence
-    return f"{message} ({sentence})" if sentence else message
+    return f"{message} [{sentence}]" if sentence else message
 
 
 class Judgement(msgspec.Struct, frozen=True, kw_only=True, gc=False):

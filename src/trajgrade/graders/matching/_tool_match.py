@@ -286,9 +286,9 @@ class Matcher:
             return None if not values else ("command", values[0])
         args = call.args or {}
         for key, _ in self.args:
-            value = args.get(key)
-            if isinstance(value, str):
-                return f"args.{key}", value
+            arg = args.get(key)
+            if isinstance(arg, str):
+                return f"args.{key}", arg
         return None
 
     def _programs_match(self, pattern: Pattern, command: str) -> bool:

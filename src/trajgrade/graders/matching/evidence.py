@@ -30,6 +30,7 @@ __all__ = (
     "VALUE_MAX",
     "call_matched",
     "call_view",
+    "call_words",
     "described",
     "quoted",
     "redacted",
@@ -127,6 +128,12 @@ def described(m: Matched) -> str:
     if m.call_id is not None:
         parts.append(f"in call {m.call_id}")
     return " ".join(parts)
+
+
+def call_words(call: ToolCall) -> str:
+    """``call c1 to 'Bash'``: a call named without its arguments (a budget
+    is over whatever the call does)."""
+    return f"call {call.call_id or '?'} to {call.name!r}"
 
 
 def quoted(value: str | float) -> str:

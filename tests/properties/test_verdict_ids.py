@@ -16,7 +16,9 @@ _NAMES = st.text(alphabet="abcdefgh", min_size=1, max_size=6)
 
 
 def _policy(forbidden: str) -> str:
-    return f"graders:\n  - type: tool-calls\n    config: {{disallowed: [{forbidden}]}}\n"
+    return (
+        f"graders:\n  - type: tool-calls\n    config: {{disallowed: [{forbidden}]}}\n"
+    )
 
 
 @given(trace=_NAMES, tools=st.lists(_TOOL, min_size=1, max_size=5), a=_TOOL, b=_TOOL)

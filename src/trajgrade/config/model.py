@@ -172,9 +172,7 @@ class Suite:
         #: Grader name -> the policy line of one of its rules (``disallowed[0]``),
         #: for :attr:`~trajgrade.verdicts.Matched.line`; absent for a Suite
         #: built in code.
-        self.rule_lines: dict[str, Callable[[str], int | None]] = dict(
-            rule_lines or {}
-        )
+        self.rule_lines: dict[str, Callable[[str], int | None]] = dict(rule_lines or {})
         #: Problems that did not stop compilation (`trajgrade check` prints them).
         self.warnings: tuple[ConfigWarning, ...] = tuple(warnings)
         #: Hash of the normalised grader specs; checkpoints from another config

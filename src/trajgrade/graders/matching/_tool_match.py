@@ -275,7 +275,7 @@ class Matcher:
         when it filters on the name alone."""
         for key, pattern in self.views:
             assert pattern is not None
-            if key in ("program",):
+            if key == "program":
                 values = view_of(call, "command")
                 return None if not values else ("command", values[0])
             for value in view_of(call, key) or ():

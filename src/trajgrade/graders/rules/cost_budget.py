@@ -29,8 +29,8 @@ import msgspec
 
 from trajgrade.events import Event, ToolCall, Usage
 from trajgrade.graders._spec import ConfigBase, ErrorList
-from trajgrade.graders.rules._prices import ModelPrice, PriceBook
 from trajgrade.graders.matching.evidence import call_words
+from trajgrade.graders.rules._prices import ModelPrice, PriceBook
 from trajgrade.graders.rules._shared import aborts
 from trajgrade.verdicts import Action, Decision, Judgement, Matched, Outcome
 

@@ -66,8 +66,8 @@ from trajgrade.graders.rules._shared import (
 from trajgrade.verdicts import Decision, Judgement, Outcome
 
 if TYPE_CHECKING:
-    from trajgrade.graders.matching._tool_match import Matcher
     from trajgrade.graders.matching._secrets import SecretScanner
+    from trajgrade.graders.matching._tool_match import Matcher
 
 __all__ = ("GRADER_TYPES", "Flow", "FlowConfig", "FlowState", "SecretTrigger")
 

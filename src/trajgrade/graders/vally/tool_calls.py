@@ -36,12 +36,6 @@ from trajgrade.events import Event, ToolCall, ToolResult, TurnStart
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.matching._jsliteral import JSRegexError
 from trajgrade.graders.matching._match import js_stringify
-from trajgrade.graders.matching.evidence import (
-    call_matched,
-    quoted,
-    sentence,
-    shown,
-)
 from trajgrade.graders.matching._tool_match import (
     ArgMissingError,
     Matcher,
@@ -49,6 +43,12 @@ from trajgrade.graders.matching._tool_match import (
     count_text,
     regex_field,
     validate,
+)
+from trajgrade.graders.matching.evidence import (
+    call_matched,
+    quoted,
+    sentence,
+    shown,
 )
 from trajgrade.graders.protect.capability_filter import (
     compile_capability,

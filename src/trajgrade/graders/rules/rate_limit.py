@@ -29,11 +29,11 @@ import msgspec
 from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders.matching.evidence import call_matched, described
 from trajgrade.graders.rules._shared import (
     CallRule,
     MatcherSpec,
     aborts,
-    call_label,
     compile_matcher,
     could_not_judge,
     error_decision,
@@ -131,7 +131,12 @@ class RateLimit(CallRule):
             return error_ruling(self.kind, state, self)
         if state.violations > 1 and aborts(self):
             return None  # the run was aborted at the first violation
-        return Judgement(rule="max", reason=state.hit)
+        return Judgement(
+            rule="max",
+            reason=state.hit,
+            matched=call_matched("max", call),
+            message=self._match.message,
+        )
 
     def finish(self, state: RateLimitState) -> Decision:
         meta = {
@@ -177,7 +182,7 @@ class RateLimit(CallRule):
             if state.counted < self._max:
                 state.counted += 1
                 return None
-            reason = f"{call_label(call)} would be matching call {state.counted + 1} in this trace; {self._match.label} allows at most {self._max} per trace"
+            reason = f"{described(call_matched('', call))} would be matching call {state.counted + 1} in this trace (max: {self._max} per trace)"
         else:
             t = call.ts
             last = state.last_ts
@@ -192,7 +197,7 @@ class RateLimit(CallRule):
             if len(times) < self._max:
                 times.append(t)
                 return None
-            reason = f"{call_label(call)} would be matching call {len(times) + 1} within {self._shown_window}; {self._match.label} allows at most {self._max} per {self._shown_window}"
+            reason = f"{described(call_matched('', call))} would be matching call {len(times) + 1} within {self._shown_window} (max: {self._max} per {self._shown_window})"
         state.hit = reason
         state.violations += 1
         if state.violations > 1:
@@ -204,6 +209,8 @@ class RateLimit(CallRule):
             final=False,
             evidence=reason,
             metadata={"violated": "max"},
+            matched=call_matched("max", call),
+            message=self._match.message,
         )
 
 

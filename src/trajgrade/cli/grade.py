@@ -5,6 +5,7 @@ makes, :func:`trajgrade.cli.plan.plan`."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -129,6 +130,12 @@ __all__ = ("grade",)
     help='Also write every guard decision (a call a rule denies, asks about or warns of; a run abort) as a JSON line with "type": "decision" to PATH (appended; \'-\': stdout, between the verdicts). See docs/guard.md.',
 )
 @click.option(
+    "--project-root",
+    metavar="DIR",
+    default=None,
+    help="The project's directory, for calls whose log records no cwd: project_path filters match paths relative to it. See docs/rules.md.",
+)
+@click.option(
     "--export-decisions",
     is_flag=True,
     default=False,
@@ -163,6 +170,7 @@ def grade(
     checkpoint_interval: float,
     decisions_path: str | None,
     export_decisions: bool,
+    project_root: str | None,
     quiet: bool,
     actions: ActionOptions,
     kafka: KafkaOptions | None,
@@ -194,6 +202,9 @@ def grade(
             idle_timeout=idle_timeout,
             state_dir=state_dir,
             checkpoint_interval=checkpoint_interval,
+            project_root=None
+            if project_root is None
+            else os.path.abspath(project_root),
         ),
         policy=PolicyRequest(
             config_path=config_path,

@@ -201,7 +201,21 @@ class _Compilation:
             on_fail=self.on_fail,
             messages=self.messages,
             rule_lines=self.rule_lines,
+            uses_project_path=any(
+                _mentions(s.config, "project_path") for s in config.graders
+            ),
         )
+
+
+def _mentions(value: Any, key: str, depth: int = 0) -> bool:
+    """Whether a config holds ``key`` as a mapping key at any depth."""
+    if depth > 32:
+        return False
+    if isinstance(value, dict):
+        return key in value or any(_mentions(v, key, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_mentions(v, key, depth + 1) for v in value)
+    return False
 
 
 class _RuleLines:

@@ -140,6 +140,7 @@ class Suite:
         "on_fail",
         "rule_lines",
         "source",
+        "uses_project_path",
         "warnings",
     )
 
@@ -153,6 +154,7 @@ class Suite:
         on_fail: Mapping[str, OnFail] | None = None,
         messages: Mapping[str, str] | None = None,
         rule_lines: Mapping[str, Callable[[str], int | None]] | None = None,
+        uses_project_path: bool = False,
     ) -> None:
         self.graders: tuple[Grader[Any], ...] = tuple(graders)
         #: What each grader offers beyond the Grader protocol, by index
@@ -173,6 +175,9 @@ class Suite:
         #: for :attr:`~trajgrade.verdicts.Matched.line`; absent for a Suite
         #: built in code.
         self.rule_lines: dict[str, Callable[[str], int | None]] = dict(rule_lines or {})
+        #: A matcher filters ``project_path``: the runners give calls without
+        #: a cwd their project root (``--project-root``, the log's cwd).
+        self.uses_project_path = uses_project_path
         #: Problems that did not stop compilation (`trajgrade check` prints them).
         self.warnings: tuple[ConfigWarning, ...] = tuple(warnings)
         #: Hash of the normalised grader specs; checkpoints from another config

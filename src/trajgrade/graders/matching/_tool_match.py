@@ -32,7 +32,7 @@ import msgspec
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.matching._agents import KINDS, UNION, kinds_of_name
 from trajgrade.graders.matching._match import NameMatcher, Pattern
-from trajgrade.graders.matching._views import call_kind, view_of
+from trajgrade.graders.matching._views import call_kind, project_paths, view_of
 
 if TYPE_CHECKING:
     from trajgrade.events import ToolCall
@@ -58,6 +58,10 @@ class ToolMatch(ConfigBase):
     kind: str | list[str] | None = None
     command: str | None = None
     path: str | None = None
+    #: A regex on each path relative to the project root (the call's
+    #: ``cwd``: a hook payload's, a log's recorded one, ``--project-root``):
+    #: ``^(?!src/)`` is "outside src/". A relative path is taken as it is.
+    project_path: str | None = None
     url: str | None = None
     program: str | None = None
     capability: str | list[str] | None = None
@@ -72,8 +76,13 @@ class ToolMatch(ConfigBase):
     message: str | None = None
 
 
-#: The view filters, in evaluation order (``program`` reads ``command``).
-VIEW_FILTERS: Final = ("command", "path", "url", "program")
+#: The view filters, in evaluation order (``program`` reads ``command``,
+#: ``project_path`` the paths).
+VIEW_FILTERS: Final = ("command", "path", "project_path", "url", "program")
+
+
+#: The view a filter reads when it is not its own name.
+_READS: Final = {"program": "command", "project_path": "path"}
 
 
 class ArgMissingError(Exception):
@@ -153,6 +162,7 @@ class Matcher:
         "name",
         "path",
         "program",
+        "project_path",
         "required_args",
         "result",
         "unreadable_matches",
@@ -187,6 +197,7 @@ class Matcher:
         self.name = _Selector(pattern, self.kinds)
         self.command = _opt(spec.command, f"{where}.command", timeout)
         self.path = _opt(spec.path, f"{where}.path", timeout)
+        self.project_path = _opt(spec.project_path, f"{where}.project_path", timeout)
         self.url = _opt(spec.url, f"{where}.url", timeout)
         self.program = _opt(spec.program, f"{where}.program", timeout)
         self.unreadable_matches = unreadable_matches
@@ -208,6 +219,7 @@ class Matcher:
             for key, pattern in (
                 ("command", self.command),
                 ("path", self.path),
+                ("project_path", self.project_path),
                 ("url", self.url),
                 ("program", self.program),
             )
@@ -217,7 +229,7 @@ class Matcher:
         self.required_args = tuple(
             dict.fromkeys(
                 [
-                    *("command" if k == "program" else k for k, _ in self.views),
+                    *(_READS.get(k, k) for k, _ in self.views),
                     *(("command",) if self.capability is not None else ()),
                 ]
             )
@@ -258,6 +270,10 @@ class Matcher:
                 if key == "program":
                     if not self._programs_match(pattern, found["command"][0]):
                         return False
+                elif key == "project_path":
+                    within = project_paths(found["path"], call.cwd)
+                    if not any(pattern.search(v) for v in within):
+                        return False
                 elif not any(pattern.search(v) for v in found[key]):
                     return False
             if self.capability is not None and not self.capability(found["command"][0]):
@@ -278,6 +294,11 @@ class Matcher:
             if key == "program":
                 values = view_of(call, "command")
                 return None if not values else ("command", values[0])
+            if key == "project_path":
+                for value in project_paths(view_of(call, "path") or [], call.cwd):
+                    if pattern.search(value):
+                        return key, value
+                continue
             for value in view_of(call, key) or ():
                 if pattern.search(value):
                     return key, value
@@ -417,7 +438,7 @@ def validate(where: str, at: str, spec: ToolMatch, errors: ErrorList) -> None:
 
 
 def regex_field(at: str, spec: ToolMatch, exc: JSRegexError) -> str:
-    for key in ("name", "command", "path", "url", "program", "result"):
+    for key in ("name", "command", "path", "project_path", "url", "program", "result"):
         if getattr(spec, key) == exc.pattern:
             return f"{at}.{key}"
     for key, rx in (spec.args or {}).items():

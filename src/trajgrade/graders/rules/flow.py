@@ -104,6 +104,8 @@ class FlowState(msgspec.Struct, array_like=True, gc=False):
     error: str = ""
     errors: int = 0
     first_error: str = ""
+    #: What the first violating call matched (the final verdict names it).
+    first_matched: Matched | None = None
 
 
 class Flow:
@@ -257,6 +259,10 @@ class Flow:
                 score=0.0,
                 evidence="; ".join(problems),
                 metadata=meta,
+                matched=state.first_matched,
+                message=None
+                if state.first_matched is None
+                else self._message(state.first_matched.rule),
             )
         if state.errors:
             return error_decision(state)
@@ -453,13 +459,14 @@ class Flow:
         if state.violations > 1:
             return None
         state.first = hit[1]
+        state.first_matched = self._matched(state, hit[0], call)
         return Decision(
             outcome=Outcome.FAIL,
             score=0.0,
             final=False,
             evidence=hit[1],
             metadata={"violated": hit[0]},
-            matched=self._matched(state, hit[0], call),
+            matched=state.first_matched,
             message=self._message(hit[0]),
         )
 

@@ -44,7 +44,7 @@ from trajgrade.graders.rules._shared import (
     fingerprint,
     matches,
 )
-from trajgrade.verdicts import Decision, Judgement, Outcome
+from trajgrade.verdicts import Decision, Judgement, Matched, Outcome
 
 if TYPE_CHECKING:
     from trajgrade.graders.matching._tool_match import Matcher
@@ -90,6 +90,8 @@ class LoopState(msgspec.Struct, array_like=True, gc=False):
     first_error: str = ""
     #: The latest call completed an alternation (ping_pong).
     pinged: bool = False
+    #: What the first violating call matched (the final verdict names it).
+    first_matched: Matched | None = None
 
 
 class Loop(CallRule):
@@ -154,6 +156,7 @@ class Loop(CallRule):
                 score=0.0,
                 evidence=state.first + more,
                 metadata=meta,
+                matched=state.first_matched,
             )
         if state.errors:
             return error_decision(state)
@@ -241,13 +244,14 @@ class Loop(CallRule):
         if state.violations > 1:
             return None
         state.first = hit[1]
+        state.first_matched = call_matched(hit[0], call)
         return Decision(
             outcome=Outcome.FAIL,
             score=0.0,
             final=False,
             evidence=hit[1],
             metadata={"violated": hit[0]},
-            matched=call_matched(hit[0], call),
+            matched=state.first_matched,
         )
 
 

@@ -41,7 +41,7 @@ from trajgrade.graders.rules._shared import (
     matches,
     parse_window,
 )
-from trajgrade.verdicts import Decision, Judgement, Outcome
+from trajgrade.verdicts import Decision, Judgement, Matched, Outcome
 
 if TYPE_CHECKING:
     from trajgrade.graders.matching._tool_match import Matcher
@@ -90,6 +90,8 @@ class RateLimitState(msgspec.Struct, array_like=True, gc=False):
     error: str = ""
     errors: int = 0
     first_error: str = ""
+    #: What the first violating call matched (the final verdict names it).
+    first_matched: Matched | None = None
 
 
 class RateLimit(CallRule):
@@ -156,6 +158,8 @@ class RateLimit(CallRule):
                 outcome=Outcome.FAIL,
                 score=0.0,
                 evidence=state.first + more,
+                matched=state.first_matched,
+                message=self._match.message,
                 metadata=meta,
             )
         if state.errors:
@@ -203,13 +207,14 @@ class RateLimit(CallRule):
         if state.violations > 1:
             return None
         state.first = reason
+        state.first_matched = call_matched("max", call)
         return Decision(
             outcome=Outcome.FAIL,
             score=0.0,
             final=False,
             evidence=reason,
             metadata={"violated": "max"},
-            matched=call_matched("max", call),
+            matched=state.first_matched,
             message=self._match.message,
         )
 

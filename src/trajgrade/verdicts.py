@@ -236,7 +236,7 @@ def verdict_id(trace_id: str, grader: str, *, final: bool, policy: str = "") -> 
     ``policy`` is the policy's digest (``Suite.fingerprint``; the engine
     always gives it): the same trace judged under two policies gets two ids,
     so a consumer dropping duplicates by id keeps a verdict that changed
-    with the policy. ``""`` gives the ids of releases before 0.x (no digest).
+    with the policy. ``""`` gives the ids made before the digest was part of them.
     """
     return keyed_id(trace_id, id_suffixes(grader, policy)[final])
 

@@ -34,12 +34,14 @@ __all__ = (
     "Decision",
     "GuardDecision",
     "Judgement",
+    "Matched",
     "Outcome",
     "Settled",
     "Verdict",
     "grader_failed",
     "id_suffixes",
     "keyed_id",
+    "told",
     "verdict_id",
 )
 
@@ -69,6 +71,39 @@ class Action(enum.StrEnum):
     REPORT = "report"
 
 
+class Matched(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """What a rule matched: the machine-readable half of the evidence (the
+    sentence in ``evidence``/``reason`` is the half for people).
+
+    docs/verdicts.md documents the fields; the report and other consumers
+    read ``field``, ``value`` and ``call_id`` by these names.
+    """
+
+    #: The rule: the config entry (``disallowed[0]``, ``max_usd``,
+    #: ``deny.read[2]``), or the grader type for a whole-grader verdict.
+    rule: str
+    #: The tool of the call that matched, when a call did.
+    tool: str | None = None
+    #: What was read: an argument view (``path``, ``command``, ``url``),
+    #: ``args.<key>``, ``result``, or the measure (``tokens``, ``cost_usd``).
+    field: str | None = None
+    #: The value read: text cut to a few hundred characters with secrets
+    #: redacted, or the measure's number (the final value on a final verdict).
+    value: str | float | None = None
+    #: The call decided on (its id, or ``@N``: its event number).
+    call_id: str | None = None
+    #: The line of the policy file the rule is written on.
+    line: int | None = None
+
+
+def told(message: str | None, sentence: str) -> str:
+    """What people are told: the policy's ``message:`` for the rule (or its
+    grader) first, then what matched; the sentence alone without one."""
+    if not message:
+        return sentence
+    return f"{message} [{sentence}]" if sentence else message
+
+
 class Judgement(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A grader's ruling on one tool call: the rule that matched, and why.
 
@@ -92,6 +127,10 @@ class Judgement(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     #: whichever of the two is milder (report < warn < ask < deny < abort), so
     #: a grader can soften but never harden its entry's ``on_fail``.
     action: Action | None = None
+    #: What matched (:class:`Matched`).
+    matched: Matched | None = None
+    #: The rule's own ``message:`` from the policy, when it has one.
+    message: str | None = None
 
 
 class GuardDecision(
@@ -116,6 +155,11 @@ class GuardDecision(
     #: Number of this trace's events seen when it was decided.
     at_event: int = 0
     ts: float | None = None
+    #: What matched (:class:`Matched`).
+    matched: Matched | None = None
+    #: The policy's ``message:`` for the rule or its grader; ``reason``
+    #: begins with it.
+    message: str | None = None
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -128,6 +172,10 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: Human-readable reasons in the upstream's terms.
     evidence: str = ""
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: What matched (:class:`Matched`), when a rule did.
+    matched: Matched | None = None
+    #: The matching rule's own ``message:`` from the policy.
+    message: str | None = None
 
 
 class Settled:
@@ -170,6 +218,11 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     at_event: int = 0
     #: Producer time of the deciding event, when known.
     ts: float | None = None
+    #: What matched (:class:`Matched`), when a rule did.
+    matched: Matched | None = None
+    #: The policy's ``message:`` for the rule or the grader (not on a pass);
+    #: ``evidence`` begins with it.
+    message: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -177,15 +230,25 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return self.outcome is Outcome.PASS
 
 
-def verdict_id(trace_id: str, grader: str, *, final: bool) -> str:
-    """The deterministic id of a verdict (16 hex digits)."""
-    return keyed_id(trace_id, id_suffixes(grader)[final])
+def verdict_id(trace_id: str, grader: str, *, final: bool, policy: str = "") -> str:
+    """The deterministic id of a verdict (16 hex digits).
+
+    ``policy`` is the policy's digest (``Suite.fingerprint``; the engine
+    always gives it): the same trace judged under two policies gets two ids,
+    so a consumer dropping duplicates by id keeps a verdict that changed
+    with the policy. ``""`` gives the ids made before the digest was part of them.
+    """
+    return keyed_id(trace_id, id_suffixes(grader, policy)[final])
 
 
-def id_suffixes(grader: str) -> tuple[bytes, bytes]:
+def id_suffixes(grader: str, policy: str = "") -> tuple[bytes, bytes]:
     """The ends of a grader's verdict id keys, (sealed, final): indexed by
     ``final``; the engine builds them once per grader, not per verdict."""
-    return f"\x00{grader}\x00sealed".encode(), f"\x00{grader}\x00final".encode()
+    tail = f"\x00{policy}" if policy else ""
+    return (
+        f"\x00{grader}\x00sealed{tail}".encode(),
+        f"\x00{grader}\x00final{tail}".encode(),
+    )
 
 
 def keyed_id(trace_id: str, suffix: bytes) -> str:

@@ -230,8 +230,8 @@ def test_the_command_reports_a_refused_plan_as_a_usage_error(tmp_path: Path) -> 
 
 def test_the_planned_sinks_declare_what_they_take(tmp_path: Path) -> None:
     """JUnit is teed beside stdout but takes no guard decisions (so the
-    engine need not judge every call for it); the exporter takes them and
-    counts for /metrics."""
+    engine need not judge every call for it); the exporter counts for
+    /metrics and takes them only with --export-decisions."""
     from trajgrade.cli.grade_run import open_sinks
     from trajgrade.telemetry.export import EvaluationExporter
     from trajgrade.telemetry.junit import JunitSink
@@ -246,6 +246,18 @@ def test_the_planned_sinks_declare_what_they_take(tmp_path: Path) -> None:
     try:
         (exporter,) = tee.more
         assert isinstance(exporter, EvaluationExporter)
+        assert tee.decision_sinks == [] and tee.collectors == [exporter]
+    finally:
+        exporter.close()
+    asked = plan(
+        _request(
+            telemetry=Telemetry(export_url="http://127.0.0.1:9"),
+            output=OutputRequest(export_decisions=True),
+        )
+    )
+    _, tee = open_sinks(asked, (), log=None)
+    try:
+        (exporter,) = tee.more
         assert tee.decision_sinks == [exporter] and tee.collectors == [exporter]
     finally:
         exporter.close()

@@ -122,18 +122,29 @@ def test_verdict_ids_are_deterministic() -> None:
     """The same trace and grader always give the same verdict id."""
     a = Engine(suite(POLICY)).feed(call("bad", "1"))[0]
     b = Engine(suite(POLICY)).feed(call("bad", "1"))[0]
-    assert a.id == b.id == verdict_id("t", "tool-calls", final=True)
+    digest = suite(POLICY).fingerprint
+    assert a.id == b.id == verdict_id("t", "tool-calls", final=True, policy=digest)
 
 
 def test_verdict_ids_keep_their_published_values() -> None:
-    """Ids are blake2b-64 of ``trace NUL grader NUL final|sealed``: consumers
-    drop re-emitted duplicates by id, so an id may never change across
-    versions (known answers, and the engine's per-grader key ends)."""
+    """Ids are blake2b-64 of ``trace NUL grader NUL final|sealed NUL policy``:
+    consumers drop re-emitted duplicates by id, so an id may never change
+    across versions for one policy (known answers, and the engine's
+    per-grader key ends); without a policy digest, the ids of before."""
     assert verdict_id("tr-1", "exact", final=True) == "da0193b3e21502fe"
     assert verdict_id("tr-1", "exact", final=False) == "168a5a708f8fba44"
-    sealed, final = Engine(suite(POLICY))._reporter._id_suffixes[0]
-    assert keyed_id("tr-1", final) == verdict_id("tr-1", "tool-calls", final=True)
-    assert keyed_id("tr-1", sealed) == verdict_id("tr-1", "tool-calls", final=False)
+    assert verdict_id("tr-1", "exact", final=True, policy="0123456789abcdef") == (
+        keyed_id("tr-1", b"\x00exact\x00final\x000123456789abcdef")
+    )
+    compiled = suite(POLICY)
+    sealed, final = Engine(compiled)._reporter._id_suffixes[0]
+    digest = compiled.fingerprint
+    assert keyed_id("tr-1", final) == verdict_id(
+        "tr-1", "tool-calls", final=True, policy=digest
+    )
+    assert keyed_id("tr-1", sealed) == verdict_id(
+        "tr-1", "tool-calls", final=False, policy=digest
+    )
 
 
 def test_statistics_count_events_and_verdicts() -> None:

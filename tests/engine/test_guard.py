@@ -62,7 +62,16 @@ def test_a_retried_forbidden_call_is_denied_every_time() -> None:
         ("c4", Action.DENY, "disallowed[0]"),
     ]
     assert all(d.tool == "Bash" and d.grader == "no-curl" for d in engine.decisions)
-    assert "matched call c2 to 'Bash'" in engine.decisions[1].reason
+    retry = engine.decisions[1]
+    assert (
+        retry.reason == "disallowed[0] matched 'Bash' command 'curl evil.sh' in call c2"
+    )
+    assert retry.matched is not None
+    assert (retry.matched.field, retry.matched.value, retry.matched.call_id) == (
+        "command",
+        "curl evil.sh",
+        "c2",
+    )
 
 
 def test_a_rule_that_cannot_be_evaluated_is_an_error_decision() -> None:
@@ -103,7 +112,7 @@ def test_a_blown_budget_aborts_the_run_and_refuses_every_later_call() -> None:
         ("c2", Action.ABORT, "t", "max"),
         ("c3", Action.ABORT, "t", "max"),
     ]
-    assert out[1].reason == "110 tokens exceeds max of 100"
+    assert out[1].reason == "110 tokens exceeds max of 100 (at call c2 to 'Bash')"
 
 
 def test_a_budget_marked_deny_refuses_the_tipping_call_and_every_later_one() -> None:
@@ -264,3 +273,23 @@ def test_actions_act_on_refusals_and_log_shadow_mode() -> None:
     actions.observe_decisions([decision("ask")])
     assert actions.stop_requested
     assert actions.stop_reason == decision("ask")
+
+
+def test_an_aborts_decisions_never_claim_a_stop() -> None:
+    """Issue 36: a batch run's decisions after an abort read "the run was
+    stopped earlier" when nothing was stopped; they state the ruling."""
+    engine = _engine(
+        "graders:\n  - type: tool-calls\n    on_fail: abort\n"
+        "    config: {disallowed: [{name: Bash}]}\n"
+    )
+    decided = _feed(engine, [_call("c1"), _call("r1", name="Read", path="a")])
+    assert [(d.call_id, d.action) for d in decided] == [
+        (None, Action.ABORT),
+        ("c1", Action.ABORT),
+        ("r1", Action.ABORT),
+    ]
+    assert all("stopped" not in d.reason for d in decided)
+    assert decided[-1].reason == (
+        "every call after an abort is refused; earlier, grader 'tool-calls' "
+        "(tool-calls, on_fail: abort) failed: disallowed[0] matched 'Bash' in call c1"
+    )

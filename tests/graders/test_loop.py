@@ -121,3 +121,30 @@ def test_real_tau_bench_agent_is_stopped_reissuing_the_same_update() -> None:
         if isinstance(e, ToolCall) and fingerprint(e) == fingerprint(call)
     ]
     assert same.index(call) == 2  # the third identical call
+
+
+def test_same_name_counts_one_tool_whatever_its_arguments() -> None:
+    """`same: name`: five Bash calls in a row are a loop even when each runs
+    another command; the default (`same: call`) sees five different calls."""
+    commands = ["ls", "pwd", "ls -la", "cat a", "git status"]
+    events = [c("Bash", str(i), command=x) for i, x in enumerate(commands)]
+    by_name = drive(grader("loop", "{repeats: 5, same: name}"), events)
+    ((_, last, ruling),) = by_name.judged
+    assert last.call_id == "4" and ruling.rule == "repeats"
+    assert ruling.reason == (
+        "'Bash' command 'git status' in call 4 is the same tool 5 times in a row"
+        " (repeats: 5)"
+    )
+    assert ruling.matched is not None
+    assert (ruling.matched.field, ruling.matched.value) == ("command", "git status")
+    assert by_name.final.outcome is Outcome.FAIL
+    by_call = drive(grader("loop", "{repeats: 5}"), events)
+    assert by_call.judged == [] and by_call.final.outcome is Outcome.PASS
+    # Another tool breaks the run, as it does for identical calls.
+    broken = [*events[:2], c("Read", "r", path="a"), *events[2:]]
+    assert drive(grader("loop", "{repeats: 5, same: name}"), broken).judged == []
+
+
+def test_same_takes_call_or_name_only() -> None:
+    with pytest.raises(ConfigError, match="same"):
+        grader("loop", "{repeats: 3, same: args}")

@@ -17,7 +17,8 @@ def test_disallowed_call_fails_at_call_time() -> None:
     )
     ((idx, v),) = out
     assert idx == 1 and v.final and v.early and v.outcome is Outcome.FAIL
-    assert "disallowed[0] '^rm_rf$' matched call 2 to 'rm_rf'" in v.evidence
+    assert v.evidence == "disallowed[0] matched 'rm_rf' in call 2"
+    assert v.matched is not None and v.matched.rule == "disallowed[0]"
 
 
 def test_disallowed_with_result_filter_waits_for_the_result() -> None:

@@ -51,6 +51,7 @@ def test_decisions_go_where_verdicts_go(kafka_bootstrap: str, tmp_path: Path) ->
             k.unique("g"),
             "--verdicts-topic",
             out,
+            "--export-decisions",
             "--decisions",
             str(path),
         ],

@@ -109,7 +109,7 @@ def test_verdicts_reach_the_verdicts_topic_and_the_otlp_collector(
         [
             *("--kafka-bootstrap", kafka_bootstrap, "--topic", topic),
             *("--group", k.unique("g"), "--verdicts-topic", out),
-            *("--export-otlp", sink.url),
+            *("--export-otlp", sink.url, "--export-decisions"),
         ],
     )
 

@@ -58,6 +58,7 @@ class ReferenceEngine:
     """Grades interleaved traces one event and one grader at a time."""
 
     def __init__(self, suite: Suite) -> None:
+        self.suite = suite
         self.graders = list(suite.graders)
         self.traces: dict[str, _Trace] = {}
         self.closed: set[str] = set()
@@ -140,8 +141,11 @@ class ReferenceEngine:
             return []
         tr.sealed[i] = True
         grader = self.graders[i]
+        evidence, matched, message = self.guard.telling.verdict_parts(i, d)
         v = Verdict(
-            id=verdict_id(tid, grader.name, final=d.final),
+            id=verdict_id(
+                tid, grader.name, final=d.final, policy=self.suite.fingerprint
+            ),
             trace_id=tid,
             grader=grader.name,
             kind=grader.kind,
@@ -149,10 +153,12 @@ class ReferenceEngine:
             score=d.score,
             final=d.final,
             early=early,
-            evidence=d.evidence,
+            evidence=evidence,
             metadata=d.metadata,
             at_event=tr.events,
             ts=tr.last_ts,
+            matched=matched,
+            message=message,
         )
         if v.outcome is not Outcome.PASS:
             self.guard.verdict(tr, i, v, event, first=first)

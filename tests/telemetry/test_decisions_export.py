@@ -1,5 +1,6 @@
-"""``grade --export-otlp`` sends the guard decisions too, each as a
-``gen_ai.evaluation.result`` record with its action as the label (a real
+"""``grade --export-otlp --export-decisions`` sends the guard decisions
+too, each as a ``gen_ai.evaluation.result`` record with its action as the
+label; without ``--export-decisions`` the export holds verdicts only (a real
 ``trajgrade grade`` process, a recording OTLP endpoint)."""
 
 from __future__ import annotations
@@ -34,9 +35,8 @@ def _call(cid: str, command: str) -> str:
     )
 
 
-def test_grade_exports_every_decision(tmp_path: Path) -> None:
-    """The verdict is decided once; each curl (the retry too) is a decision
-    record, and the same decisions go to --decisions."""
+def _export(tmp_path: Path, *flags: str) -> list[dict[str, object]]:
+    """The attributes of every record one graded session exported."""
     (tmp_path / "p.yaml").write_text(POLICY)
     session = tmp_path / "s.jsonl"
     session.write_text(
@@ -65,8 +65,7 @@ def test_grade_exports_every_decision(tmp_path: Path) -> None:
                 str(tmp_path / "p.yaml"),
                 "--export-otlp",
                 sink.url,
-                "--decisions",
-                str(tmp_path / "d.jsonl"),
+                *flags,
                 str(session),
             ],
             capture_output=True,
@@ -77,7 +76,15 @@ def test_grade_exports_every_decision(tmp_path: Path) -> None:
     finally:
         sink.close()  # the exporter delivered before the process exited
     assert proc.returncode == 1, proc.stderr
-    records = [r["attributes"] for r in sink.records()]
+    return [r["attributes"] for r in sink.records()]
+
+
+def test_grade_exports_every_decision_when_asked(tmp_path: Path) -> None:
+    """The verdict is decided once; each curl (the retry too) is a decision
+    record, and the same decisions go to --decisions."""
+    records = _export(
+        tmp_path, "--export-decisions", "--decisions", str(tmp_path / "d.jsonl")
+    )
     verdicts = [a for a in records if "trajgrade.verdict.id" in a]
     decisions = [a for a in records if "trajgrade.guard.rule" in a]
     assert len(verdicts) + len(decisions) == len(records)
@@ -93,3 +100,14 @@ def test_grade_exports_every_decision(tmp_path: Path) -> None:
     ] == [("c1", "deny", "disallowed[0]", "s1"), ("c3", "deny", "disallowed[0]", "s1")]
     written = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
     assert [d["call_id"] for d in written] == ["c1", "c3"]
+
+
+def test_grade_exports_verdicts_only_unless_asked(tmp_path: Path) -> None:
+    """A grading run's export is its verdicts (issue 36: 197 decisions beside
+    33 verdicts); --decisions PATH alone writes them to its file only."""
+    records = _export(tmp_path, "--decisions", str(tmp_path / "d.jsonl"))
+    assert [a["gen_ai.evaluation.score.label"] for a in records] == ["fail"]
+    assert all("trajgrade.verdict.id" in a for a in records)
+    written = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
+    assert [d["call_id"] for d in written] == ["c1", "c3"]
+    assert not any("stopped" in d["reason"] for d in written)

@@ -5,6 +5,7 @@ makes, :func:`trajgrade.cli.plan.plan`."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -135,6 +136,18 @@ EXIT_EPILOG = "\b\nExit status:\n" + "\n".join(
     default=None,
     help='Also write every guard decision (a call a rule denies, asks about or warns of; a run abort) as a JSON line with "type": "decision" to PATH (appended; \'-\': stdout, between the verdicts). See docs/guard.md.',
 )
+@click.option(
+    "--project-root",
+    metavar="DIR",
+    default=None,
+    help="The project's directory, for calls whose log records no cwd: project_path filters match paths relative to it. See docs/rules.md.",
+)
+@click.option(
+    "--export-decisions",
+    is_flag=True,
+    default=False,
+    help="Also send every guard decision to --export-otlp and --verdicts-topic, beside the verdicts (without it they carry verdicts only). See docs/verdicts.md.",
+)
 @quiet_option(
     "No summary or status line; only warnings and errors are logged (unless --log-level says otherwise)."
 )
@@ -163,6 +176,8 @@ def grade(
     state_dir: str | None,
     checkpoint_interval: float,
     decisions_path: str | None,
+    export_decisions: bool,
+    project_root: str | None,
     quiet: bool,
     actions: ActionOptions,
     kafka: KafkaOptions | None,
@@ -194,6 +209,9 @@ def grade(
             idle_timeout=idle_timeout,
             state_dir=state_dir,
             checkpoint_interval=checkpoint_interval,
+            project_root=None
+            if project_root is None
+            else os.path.abspath(project_root),
         ),
         policy=PolicyRequest(
             config_path=config_path,
@@ -206,6 +224,7 @@ def grade(
         output=OutputRequest(
             output=output,
             decisions_path=decisions_path,
+            export_decisions=export_decisions,
             quiet=quiet,
             log_level=given_level,
         ),

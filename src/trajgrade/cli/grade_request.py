@@ -41,6 +41,8 @@ class InputRequest(msgspec.Struct, frozen=True, kw_only=True):
     idle_timeout: float | None = None
     state_dir: str | None = None
     checkpoint_interval: float = 5.0
+    #: ``--project-root``: an absolute directory (made so by the command).
+    project_root: str | None = None
 
     @property
     def live(self) -> bool:
@@ -65,6 +67,8 @@ class OutputRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     output: str = "auto"
     decisions_path: str | None = None
+    #: ``--export-decisions``: decisions also to --export-otlp/--verdicts-topic.
+    export_decisions: bool = False
     quiet: bool = False
     #: ``--log-level`` as given (None: from ``-q``).
     log_level: str | None = None

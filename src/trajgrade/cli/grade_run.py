@@ -141,9 +141,14 @@ def open_sinks(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    # The exporter takes guard decisions too, and counts for /metrics.
+    # The exporter counts for /metrics; it takes guard decisions only when
+    # asked (--export-decisions): a grading run exports verdicts.
+    asked = decided.options.export_decisions
     tee = TeeSink(
-        first, [*more, exporter], decision_sinks=[exporter], collectors=[exporter]
+        first,
+        [*more, exporter],
+        decision_sinks=[exporter] if asked else [],
+        collectors=[exporter],
     )
     return status, tee
 

@@ -192,7 +192,9 @@ def _run_options(request: GradeRequest) -> RunOptions:
         idle_timeout=idle or None,  # 0: never
         state_dir=given.state_dir,
         checkpoint_interval=given.checkpoint_interval,
+        project_root=given.project_root,
         decisions=request.output.decisions_path,
+        export_decisions=request.output.export_decisions,
         metrics_port=request.metrics.port,
         metrics_host=request.metrics.host,
     )

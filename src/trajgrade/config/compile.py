@@ -101,6 +101,8 @@ class _Compilation:
         self.warnings: list[ConfigWarning] = []
         self.graders: list[Grader[Any]] = []
         self.on_fail: dict[str, OnFail] = {}
+        self.messages: dict[str, str] = {}
+        self.rule_lines: dict[str, Any] = {}
         self._used: set[str] = set()
         #: Names given explicitly anywhere in the file (never generated).
         self._explicit = {s.name for s in config.graders if s.name}
@@ -167,6 +169,9 @@ class _Compilation:
                 self.graders.append(grader)
                 self.on_fail[name] = spec.on_fail or default_on_fail(gtype.kind)
                 _mark(grader, self.on_fail[name])
+                if spec.message is not None:
+                    self.messages[name] = spec.message
+                self.rule_lines[name] = _RuleLines(config, cpath)
         except ConfigErrors as many:
             self.errors.extend(
                 _besides(
@@ -194,7 +199,42 @@ class _Compilation:
             source=config.source,
             warnings=self.warnings,
             on_fail=self.on_fail,
+            messages=self.messages,
+            rule_lines=self.rule_lines,
+            uses_project_path=any(
+                _mentions(s.config, "project_path") for s in config.graders
+            ),
         )
+
+
+def _mentions(value: Any, key: str, depth: int = 0) -> bool:
+    """Whether a config holds ``key`` as a mapping key at any depth."""
+    if depth > 32:
+        return False
+    if isinstance(value, dict):
+        return key in value or any(_mentions(v, key, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_mentions(v, key, depth + 1) for v in value)
+    return False
+
+
+class _RuleLines:
+    """The policy line of a grader's rule, by the rule's name relative to
+    the grader's config (``disallowed[0]``, ``max_usd``): the entry's own
+    line for a name that is not a field path (``tool-calls``)."""
+
+    __slots__ = ("_config", "_cpath")
+
+    def __init__(self, config: SuiteConfig, cpath: _Path) -> None:
+        self._config = config
+        self._cpath = cpath
+
+    def __call__(self, rule: str) -> int | None:
+        try:
+            rel = parse_path("." + rule) if rule else ()
+        except ValueError:  # (msgspec's DecodeError of a quoted key too)
+            rel = ()
+        return self._config.locate((*self._cpath, *rel)).line
 
 
 def _mark(grader: Grader[Any], on_fail: OnFail) -> None:

@@ -186,6 +186,7 @@ def _entries(
         try:
             fields = dict(entry)
             on_fail = _on_fail(fields.pop("on_fail", None))
+            message = _message(fields.pop("message", None))
             spec = read(fields, path)
         except ConfigError as exc:
             errors.append(
@@ -197,10 +198,32 @@ def _entries(
                 )
             )
             continue
-        specs.append(
-            spec if on_fail is None else msgspec.structs.replace(spec, on_fail=on_fail)
-        )
+        specs.append(msgspec.structs.replace(spec, on_fail=on_fail, message=message))
     return specs
+
+
+#: Characters a ``message:`` may hold: it is shown to the model in one line.
+MESSAGE_MAX: Final = 1000
+
+
+def message_problem(value: Any) -> str | None:
+    """Why a ``message:`` (a grader entry's or a rule's) is unusable, or None."""
+    if not isinstance(value, str) or not value.strip():
+        got = "nothing" if value is None else repr(value)
+        return f"`message` must be a non-empty string (got {got}): the text the model and the user are told"
+    if len(value) > MESSAGE_MAX:
+        return f"`message` is {len(value)} characters long; keep it under {MESSAGE_MAX} (the model reads it on every refusal)"
+    return None
+
+
+def _message(value: Any) -> str | None:
+    """The trajgrade-level ``message:`` of an entry (any layout), validated."""
+    if value is None:
+        return None
+    problem = message_problem(value)
+    if problem is not None:
+        raise ConfigError(problem, location=Location(field="message"))
+    return " ".join(str(value).split())
 
 
 def _on_fail(value: Any) -> OnFail | None:

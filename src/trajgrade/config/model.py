@@ -18,7 +18,7 @@ from trajgrade.errors import ConfigError, Location
 from trajgrade.graders.capabilities import Capabilities
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from trajgrade.graders import Grader
 
@@ -86,6 +86,9 @@ class GraderSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     inline: bool = False
     #: The entry's ``on_fail:`` (None: the type's default, see :class:`OnFail`).
     on_fail: OnFail | None = None
+    #: The entry's ``message:``: what the model and the user are told when
+    #: the grader fails or refuses a call (a rule's own ``message:`` wins).
+    message: str | None = None
 
 
 class SuiteConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -133,8 +136,11 @@ class Suite:
         "capabilities",
         "fingerprint",
         "graders",
+        "messages",
         "on_fail",
+        "rule_lines",
         "source",
+        "uses_project_path",
         "warnings",
     )
 
@@ -146,6 +152,9 @@ class Suite:
         source: str,
         warnings: Sequence[ConfigWarning] = (),
         on_fail: Mapping[str, OnFail] | None = None,
+        messages: Mapping[str, str] | None = None,
+        rule_lines: Mapping[str, Callable[[str], int | None]] | None = None,
+        uses_project_path: bool = False,
     ) -> None:
         self.graders: tuple[Grader[Any], ...] = tuple(graders)
         #: What each grader offers beyond the Grader protocol, by index
@@ -160,6 +169,15 @@ class Suite:
             g.name: default_on_fail(g.kind) for g in self.graders
         }
         self.on_fail.update(on_fail or {})
+        #: Grader name -> its entry's ``message:`` (graders without one: absent).
+        self.messages: dict[str, str] = dict(messages or {})
+        #: Grader name -> the policy line of one of its rules (``disallowed[0]``),
+        #: for :attr:`~trajgrade.verdicts.Matched.line`; absent for a Suite
+        #: built in code.
+        self.rule_lines: dict[str, Callable[[str], int | None]] = dict(rule_lines or {})
+        #: A matcher filters ``project_path``: the runners give calls without
+        #: a cwd their project root (``--project-root``, the log's cwd).
+        self.uses_project_path = uses_project_path
         #: Problems that did not stop compilation (`trajgrade check` prints them).
         self.warnings: tuple[ConfigWarning, ...] = tuple(warnings)
         #: Hash of the normalised grader specs; checkpoints from another config

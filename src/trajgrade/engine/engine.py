@@ -119,7 +119,9 @@ class Engine:
         self.anomalies: list[Anomaly] = []
         self._guard = Guard(suite, graders)
         judges = self._guard.judges
-        self._reporter = VerdictReporter(graders, self._guard, guarding=guarding)
+        self._reporter = VerdictReporter(
+            graders, self._guard, guarding=guarding, policy=suite.fingerprint
+        )
         # Per event type and tool name: the graders that can react.
         self._routing = Routes(graders, capabilities, judges)
         self._routes = self._routing.by_type

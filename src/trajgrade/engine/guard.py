@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from trajgrade.engine.telling import Telling
 from trajgrade.errors import GradeError
 from trajgrade.events import ToolCall
-from trajgrade.verdicts import Action, GuardDecision, Judgement, Outcome
+from trajgrade.verdicts import Action, GuardDecision, Judgement, Outcome, told
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from trajgrade.config.model import Suite
     from trajgrade.events import Event
     from trajgrade.graders import Grader
-    from trajgrade.verdicts import Verdict
+    from trajgrade.verdicts import Matched, Verdict
 
 __all__ = ("AbortState", "Guard", "call_key", "error_judgement", "verdict_rule")
 
@@ -57,7 +58,15 @@ def call_key(call: ToolCall, at_event: int) -> str:
 class Guard:
     """Compiled once per engine: which graders judge calls, and their actions."""
 
-    __slots__ = ("actions", "decisions", "graders", "judges", "judging", "names")
+    __slots__ = (
+        "actions",
+        "decisions",
+        "graders",
+        "judges",
+        "judging",
+        "names",
+        "telling",
+    )
 
     def __init__(self, suite: Suite, graders: Sequence[Grader[Any]]) -> None:
         marks = suite.on_fail
@@ -82,6 +91,8 @@ class Guard:
         )
         #: Decisions since the caller last cleared this list (``Engine.decisions``).
         self.decisions: list[GuardDecision] = []
+        #: The policy's messages and rule lines, for verdicts and decisions.
+        self.telling = Telling(suite, graders)
 
     # ------------------------------------------------------------ engine hooks
     def verdict(
@@ -103,6 +114,8 @@ class Guard:
                     call=call,
                     at_event=tr.events,
                     ts=tr.last_ts,
+                    matched=v.matched,
+                    message=v.message,
                 )
             )
         if tr.abort is None and self.aborts(i, v.outcome):
@@ -131,6 +144,7 @@ class Guard:
         tool = call.name
         actions = self.actions
         names = self.names
+        telling = self.telling
         append = self.decisions.append
         for i, judge in self.judges if judges is None else judges:
             try:
@@ -151,6 +165,8 @@ class Guard:
                 # A grader may soften its ruling (a budget's warn_at), never harden it.
                 action = softer
             name, kind = names[i]
+            message = telling.message(i, j.message)
+            reason = told(message, j.reason)
             append(
                 GuardDecision(
                     trace_id=trace_id,
@@ -159,11 +175,13 @@ class Guard:
                     action=action,
                     outcome=j.outcome,
                     rule=j.rule,
-                    reason=j.reason,
+                    reason=reason,
                     call_id=key,
                     tool=tool,
                     at_event=at_event,
                     ts=ts,
+                    matched=telling.located(i, j.matched),
+                    message=message,
                 )
             )
             if (
@@ -171,7 +189,7 @@ class Guard:
                 and action is Action.ABORT
                 and j.outcome is Outcome.FAIL
             ):
-                self._abort(tr, i, j.rule, j.reason)
+                self._abort(tr, i, j.rule, reason)
         if abort is not None and not stopper_judged:
             # (A budget that aborted judges the later calls itself.)
             self.decisions.append(
@@ -198,6 +216,8 @@ class Guard:
         at_event: int,
         ts: float | None,
         action: Action | None = None,
+        matched: Matched | None = None,
+        message: str | None = None,
     ) -> GuardDecision:
         g = self.graders[i]
         return GuardDecision(
@@ -212,6 +232,8 @@ class Guard:
             tool=None if call is None else call.name,
             at_event=at_event,
             ts=ts,
+            matched=matched,
+            message=message,
         )
 
     def aborts(self, i: int, outcome: Outcome) -> bool:
@@ -228,12 +250,17 @@ class Guard:
         ts: float | None,
     ) -> GuardDecision:
         """The run-level decision (``call`` None), or the refusal of a call
-        made after the run was aborted."""
+        made after the run was aborted.
+
+        Worded as the policy's ruling, never as a stop that happened: the
+        same decisions come out of a batch ``grade`` (asked for with
+        ``--decisions``), where nothing was running to be stopped; a hook
+        says "stopped" itself, where it does stop the agent."""
         i, rule, reason = abort
         g = self.graders[i]
-        text = f"grader {g.name!r} ({g.kind}) failed: {reason}"
+        text = f"grader {g.name!r} ({g.kind}, on_fail: abort) failed: {reason}"
         if call is not None:
-            text = f"the run was stopped earlier: {text}"
+            text = f"every call after an abort is refused; earlier, {text}"
         return self.decision(
             trace_id,
             i,

@@ -34,13 +34,20 @@ class VerdictReporter:
     """Stamps, counts and reports the verdicts of one engine's traces."""
 
     def __init__(
-        self, graders: Sequence[Grader[Any]], guard: Guard, *, guarding: bool
+        self,
+        graders: Sequence[Grader[Any]],
+        guard: Guard,
+        *,
+        guarding: bool,
+        policy: str = "",
     ) -> None:
         self._graders = graders
         self._guard = guard
         #: False: nobody reads decisions, so verdicts do not go to the guard.
         self.guarding = guarding
-        self._id_suffixes = tuple(id_suffixes(g.name) for g in graders)
+        #: Verdict ids include the policy's digest (``policy``): a changed
+        #: policy's verdict on the same trace is a new verdict, not a duplicate.
+        self._id_suffixes = tuple(id_suffixes(g.name, policy) for g in graders)
         #: Verdicts stamped, and those of them given before their trace closed.
         self.n_verdicts = 0
         self.n_early = 0
@@ -88,6 +95,7 @@ class VerdictReporter:
         self.n_verdicts += 1
         if early:
             self.n_early += 1
+        evidence, matched, message = self._guard.telling.verdict_parts(i, d)
         return Verdict(
             id=keyed_id(tr.id, self._id_suffixes[i][d.final]),
             trace_id=tr.id,
@@ -97,8 +105,10 @@ class VerdictReporter:
             score=d.score,
             final=d.final,
             early=early,
-            evidence=d.evidence,
+            evidence=evidence,
             metadata=d.metadata,
             at_event=tr.events,
             ts=tr.last_ts,
+            matched=matched,
+            message=message,
         )

@@ -205,7 +205,9 @@ class _Acts:
             else:
                 self.warn.append(text)
             return
-        text = f"grader {d.grader!r} ({d.kind}) failed: {d.reason}"
+        # What the model reads first is the policy's message, or what matched
+        # (the reason begins with the message), not the grader's internals.
+        text = f"{d.reason} (grader {d.grader!r})"
         if action is Action.DENY:
             self.deny.append(text)
         elif action is Action.ABORT:

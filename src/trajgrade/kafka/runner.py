@@ -222,6 +222,7 @@ async def run_kafka(
             kafka.verdicts_topic,
             also=sink.more,
             decision_sinks=sink.decision_sinks,
+            decisions=options.export_decisions,
         )
     grader = _Grader(suite, options, kafka, out, log, metrics)
     grader.producer, grader.admin = producer, admin

@@ -6,7 +6,8 @@ id as key (so all of a trace's verdicts land on one partition, in order) and
 the verdict JSON as value, byte for byte what the JSONL sink writes, plus a
 ``verdict-id`` header: a consumer can drop re-emitted duplicates without
 parsing the value. Guard decisions go to the same topic, after the batch's
-verdicts, as the decision stream's records (``"type": "decision"`` first)
+verdicts when ``--export-decisions`` asks for them (a grading topic holds
+verdicts only, else), as the decision stream's records (``"type": "decision"`` first)
 with a ``decision-id`` header (a digest of the record: a replayed batch
 decides the same calls identically, so a duplicate has the same id).
 :meth:`flush` returns once the broker acknowledged every send
@@ -14,7 +15,7 @@ decides the same calls identically, so a duplicate has the same id).
 
 :class:`LocalSink` adapts the command's stdout sink (JSONL or pretty) to the
 same async shape; its flush is a write plus ``flush()`` of stdout. Decisions
-reach the sinks that take them (``--export-otlp``); ``--decisions PATH``
+reach the sinks that take them (``--export-otlp`` with ``--export-decisions``); ``--decisions PATH``
 is written by the runner after the flush.
 """
 
@@ -182,8 +183,13 @@ class TopicSink:
         topic: str,
         also: Sequence[Sink] = (),
         decision_sinks: Sequence[DecisionSink] = (),
+        *,
+        decisions: bool = False,
     ) -> None:
         self._producer = producer
+        #: ``--export-decisions``: decisions go to the topic too (off: the
+        #: topic holds verdicts only).
+        self._to_topic = decisions
         self._topic = topic
         self._also = list(also)
         self._decision_sinks = list(decision_sinks)
@@ -199,7 +205,8 @@ class TopicSink:
             s.send(verdicts)
 
     def send_decisions(self, decisions: Sequence[GuardDecision]) -> None:
-        self._decisions.extend(decisions)
+        if self._to_topic:
+            self._decisions.extend(decisions)
         for s in self._decision_sinks:
             s.send_decisions(decisions)
 

@@ -13,12 +13,16 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
 from trajgrade.errors import InputError, Location
+from trajgrade.events import ToolCall, TraceStart
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from trajgrade.engine.engine import Anomaly, Engine
+    from trajgrade.events import Event
     from trajgrade.pipeline.batches import Batch
     from trajgrade.pipeline.decoder import SourceDecoder
     from trajgrade.verdicts import Verdict
@@ -27,13 +31,28 @@ __all__ = ("EMIT_EVENTS", "Grading")
 
 #: Events a runner feeds the engine at a time (``Grading.feed_batches``).
 EMIT_EVENTS: Final = 1024
+#: Traces whose recorded cwd is remembered for their calls, at most.
+ROOTS_MAX: Final = 65_536
 
 
 class Grading:
     """Feeds decoded batches into one engine; reports what happened."""
 
-    def __init__(self, engine: Engine, *, decisions_inline: bool = False) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        decisions_inline: bool = False,
+        project_root: str | None = None,
+    ) -> None:
         self.engine = engine
+        #: ``--project-root``: the directory of calls that name none.
+        self.project_root = project_root
+        #: Whether calls get a directory here: a policy that matches paths
+        #: relative to the project (``project_path``), or ``--project-root``.
+        self._rooting = project_root is not None or engine.suite.uses_project_path
+        #: Trace -> the cwd its log recorded (``trace_start`` metadata).
+        self._roots: dict[str, str] = {}
         #: :meth:`feed_batches`' parts. One event when guard decisions share
         #: the verdicts' stream (``decisions_inline``: ``--decisions -``), so
         #: that stream holds each event's verdicts, then its decisions,
@@ -81,6 +100,8 @@ class Grading:
             if k < len(rejects):
                 end = min(end, rejects[k][0])
             part = todo[start:end]
+            if self._rooting:
+                part = self._rooted(part, decoder.default_trace)
             out = engine.feed_many(part, now=now, default_trace=decoder.default_trace)
             if engine.anomalies:
                 # Rare: find each anomaly's event in the batch to name its line.
@@ -92,6 +113,32 @@ class Grading:
                 engine.anomalies.clear()
             yield out
             start = end
+
+    def _rooted(self, events: list[Event], default_trace: str) -> list[Event]:
+        """``events`` with a directory on each call that names none (the
+        project root ``project_path`` matches against): ``--project-root``,
+        else the cwd its trace's log recorded; a call's own cwd (a hook
+        payload's) is kept."""
+        roots = self._roots
+        out: list[Event] | None = None
+        for i, ev in enumerate(events):
+            if isinstance(ev, TraceStart):
+                cwd = (ev.metadata or {}).get("cwd")
+                if isinstance(cwd, str) and cwd.startswith("/"):
+                    if len(roots) >= ROOTS_MAX:
+                        del roots[next(iter(roots))]
+                    roots[ev.trace_id or default_trace] = cwd
+            elif isinstance(ev, ToolCall) and ev.cwd is None:
+                root = self.project_root or roots.get(ev.trace_id or default_trace)
+                if root is not None:
+                    if out is None:
+                        out = list(events)
+                    out[i] = _rooted_call(ev, root)
+        return events if out is None else out
+
+
+def _rooted_call(call: ToolCall, root: str) -> ToolCall:
+    return msgspec.structs.replace(call, cwd=root)
 
 
 def _in_line_order(batch: Batch) -> list[tuple[int, str, str]]:

@@ -43,6 +43,12 @@ class RunOptions(msgspec.Struct, kw_only=True):
     metrics_host: str = "127.0.0.1"
     #: ``--decisions``: where guard decisions go (``-``: stdout); None: dropped.
     decisions: str | None = None
+    #: ``--export-decisions``: guard decisions also go to the grading outputs
+    #: (``--export-otlp``, ``--verdicts-topic``); off, those carry verdicts only.
+    export_decisions: bool = False
+    #: ``--project-root``: the directory of calls whose log names none (what
+    #: ``project_path`` filters match paths relative to).
+    project_root: str | None = None
     #: Receive OTLP/HTTP here (``--otlp``), as a live input.
     otlp: OtlpOptions | None = None
 

@@ -56,7 +56,11 @@ class _Run:
         self, suite: Suite, options: RunOptions, sink: RunSink, log: Any
     ) -> None:
         self.engine = Engine(suite, samples=options.samples)
-        self.grading = Grading(self.engine, decisions_inline=options.decisions == "-")
+        self.grading = Grading(
+            self.engine,
+            decisions_inline=options.decisions == "-",
+            project_root=options.project_root,
+        )
         self.suite = suite
         self.options = options
         self.sink = sink

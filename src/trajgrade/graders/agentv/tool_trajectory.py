@@ -53,7 +53,8 @@ from trajgrade.graders.agentv._score import (
     TrajectoryState,
     score,
 )
-from trajgrade.verdicts import Decision, Outcome
+from trajgrade.graders.matching.evidence import shown
+from trajgrade.verdicts import Decision, Matched, Outcome
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -360,8 +361,12 @@ class ToolTrajectory:
             outcome=Outcome.PASS if passed else Outcome.FAIL,
             score=s.score,
             final=final,
+            # (agentv's own hit and miss texts: the differential tests'.)
             evidence="; ".join(first or second),
             metadata=meta,
+            matched=None
+            if passed or not s.misses
+            else Matched(rule=self.mode, field="misses", value=shown(s.misses[0])),
         )
 
 

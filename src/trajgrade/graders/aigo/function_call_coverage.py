@@ -50,7 +50,8 @@ from trajgrade._util.depth import decode_bounded
 from trajgrade.errors import ConfigError, GradeError, Location
 from trajgrade.events import Event, ToolCall, TraceStart
 from trajgrade.graders._spec import ConfigBase, ErrorList
-from trajgrade.verdicts import Decision, Outcome
+from trajgrade.graders.matching.evidence import shown
+from trajgrade.verdicts import Decision, Matched, Outcome
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -261,6 +262,7 @@ class FunctionCallCoverage:
         }
         # A sealed verdict's unrequired count can still grow.
         extra = f"; {unrequired} unrequired call(s){'' if final else ' so far'}"
+        matched: Matched | None = None
         if not total:
             text = f"no calls are required (the list is empty){extra}"
         elif done:
@@ -271,6 +273,9 @@ class FunctionCallCoverage:
                 f"{n!r}" if k == 1 else f"{n!r} x{k}" for n, k in state.missing.items()
             )
             text = f"{made} of {total} required call(s) made; not made: {lost}{extra}"
+            matched = Matched(
+                rule="required_calls", field="not_made", value=shown(lost)
+            )
             if self._in_order:
                 text += f"; {state.cursor} of {total} in order"
         else:
@@ -278,12 +283,18 @@ class FunctionCallCoverage:
                 f"all {total} required call(s) made, but only {state.cursor} of {total} "
                 f"in order; next expected {required[state.cursor]!r}{extra}"
             )
+            matched = Matched(
+                rule="in_order",
+                field="next_expected",
+                value=shown(str(required[state.cursor])),
+            )
         return Decision(
             outcome=Outcome.PASS if done else Outcome.FAIL,
             score=1.0 if done else 0.0,
             final=final,
             evidence=text,
             metadata=outputs,
+            matched=matched,
         )
 
 

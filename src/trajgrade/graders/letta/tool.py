@@ -75,7 +75,8 @@ from trajgrade.graders.letta._functions import (
     is_per_turn,
     sample_problem,
 )
-from trajgrade.verdicts import SETTLED, Decision, Outcome, Settled
+from trajgrade.graders.matching.evidence import shown
+from trajgrade.verdicts import SETTLED, Decision, Matched, Outcome, Settled
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -373,11 +374,18 @@ class LettaTool:
         meta = {**meta, "submission": submission, "rationale": rationale}
         if self._display is not None:
             meta["display_name"] = self._display
+        passed = score >= self._threshold
         return Decision(
-            outcome=Outcome.PASS if score >= self._threshold else Outcome.FAIL,
+            outcome=Outcome.PASS if passed else Outcome.FAIL,
             score=score,
+            # (The rationale is letta-evals' own text: the conformance cases'.)
             evidence=rationale or "",
             metadata=meta,
+            # What failed: the submission graded (redaction costs a scan: only
+            # on a fail).
+            matched=None
+            if passed
+            else Matched(rule=self._label, field="submission", value=shown(submission)),
         )
 
 

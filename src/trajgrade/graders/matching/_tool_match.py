@@ -32,7 +32,7 @@ import msgspec
 from trajgrade.graders._spec import ConfigBase, ErrorList
 from trajgrade.graders.matching._agents import KINDS, UNION, kinds_of_name
 from trajgrade.graders.matching._match import NameMatcher, Pattern
-from trajgrade.graders.matching._views import call_kind, view_of
+from trajgrade.graders.matching._views import call_kind, project_paths, view_of
 
 if TYPE_CHECKING:
     from trajgrade.events import ToolCall
@@ -58,6 +58,10 @@ class ToolMatch(ConfigBase):
     kind: str | list[str] | None = None
     command: str | None = None
     path: str | None = None
+    #: A regex on each path relative to the project root (the call's
+    #: ``cwd``: a hook payload's, a log's recorded one, ``--project-root``):
+    #: ``^(?!src/)`` is "outside src/". A relative path is taken as it is.
+    project_path: str | None = None
     url: str | None = None
     program: str | None = None
     capability: str | list[str] | None = None
@@ -67,10 +71,18 @@ class ToolMatch(ConfigBase):
     final: bool | None = None
     at_step: int | None = None
     before_step: int | None = None
+    #: What the model and the user are told when this entry refuses a call
+    #: or fails the trace (trajgrade's addition to every layout's matchers).
+    message: str | None = None
 
 
-#: The view filters, in evaluation order (``program`` reads ``command``).
-VIEW_FILTERS: Final = ("command", "path", "url", "program")
+#: The view filters, in evaluation order (``program`` reads ``command``,
+#: ``project_path`` the paths).
+VIEW_FILTERS: Final = ("command", "path", "project_path", "url", "program")
+
+
+#: The view a filter reads when it is not its own name.
+_READS: Final = {"program": "command", "project_path": "path"}
 
 
 class ArgMissingError(Exception):
@@ -145,10 +157,12 @@ class Matcher:
         "final",
         "kinds",
         "label",
+        "message",
         "min_count",
         "name",
         "path",
         "program",
+        "project_path",
         "required_args",
         "result",
         "unreadable_matches",
@@ -172,6 +186,7 @@ class Matcher:
             raise ValueError(msg)
         self.where = where
         self.label = _label(spec)
+        self.message = spec.message
         self.kinds = kinds_of(spec)
         pattern = (
             None
@@ -182,6 +197,7 @@ class Matcher:
         self.name = _Selector(pattern, self.kinds)
         self.command = _opt(spec.command, f"{where}.command", timeout)
         self.path = _opt(spec.path, f"{where}.path", timeout)
+        self.project_path = _opt(spec.project_path, f"{where}.project_path", timeout)
         self.url = _opt(spec.url, f"{where}.url", timeout)
         self.program = _opt(spec.program, f"{where}.program", timeout)
         self.unreadable_matches = unreadable_matches
@@ -203,6 +219,7 @@ class Matcher:
             for key, pattern in (
                 ("command", self.command),
                 ("path", self.path),
+                ("project_path", self.project_path),
                 ("url", self.url),
                 ("program", self.program),
             )
@@ -212,7 +229,7 @@ class Matcher:
         self.required_args = tuple(
             dict.fromkeys(
                 [
-                    *("command" if k == "program" else k for k, _ in self.views),
+                    *(_READS.get(k, k) for k, _ in self.views),
                     *(("command",) if self.capability is not None else ()),
                 ]
             )
@@ -253,6 +270,10 @@ class Matcher:
                 if key == "program":
                     if not self._programs_match(pattern, found["command"][0]):
                         return False
+                elif key == "project_path":
+                    within = project_paths(found["path"], call.cwd)
+                    if not any(pattern.search(v) for v in within):
+                        return False
                 elif not any(pattern.search(v) for v in found[key]):
                     return False
             if self.capability is not None and not self.capability(found["command"][0]):
@@ -263,6 +284,33 @@ class Matcher:
             if not isinstance(value, str) or not pattern.search(value):
                 return False
         return True
+
+    def matched_view(self, call: ToolCall) -> tuple[str, str] | None:
+        """(field, value) of the argument this entry's filters matched on a
+        call it matches (evidence: the path, not only the call id); None
+        when it filters on the name alone."""
+        for key, pattern in self.views:
+            assert pattern is not None
+            if key == "program":
+                values = view_of(call, "command")
+                return None if not values else ("command", values[0])
+            if key == "project_path":
+                for value in project_paths(view_of(call, "path") or [], call.cwd):
+                    if pattern.search(value):
+                        return key, value
+                continue
+            for value in view_of(call, key) or ():
+                if pattern.search(value):
+                    return key, value
+        if self.capability is not None:
+            values = view_of(call, "command")
+            return None if not values else ("command", values[0])
+        args = call.args or {}
+        for key, _ in self.args:
+            arg = args.get(key)
+            if isinstance(arg, str):
+                return f"args.{key}", arg
+        return None
 
     def _programs_match(self, pattern: Pattern, command: str) -> bool:
         from trajgrade.graders.matching._shell import programs
@@ -308,7 +356,11 @@ def _opt(source: str | None, field: str, timeout: float) -> Pattern | None:
 
 def _label(spec: ToolMatch) -> str:
     # Patterns are shown as the user wrote them (no repr escaping of backslashes).
-    parts = {k: v for k, v in msgspec.structs.asdict(spec).items() if v is not None}
+    parts = {
+        k: v
+        for k, v in msgspec.structs.asdict(spec).items()
+        if v is not None and k != "message"
+    }
     if len(parts) == 1 and spec.name is not None:
         return f"'{spec.name}'"
     inner = ", ".join(
@@ -330,6 +382,11 @@ _REQUIRED_ONLY: Final = ("min_count", "final", "at_step", "before_step")
 
 
 def validate(where: str, at: str, spec: ToolMatch, errors: ErrorList) -> None:
+    if spec.message is not None and not spec.message.strip():
+        errors.add(
+            f"{at}.message",
+            "`message` must be a non-empty string: the text the model and the user are told",
+        )
     if spec.name is None and spec.kind is None:
         errors.add(at, "give name: (a tool-name regex) or kind: (e.g. shell, read)")
     if spec.kind == []:
@@ -381,7 +438,7 @@ def validate(where: str, at: str, spec: ToolMatch, errors: ErrorList) -> None:
 
 
 def regex_field(at: str, spec: ToolMatch, exc: JSRegexError) -> str:
-    for key in ("name", "command", "path", "url", "program", "result"):
+    for key in ("name", "command", "path", "project_path", "url", "program", "result"):
         if getattr(spec, key) == exc.pattern:
             return f"{at}.{key}"
     for key, rx in (spec.args or {}).items():

@@ -39,6 +39,7 @@ __all__ = (
     "patch_added",
     "patch_paths",
     "patch_text",
+    "project_paths",
     "view_of",
 )
 
@@ -321,3 +322,24 @@ def _add_normal(out: list[str], p: str) -> None:
             return
         if not norm.startswith("../") and norm != "..":
             out.append("./" + norm)
+
+
+def project_paths(paths: list[str], root: str | None) -> list[str]:
+    """The paths of a call's ``path`` view relative to the project root
+    ``root`` (the call's cwd), plain (``src/a.ts``, never ``./src/a.ts``):
+    a path inside the root loses its prefix, the root itself is ``.``, a
+    path outside stays absolute. Without a root, a relative path is taken
+    as relative to it and an absolute one stays absolute. The view's
+    ``./`` spellings are dropped (one spelling per path: ``^(?!src/)``
+    must not pass ``./src/a.ts``)."""
+    base = None if not root else posixpath.normpath(root.replace("\\", "/"))
+    out: list[str] = []
+    for p in paths:
+        if p.startswith("./"):
+            continue  # the other spelling of a relative path already listed
+        rel = p
+        if base is not None and (p == base or p.startswith(base.rstrip("/") + "/")):
+            rel = posixpath.relpath(p, base)
+        if rel not in out:
+            out.append(rel)
+    return out

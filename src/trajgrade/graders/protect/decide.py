@@ -47,6 +47,8 @@ class HoldsSecretValues(Protocol):
 
     def found_in(self, text: str) -> bool: ...
 
+    def hidden(self, text: str) -> str: ...
+
 
 Severity = Literal["deny", "error", "ask"]
 _RANK: Final = {"deny": 0, "error": 1, "ask": 2}

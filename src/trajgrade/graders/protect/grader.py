@@ -16,8 +16,11 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from trajgrade.events import Event, ToolCall, ToolResult, TraceStart
 from trajgrade.graders.matching._match import js_stringify
+from trajgrade.graders.matching.evidence import call_matched
 from trajgrade.graders.protect.config import ProtectConfig
 from trajgrade.graders.protect.decide import decide
 from trajgrade.graders.protect.policy import compile_policy
@@ -134,6 +137,7 @@ class Protect:
                 score=0.0,
                 evidence=state.first_denied + more,
                 metadata={**meta, "violated": state.first_denied.split(":", 1)[0]},
+                matched=state.first_matched,
             )
         if state.errors:
             return Decision(
@@ -177,12 +181,14 @@ class Protect:
         if state.denied > 1:
             return None
         state.first_denied = f"{ruling.rule}: {ruling.reason}"
+        state.first_matched = ruling.matched
         return Decision(
             outcome=Outcome.FAIL,
             score=0.0,
             final=False,
             evidence=state.first_denied,
             metadata={"violated": ruling.rule},
+            matched=ruling.matched,
         )
 
     def _on_result(self, state: ProtectState, result: ToolResult) -> Decision | None:
@@ -215,7 +221,30 @@ class Protect:
         ruling = decide(
             self.policy, facts, state, cwd=cwd, world=self._world, values=values
         )
+        if ruling is not None:
+            ruling = self._evidenced(ruling, call, cwd, values)
         return ruling, facts, cwd
+
+    def _evidenced(
+        self,
+        ruling: Judgement,
+        call: ToolCall,
+        cwd: str | None,
+        values: list[tuple[str, HoldsSecretValues]],
+    ) -> Judgement:
+        """The ruling with what it matched: the call's command, path or URL,
+        with the values of the project's secret files hidden too."""
+        if not values and self._secrets is not None:
+            values = self._secrets.values(cwd)
+        held = [v for _, v in values]
+
+        def hide(text: str) -> str:
+            for v in held:
+                text = v.hidden(text)
+            return text
+
+        matched = call_matched(ruling.rule, call, redact=hide if held else None)
+        return msgspec.structs.replace(ruling, matched=matched)
 
 
 def _key(call: ToolCall, state: ProtectState) -> str:

@@ -171,6 +171,22 @@ class SecretValues:
         tokens = self._split.split(text) if self._split is not None else (text,)
         return any(self._in_token(t) for t in tokens if len(t) >= VALUE_MIN)
 
+    def hidden(self, text: str) -> str:
+        """``text`` with every token that holds a value, in any spelling,
+        replaced by ``[REDACTED]`` (evidence shows a refused call's argument)."""
+        if not self._digests or len(text) < VALUE_MIN:
+            return text
+        if self._split is None:
+            return "[REDACTED]" if self._in_token(text) else text
+        # Split keeping the separators (odd indexes), so the rest reads as written.
+        parts = re.split(f"({self._split.pattern})", text)
+        return "".join(
+            "[REDACTED]"
+            if i % 2 == 0 and len(p) >= VALUE_MIN and self._in_token(p)
+            else p
+            for i, p in enumerate(parts)
+        )
+
     def _in_token(self, token: str) -> bool:
         n = len(token)
         if n in self._lengths and _digest(token) in self._digests:

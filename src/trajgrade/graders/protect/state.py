@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from trajgrade.verdicts import Judgement
+from trajgrade.verdicts import Judgement, Matched
 
 if TYPE_CHECKING:
     from trajgrade.graders.protect.facts import CallFacts
@@ -53,6 +53,8 @@ class ProtectState(msgspec.Struct, array_like=True, gc=False):
     #: The first denied call: "rule: reason" (evidence of the verdict).
     first_denied: str = ""
     first_error: str = ""
+    #: What the first denied call matched (the final verdict names it).
+    first_matched: Matched | None = None
 
 
 def record_writes(state: ProtectState, facts: CallFacts, cwd: str | None) -> None:

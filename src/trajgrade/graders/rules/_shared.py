@@ -179,11 +179,16 @@ class CallRule:
 _SHELL_NOTES: Final = ("description", "justification")
 
 
-def fingerprint(call: ToolCall) -> int:
+def fingerprint(call: ToolCall, *, name_only: bool = False) -> int:
     """A stable 64-bit fingerprint of a call: its tool name and its arguments
     as canonical JSON (keys sorted; a shell call's ``_SHELL_NOTES`` left
     out), or the raw argument text when the arguments are not an object.
-    Call ids and timestamps are not part of it."""
+    Call ids and timestamps are not part of it; with ``name_only`` (loop's
+    ``same: name``), neither are the arguments."""
+    if name_only:
+        named = blake2b(call.name.encode(), digest_size=8)
+        named.update(b"\x01")  # (never a whole call's fingerprint)
+        return int.from_bytes(named.digest(), "big")
     args = call.args
     if args is not None:
         if any(k in args for k in _SHELL_NOTES):

@@ -29,9 +29,10 @@ import msgspec
 
 from trajgrade.events import Event, ToolCall, Usage
 from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders.matching.evidence import call_words
 from trajgrade.graders.rules._prices import ModelPrice, PriceBook
 from trajgrade.graders.rules._shared import aborts
-from trajgrade.verdicts import Action, Decision, Judgement, Outcome
+from trajgrade.verdicts import Action, Decision, Judgement, Matched, Outcome
 
 __all__ = ("GRADER_TYPES", "CostBudget", "CostBudgetConfig", "CostState")
 
@@ -119,17 +120,47 @@ class CostBudget:
             return None
         if state is None:
             # Only a failed budget could be final before its trace ended.
+            spent = Matched(rule="max_usd", tool=call.name, call_id=call.call_id)
             return Judgement(
-                rule="max_usd", reason=f"the ${self._max:g} budget is spent"
+                rule="max_usd",
+                reason=f"the ${self._max:g} budget is spent (at {call_words(call)})",
+                matched=spent,
             )
         if state.failed is not None:
-            rule, reason = state.failed
-            return Judgement(rule=rule, reason=reason)
-        if state.notice_now:
+            rule, reason = self._failure(state)
             return Judgement(
-                rule=state.notice_rule_now, reason=state.notice_now, action=Action.WARN
+                rule=rule, reason=reason, matched=self._matched(state, rule, call)
+            )
+        if state.notice_now:
+            rule = state.notice_rule_now
+            return Judgement(
+                rule=rule,
+                reason=state.notice_now,
+                action=Action.WARN,
+                matched=self._matched(state, rule, call),
             )
         return None
+
+    def _failure(self, state: CostState) -> tuple[str, str]:
+        """The failed rule and its reason, told with the cost *now* (the
+        budget was crossed at a lower one; the final verdict gives the
+        final cost)."""
+        assert state.failed is not None
+        rule, reason = state.failed
+        if rule == "max_usd":
+            reason = f"cost ${state.usd:.4f} exceeds max_usd ${self._max:g}"
+        return rule, reason
+
+    @staticmethod
+    def _matched(state: CostState, rule: str, call: ToolCall | None) -> Matched:
+        """What the budget measured (the dollars so far), and the call."""
+        return Matched(
+            rule=rule,
+            tool=None if call is None else call.name,
+            field="cost_usd",
+            value=round(state.usd, 6),
+            call_id=None if call is None else call.call_id,
+        )
 
     def finish(self, state: CostState) -> Decision:
         return self._decision(state, final=True)
@@ -207,7 +238,7 @@ class CostBudget:
             meta["unknown_models"] = list(state.unknown)
         limit = self._max
         if state.failed is not None:
-            rule, reason = state.failed
+            rule, reason = self._failure(state)
             meta["violated"] = rule
             score = (
                 0.0
@@ -222,6 +253,7 @@ class CostBudget:
                 final=final,
                 evidence=reason,
                 metadata=meta,
+                matched=self._matched(state, rule, None),
             )
         return Decision(
             outcome=Outcome.PASS,
@@ -229,6 +261,7 @@ class CostBudget:
             final=final,
             evidence=f"cost ${usd:.4f} within max_usd ${limit:g}",
             metadata=meta,
+            matched=self._matched(state, "max_usd", None),
         )
 
 

@@ -39,6 +39,7 @@ from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall, ToolResult
 from trajgrade.graders._spec import ErrorList
 from trajgrade.graders.matching._match import js_stringify
+from trajgrade.graders.matching.evidence import REDACTED, call_matched
 from trajgrade.graders.rules._flow_binding import (
     if_bound_hit,
     read_binding,
@@ -63,11 +64,11 @@ from trajgrade.graders.rules._shared import (
     matches,
     parse_window,
 )
-from trajgrade.verdicts import Decision, Judgement, Outcome
+from trajgrade.verdicts import Decision, Judgement, Matched, Outcome
 
 if TYPE_CHECKING:
+    from trajgrade.graders.matching._secrets import SecretScanner
     from trajgrade.graders.matching._tool_match import Matcher
-    from trajgrade.graders.rules._secrets import SecretScanner
 
 __all__ = ("GRADER_TYPES", "Flow", "FlowConfig", "FlowState", "SecretTrigger")
 
@@ -103,6 +104,8 @@ class FlowState(msgspec.Struct, array_like=True, gc=False):
     error: str = ""
     errors: int = 0
     first_error: str = ""
+    #: What the first violating call matched (the final verdict names it).
+    first_matched: Matched | None = None
 
 
 class Flow:
@@ -142,7 +145,7 @@ class Flow:
         self._min_length = config.min_length
         self._scanner: SecretScanner | None = None
         if self._secret is not None:
-            from trajgrade.graders.rules._secrets import SecretScanner
+            from trajgrade.graders.matching._secrets import SecretScanner
 
             self._scanner = SecretScanner()
         #: The trigger waits for results (a result filter, or bind: result).
@@ -202,7 +205,33 @@ class Flow:
         if state.violations > 1 and aborts(self):
             return None  # the run was aborted at the first violation
         rule, reason = state.hit
-        return Judgement(rule=rule, reason=reason)
+        return Judgement(
+            rule=rule,
+            reason=reason,
+            matched=self._matched(state, rule, call),
+            message=self._message(rule),
+        )
+
+    def _matched(self, state: FlowState, rule: str, call: ToolCall) -> Matched:
+        """What the rule matched on ``call``; a value bound from a secret
+        is hidden in it, as in the reason."""
+        m = self._require if rule == "require" else self._forbid
+        view = None if m is None or rule == "require" else m.matched_view(call)
+        if self._bind == "secret" and state.values:
+            bound = tuple(state.values)
+
+            def hide(text: str) -> str:
+                for value in bound:
+                    text = text.replace(value, REDACTED)
+                return text
+
+            return call_matched(rule, call, view=view, redact=hide)
+        return call_matched(rule, call, view=view)
+
+    def _message(self, rule: str) -> str | None:
+        """The ``message:`` of the matcher whose rule this is."""
+        m = self._require if rule == "require" else self._forbid
+        return None if m is None else m.message
 
     def finish(self, state: FlowState) -> Decision:
         meta: dict[str, Any] = {
@@ -230,6 +259,10 @@ class Flow:
                 score=0.0,
                 evidence="; ".join(problems),
                 metadata=meta,
+                matched=state.first_matched,
+                message=None
+                if state.first_matched is None
+                else self._message(state.first_matched.rule),
             )
         if state.errors:
             return error_decision(state)
@@ -251,7 +284,7 @@ class Flow:
             # A secret in a call's arguments was in the agent's hands before
             # the call: the call that sends it is the leak, judged with it.
             self._secret_in_args(state, call, t)
-            return self._record(state, self._judged(state, call, t))
+            return self._record(state, self._judged(state, call, t), call)
         hit = self._judged(state, call, t)
         try:
             fires = after is not None and matches(after, call)
@@ -261,7 +294,7 @@ class Flow:
         if fires:
             assert after is not None
             if after.result is None:
-                self._fire(state, f"{call_label(call)} matched after {after.label}", t)
+                self._fire(state, f"{call_label(call)} matched after", t)
                 if self._bind is not None and self._bind != "result":
                     for value in arg_values(call, self._bind):
                         self._keep(state, value)
@@ -272,7 +305,7 @@ class Flow:
                     del pending[0]
         elif after is None:
             self._secret_in_args(state, call, t)
-        return self._record(state, hit)
+        return self._record(state, hit, call)
 
     def _secret_in_args(self, state: FlowState, call: ToolCall, t: float) -> None:
         """``after: {secret: args|any}`` fires at a call with a credential
@@ -312,7 +345,7 @@ class Flow:
                 if after.result is not None:
                     self._fire(
                         state,
-                        f"the result of call {cid} matched after {after.label}",
+                        f"the result of call {cid} matched after",
                         t,
                     )
                 if self._bind == "result":
@@ -353,7 +386,7 @@ class Flow:
         if state.fired:
             return (
                 "forbid",
-                f"{call_label(call)} matches forbid {forbid.label} after {state.trigger}",
+                f"{call_label(call)} matches forbid after {state.trigger}",
             )
         return None
 
@@ -416,7 +449,9 @@ class Flow:
                 if len(value) >= 4:
                     self._keep(state, value)
 
-    def _record(self, state: FlowState, hit: tuple[str, str] | None) -> Decision | None:
+    def _record(
+        self, state: FlowState, hit: tuple[str, str] | None, call: ToolCall
+    ) -> Decision | None:
         if hit is None:
             return None
         state.hit = hit
@@ -424,12 +459,15 @@ class Flow:
         if state.violations > 1:
             return None
         state.first = hit[1]
+        state.first_matched = self._matched(state, hit[0], call)
         return Decision(
             outcome=Outcome.FAIL,
             score=0.0,
             final=False,
             evidence=hit[1],
             metadata={"violated": hit[0]},
+            matched=state.first_matched,
+            message=self._message(hit[0]),
         )
 
     def _require_label(self) -> str:

@@ -6,6 +6,8 @@ Semantics (docs/rules.md, "loop"):
 * Two calls are *the same* when their fingerprints are equal: the tool name
   and the arguments as canonical JSON (keys sorted; the raw argument text
   when the arguments are not an object). Call ids and times do not count.
+  ``same: name`` compares tool names only: "the same tool n times in a row,
+  whatever the arguments" (``same: call``, the default, is the above).
 * ``repeats: n``: the call that makes ``n`` identical calls in a row is a
   violation, and so is every further identical call in that run. With
   ``within: w``, identical calls need not be consecutive: the call that makes
@@ -23,18 +25,18 @@ Semantics (docs/rules.md, "loop"):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 
 from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders.matching.evidence import call_matched, described
 from trajgrade.graders.rules._shared import (
     CallRule,
     MatcherSpec,
     aborts,
-    call_label,
     compile_matcher,
     could_not_judge,
     error_decision,
@@ -42,7 +44,7 @@ from trajgrade.graders.rules._shared import (
     fingerprint,
     matches,
 )
-from trajgrade.verdicts import Decision, Judgement, Outcome
+from trajgrade.verdicts import Decision, Judgement, Matched, Outcome
 
 if TYPE_CHECKING:
     from trajgrade.graders.matching._tool_match import Matcher
@@ -54,12 +56,15 @@ MAX_WITHIN: Final = 1000
 
 
 class LoopConfig(ConfigBase):
-    """``{repeats?, within?, ping_pong?, match?}``: repeats or ping_pong."""
+    """``{repeats?, within?, ping_pong?, match?, same?}``: repeats or ping_pong."""
 
     repeats: Annotated[int, msgspec.Meta(ge=2)] | None = None
     within: Annotated[int, msgspec.Meta(ge=2, le=MAX_WITHIN)] | None = None
     ping_pong: Annotated[int, msgspec.Meta(ge=4)] | None = None
     match: MatcherSpec | None = None
+    #: What makes two calls the same: the whole call (name and arguments),
+    #: or the tool's name alone.
+    same: Literal["call", "name"] = "call"
 
 
 class LoopState(msgspec.Struct, array_like=True, gc=False):
@@ -85,6 +90,8 @@ class LoopState(msgspec.Struct, array_like=True, gc=False):
     first_error: str = ""
     #: The latest call completed an alternation (ping_pong).
     pinged: bool = False
+    #: What the first violating call matched (the final verdict names it).
+    first_matched: Matched | None = None
 
 
 class Loop(CallRule):
@@ -118,6 +125,9 @@ class Loop(CallRule):
         self._repeats = config.repeats
         self._within = config.within
         self._ping_pong = config.ping_pong
+        self._by_name = config.same == "name"
+        #: How the reasons name what repeats.
+        self._what = "the same tool" if self._by_name else "the same call"
         self.handlers: dict[type[Any], Any] = {ToolCall: self._on_call}
 
     def start(self) -> LoopState:
@@ -131,7 +141,7 @@ class Loop(CallRule):
         if state.violations > 1 and aborts(self):
             return None  # the run was aborted at the first violation
         rule, reason = state.hit
-        return Judgement(rule=rule, reason=reason)
+        return Judgement(rule=rule, reason=reason, matched=call_matched(rule, call))
 
     def finish(self, state: LoopState) -> Decision:
         meta = {"calls": state.calls, "violations": state.violations}
@@ -146,6 +156,7 @@ class Loop(CallRule):
                 score=0.0,
                 evidence=state.first + more,
                 metadata=meta,
+                matched=state.first_matched,
             )
         if state.errors:
             return error_decision(state)
@@ -165,7 +176,7 @@ class Loop(CallRule):
         except GradeError as exc:
             could_not_judge(state, exc)  # (unseen: it neither counts nor breaks a run)
             return None
-        fp = fingerprint(call)
+        fp = fingerprint(call, name_only=self._by_name)
         n = state.calls
         state.calls = n + 1
         # Runs of identical and of alternating calls ending here.
@@ -195,7 +206,7 @@ class Loop(CallRule):
                 if state.run >= repeats:
                     hit = (
                         "repeats",
-                        f"{call_label(call)} is the same call {state.run} times in a row (repeats: {repeats})",
+                        f"{self._said(call)} is {self._what} {state.run} times in a row (repeats: {repeats})",
                     )
             else:
                 recent = state.recent
@@ -206,19 +217,26 @@ class Loop(CallRule):
                 if same >= repeats:
                     hit = (
                         "repeats",
-                        f"{call_label(call)} is the same call {same} times in the last {len(recent)} calls (repeats: {repeats} within {within})",
+                        f"{self._said(call)} is {self._what} {same} times in the last {len(recent)} calls (repeats: {repeats} within {within})",
                     )
         if hit is None and pinged:
             hit = (
                 "ping_pong",
-                f"{call_label(call)} makes the last {state.alt} calls alternate between two calls (ping_pong: {self._ping_pong})",
+                f"{self._said(call)} makes the last {state.alt} calls alternate between two {'tools' if self._by_name else 'calls'} (ping_pong: {self._ping_pong})",
             )
         if hit is None:
             return None
-        return self._record(state, hit)
+        return self._record(state, hit, call)
 
     @staticmethod
-    def _record(state: LoopState, hit: tuple[str, str]) -> Decision | None:
+    def _said(call: ToolCall) -> str:
+        """The call in words, with what it does (its command, its path)."""
+        return described(call_matched("", call))
+
+    @staticmethod
+    def _record(
+        state: LoopState, hit: tuple[str, str], call: ToolCall
+    ) -> Decision | None:
         """Count a looping call; the first one fails the trace (sealed), the
         rest are only judged."""
         state.hit = hit
@@ -226,12 +244,14 @@ class Loop(CallRule):
         if state.violations > 1:
             return None
         state.first = hit[1]
+        state.first_matched = call_matched(hit[0], call)
         return Decision(
             outcome=Outcome.FAIL,
             score=0.0,
             final=False,
             evidence=hit[1],
             metadata={"violated": hit[0]},
+            matched=state.first_matched,
         )
 
 

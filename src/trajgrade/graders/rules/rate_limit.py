@@ -29,11 +29,11 @@ import msgspec
 from trajgrade.errors import GradeError
 from trajgrade.events import Event, ToolCall
 from trajgrade.graders._spec import ConfigBase, ErrorList
+from trajgrade.graders.matching.evidence import call_matched, described
 from trajgrade.graders.rules._shared import (
     CallRule,
     MatcherSpec,
     aborts,
-    call_label,
     compile_matcher,
     could_not_judge,
     error_decision,
@@ -41,7 +41,7 @@ from trajgrade.graders.rules._shared import (
     matches,
     parse_window,
 )
-from trajgrade.verdicts import Decision, Judgement, Outcome
+from trajgrade.verdicts import Decision, Judgement, Matched, Outcome
 
 if TYPE_CHECKING:
     from trajgrade.graders.matching._tool_match import Matcher
@@ -90,6 +90,8 @@ class RateLimitState(msgspec.Struct, array_like=True, gc=False):
     error: str = ""
     errors: int = 0
     first_error: str = ""
+    #: What the first violating call matched (the final verdict names it).
+    first_matched: Matched | None = None
 
 
 class RateLimit(CallRule):
@@ -131,7 +133,12 @@ class RateLimit(CallRule):
             return error_ruling(self.kind, state, self)
         if state.violations > 1 and aborts(self):
             return None  # the run was aborted at the first violation
-        return Judgement(rule="max", reason=state.hit)
+        return Judgement(
+            rule="max",
+            reason=state.hit,
+            matched=call_matched("max", call),
+            message=self._match.message,
+        )
 
     def finish(self, state: RateLimitState) -> Decision:
         meta = {
@@ -151,6 +158,8 @@ class RateLimit(CallRule):
                 outcome=Outcome.FAIL,
                 score=0.0,
                 evidence=state.first + more,
+                matched=state.first_matched,
+                message=self._match.message,
                 metadata=meta,
             )
         if state.errors:
@@ -177,7 +186,7 @@ class RateLimit(CallRule):
             if state.counted < self._max:
                 state.counted += 1
                 return None
-            reason = f"{call_label(call)} would be matching call {state.counted + 1} in this trace; {self._match.label} allows at most {self._max} per trace"
+            reason = f"{described(call_matched('', call))} would be matching call {state.counted + 1} in this trace (max: {self._max} per trace)"
         else:
             t = call.ts
             last = state.last_ts
@@ -192,18 +201,21 @@ class RateLimit(CallRule):
             if len(times) < self._max:
                 times.append(t)
                 return None
-            reason = f"{call_label(call)} would be matching call {len(times) + 1} within {self._shown_window}; {self._match.label} allows at most {self._max} per {self._shown_window}"
+            reason = f"{described(call_matched('', call))} would be matching call {len(times) + 1} within {self._shown_window} (max: {self._max} per {self._shown_window})"
         state.hit = reason
         state.violations += 1
         if state.violations > 1:
             return None
         state.first = reason
+        state.first_matched = call_matched("max", call)
         return Decision(
             outcome=Outcome.FAIL,
             score=0.0,
             final=False,
             evidence=reason,
             metadata={"violated": "max"},
+            matched=state.first_matched,
+            message=self._match.message,
         )
 
 

@@ -38,7 +38,8 @@ from trajgrade.errors import ConfigError, Location
 from trajgrade.events import EVENT_TYPES as _ALL_EVENTS
 from trajgrade.events import AgentError, Event, ToolCall, ToolResult, TurnStart, Usage
 from trajgrade.graders._spec import ConfigBase
-from trajgrade.verdicts import Decision, Judgement, Outcome
+from trajgrade.graders.matching.evidence import call_words
+from trajgrade.verdicts import Decision, Judgement, Matched, Outcome
 
 __all__ = (
     "GRADER_TYPES",
@@ -189,13 +190,22 @@ class MetricThreshold:
         budget finalises early only at its score floor)."""
         if state is None:
             text = f"the budget of {self._shown_max} {self._unit} is spent"
+            value: float | None = None
         elif state.value > self._limit:
-            text = (
-                f"{_number(state.value)} {self._unit} exceeds max of {self._shown_max}"
-            )
+            value = _number(state.value)
+            text = f"{value} {self._unit} exceeds max of {self._shown_max}"
         else:
             return None
-        return Judgement(rule="max", reason=text)
+        matched = Matched(
+            rule="max",
+            tool=call.name,
+            field=None if value is None else self._unit,
+            value=value,
+            call_id=call.call_id,
+        )
+        return Judgement(
+            rule="max", reason=f"{text} (at {call_words(call)})", matched=matched
+        )
 
     def score(self, value: float) -> float:
         """vally's linear score for ``value``."""
@@ -229,6 +239,8 @@ class MetricThreshold:
             final=final,
             evidence=evidence,
             metadata={"value": value, "max": self._shown_max},
+            # (vally's evidence text above is the conformance cases'.)
+            matched=Matched(rule="max", field=self._unit, value=value),
         )
 
 

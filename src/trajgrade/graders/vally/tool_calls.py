@@ -44,13 +44,19 @@ from trajgrade.graders.matching._tool_match import (
     regex_field,
     validate,
 )
+from trajgrade.graders.matching.evidence import (
+    call_matched,
+    quoted,
+    sentence,
+    shown,
+)
 from trajgrade.graders.protect.capability_filter import (
     compile_capability,
     validate_capability,
 )
 from trajgrade.graders.vally._name_plan import PLAN_CACHE_MAX, NamePlan
 from trajgrade.graders.vally._tool_calls_state import ToolCallsState, remember
-from trajgrade.verdicts import Decision, Judgement, Outcome
+from trajgrade.verdicts import Decision, Judgement, Matched, Outcome
 
 __all__ = (
     "GRADER_TYPES",
@@ -221,8 +227,13 @@ class ToolCalls:
 
     @staticmethod
     def _forbids(m: Matcher, call: ToolCall) -> Judgement:
-        what = f"call {call.call_id or '?'} to {call.name!r}"
-        return Judgement(rule=m.where, reason=f"{m.where} {m.label} matched {what}")
+        matched = call_matched(m.where, call, view=m.matched_view(call))
+        return Judgement(
+            rule=m.where,
+            reason=sentence(matched),
+            matched=matched,
+            message=m.message,
+        )
 
     def finish(self, state: ToolCallsState) -> Decision:
         problems = []
@@ -421,14 +432,29 @@ class ToolCalls:
         result: ToolResult | None = None,
     ) -> Decision:
         if call is not None:
-            what = f"call {call.call_id or '?'} to {call.name!r}"
+            matched = call_matched(m.where, call, view=m.matched_view(call))
+            text = sentence(matched)
         else:
             assert result is not None
-            what = f"the result of call {result.call_id or '?'}"
+            value = shown(js_stringify(result.result))
+            matched = Matched(
+                rule=m.where,
+                tool=result.name,
+                field="result",
+                value=value,
+                call_id=result.call_id,
+            )
+            text = f"{m.where} matched the result of call {result.call_id or '?'}: {quoted(value)}"
         step = state.turns - 1 if state.turns else 0
         at = f" at step {step}" if self._track_steps else ""
-        text = f"{m.where} {m.label} matched {what}{at}"
-        return self._decide(state, Outcome.FAIL, text, violated=m.where)
+        return self._decide(
+            state,
+            Outcome.FAIL,
+            text + at,
+            violated=m.where,
+            matched=matched,
+            message=m.message,
+        )
 
     def _sequence_text(self, state: ToolCallsState) -> str:
         n = len(self._sequence)
@@ -453,6 +479,8 @@ class ToolCalls:
         evidence: str,
         *,
         violated: str | None = None,
+        matched: Matched | None = None,
+        message: str | None = None,
     ) -> Decision:
         meta: dict[str, Any] = {"tool_calls": state.calls}
         if self._track_steps:
@@ -471,6 +499,8 @@ class ToolCalls:
             score=1.0 if outcome is Outcome.PASS else 0.0,
             evidence=evidence,
             metadata=meta,
+            matched=matched,
+            message=message,
         )
 
 

@@ -1,4 +1,5 @@
-"""Secret detection for ``flow`` rules (``after: {secret: …}``), by Yelp's
+"""Secret detection for ``flow`` rules (``after: {secret: …}``) and for the
+values evidence shows (:mod:`.evidence` redacts what it finds), by Yelp's
 detect-secrets.
 
 detect-secrets takes about 0.1 s to import, so it is imported when a policy

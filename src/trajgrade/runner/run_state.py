@@ -69,6 +69,8 @@ class _Run:
         self.store: StateStore | None = None
         #: Positions of the checkpoint this run resumed from, by source.
         self.resume_from: dict[str, Position] = {}
+        #: When that checkpoint was taken (files written since were unread).
+        self.resumed_at = 0.0
         #: Inputs being read, by source, and those read to their end.
         self.inputs: dict[str, TrackedInput] = {}
         self.finished: dict[str, Position] = {}
@@ -196,7 +198,7 @@ class _Run:
             max_line_bytes=self.options.max_line_bytes,
             tool_results=reads_tool_results(self.suite.capabilities),
         )
-        return TrackedInput(source, decoder)
+        return TrackedInput(source, decoder, is_closed=self.engine.is_closed)
 
     async def read(self, src: StreamSource) -> None:
         key = _key(src.name)
@@ -249,7 +251,7 @@ class _Run:
         return live_start(self)
 
     async def read_live(self, live: LiveFiles) -> None:
-        from trajgrade.sources.live import Closed, Data, Opened, Renamed
+        from trajgrade.sources.live import Closed, Data, Lost, Opened, Renamed
 
         inputs = self.inputs
         async for piece in live.pieces():
@@ -260,6 +262,13 @@ class _Run:
                 self.opened(piece)
             elif type(piece) is Closed:
                 self.closed(piece)
+            elif type(piece) is Lost:
+                tracked = inputs.get(_key(piece.path))
+                if tracked is not None and not tracked.decoder.document:
+                    # (A document rewritten in place is read again whole.)
+                    from trajgrade.runner.rotation import taint_lost
+
+                    taint_lost(self, tracked.held(), tracked.overflow, piece.reason)
             elif type(piece) is Renamed:
                 # Same file, same decoder and trace; checkpoints name it anew.
                 tracked = inputs.pop(_key(piece.path), None)
@@ -409,6 +418,7 @@ class _Run:
                 ckpt.failed_traces, count=ckpt.failed_count, first=ckpt.failed_first
             )
             s.resumed = True
+            self.resumed_at = ckpt.created
             self.log.info(
                 "state_resumed",
                 state=str(store.dir),

@@ -40,7 +40,7 @@ from trajgrade.sources.stream import CHUNK_BYTES, trace_name
 if TYPE_CHECKING:
     from trajgrade.runner.store import Position
 
-__all__ = ("find_by_identity", "live_start", "recover", "taint_lost")
+__all__ = ("live_start", "recover", "taint_lost")
 
 
 def live_start(run: Any) -> dict[str, tuple[Any, int]]:
@@ -54,20 +54,27 @@ def live_start(run: Any) -> dict[str, tuple[Any, int]]:
             fd = os.open(key, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block
         except OSError:
             fd = None
-        if fd is not None:
+        if fd is not None and not pos.done:
             try:
-                if identity_matches(fd, pos) and not pos.done:
-                    start[key] = (FileId(dev=pos.dev, ino=pos.ino), pos.offset)
-                    continue
-                if not pos.done and _identical_copy(fd, pos):
+                same = identity_matches(fd, pos)
+                if not same and _identical_copy(fd, pos):
                     st = os.fstat(fd)
                     run.log.info("source_replaced_by_a_copy", source=key)
                     pos = msgspec.structs.replace(pos, dev=st.st_dev, ino=st.st_ino)
                     run.resume_from[key] = pos
-                    start[key] = (FileId(dev=pos.dev, ino=pos.ino), pos.offset)
-                    continue
+                    same = True
             finally:
                 os.close(fd)
+            if same:
+                if not pos.head_len:
+                    # Nothing read yet, so nothing tells a truncation: what
+                    # a copytruncate moved away since comes first.
+                    since = int(run.resumed_at * 1e9)
+                    _read_unseen(run, pos, _given_name(run, key), set(), since)
+                start[key] = (FileId(dev=pos.dev, ino=pos.ino), pos.offset)
+                continue
+        elif fd is not None:
+            os.close(fd)
         del run.resume_from[key]
         if not pos.done:
             _recover(run, pos, given=_given_name(run, key))
@@ -77,24 +84,22 @@ def live_start(run: Any) -> dict[str, tuple[Any, int]]:
 def recover(run: Any, key: str, pos: Position) -> None:
     """The file ``pos`` covers was replaced after :func:`live_start` looked
     (rotated in between): read its tail, or taint its trace, as there."""
-    if not pos.done and pos.offset:
+    if not pos.done:
         _recover(run, pos, given=_given_name(run, key))
 
 
-def find_by_identity(pos: Position) -> str | None:
+def _find_source(pos: Position) -> str | None:
     """A path in ``pos.source``'s directory naming the file ``pos`` was read
-    from (same device, inode and first bytes), or None.
-
-    Failing that, the one copy of it there (``copytruncate`` copies the log,
-    then truncates it in place): another regular file at least as long, with
-    the same first bytes. Two such copies are ambiguous: None.
-    """
+    from (same device, inode and first bytes, at least as long), or else
+    the newest copy of it there (``copytruncate`` copies the log, then
+    truncates it in place): another regular file at least as long, with the
+    same first bytes. None when neither is there."""
     directory = os.path.dirname(pos.source) or "."
     try:
         entries = list(os.scandir(directory))
     except OSError:
         return None
-    copies = []
+    copy: tuple[int, str] | None = None
     for entry in entries:
         try:
             st = entry.stat(follow_symlinks=False)
@@ -115,11 +120,28 @@ def find_by_identity(pos: Position) -> str | None:
         try:
             if same and identity_matches(fd, pos):
                 return entry.path
-            if not same and _same_head(fd, pos):
-                copies.append(entry.path)
+            newer = copy is None or st.st_mtime_ns > copy[0]
+            if not same and newer and _same_head(fd, pos):
+                copy = (st.st_mtime_ns, entry.path)
         finally:
             os.close(fd)
-    return copies[0] if len(copies) == 1 else None
+    return None if copy is None else copy[1]
+
+
+def _inode_path(pos: Position) -> str | None:
+    """Where the file ``pos`` was read from is in its directory, if there."""
+    directory = os.path.dirname(pos.source) or "."
+    try:
+        with os.scandir(directory) as entries:
+            for e in entries:
+                if (
+                    e.inode() == pos.ino
+                    and e.stat(follow_symlinks=False).st_dev == pos.dev
+                ):
+                    return e.path
+    except OSError:
+        pass
+    return None
 
 
 def _identical_copy(fd: int, pos: Position) -> bool:
@@ -131,14 +153,7 @@ def _identical_copy(fd: int, pos: Position) -> bool:
         return False
     if not pos.head_len or not _same_head(fd, pos):
         return False
-    directory = os.path.dirname(pos.source) or "."
-    try:
-        if os.stat(directory).st_dev != pos.dev:
-            return True  # (another file system: the old inode is not there)
-        with os.scandir(directory) as entries:
-            return not any(e.inode() == pos.ino for e in entries)
-    except OSError:
-        return False
+    return _inode_path(pos) is None
 
 
 def taint_lost(run: Any, traces: list[str], overflow: bool, reason: str) -> None:
@@ -168,8 +183,14 @@ def _given_name(run: Any, key: str) -> str:
 
 def _recover(run: Any, pos: Position, *, given: str) -> None:
     trace = pos.trace or trace_name(run.options.trace_template, given)
-    moved = find_by_identity(pos)
-    skip = {(pos.dev, pos.ino)}
+    if not pos.head_len and (at := _inode_path(pos)) is not None:
+        # Nothing of it was read: it and every file a rotation or a
+        # copytruncate made of it since are unread, in the order written.
+        since = min(int(run.resumed_at * 1e9), os.stat(at).st_mtime_ns - 1)
+        _read_unseen(run, pos, given, set(), since)
+        return
+    moved = _find_source(pos)
+    skip: set[tuple[int, int]] = set()
     if moved is None:
         reason = (
             f"{given} was replaced while trajgrade was down and the file it was "
@@ -180,9 +201,10 @@ def _recover(run: Any, pos: Position, *, given: str) -> None:
         taint_lost(run, pos.traces or [trace], pos.traces_overflow, reason)
         since = int(run.resumed_at * 1e9)
     else:
-        tracked = _read(run, given, moved, trace, pos)
         st = os.stat(moved)
-        since, skip = st.st_mtime_ns, {*skip, (st.st_dev, st.st_ino)}
+        skip.add((st.st_dev, st.st_ino))
+        since = st.st_mtime_ns  # the files rotated after it were written later
+        tracked = _read(run, given, moved, trace, pos)
         run.log.info(
             "source_tail_recovered",
             source=given,
@@ -190,12 +212,23 @@ def _recover(run: Any, pos: Position, *, given: str) -> None:
             offset=pos.offset,
             bytes=tracked.decoder.offset - pos.offset,
         )
+    _read_unseen(run, pos, given, skip, since)
+
+
+def _read_unseen(
+    run: Any, pos: Position, given: str, skip: set[tuple[int, int]], since: int
+) -> None:
+    """Read the files rotated away since the checkpoint and never opened
+    (two rotations while down; what a copytruncate moved from a file not
+    read yet), oldest write first, before the file now at the path. The
+    checkpoint's own inode is not skipped: after a copytruncate it holds
+    what was written since, unread."""
+    trace = pos.trace or trace_name(run.options.trace_template, given)
     try:
         now = os.stat(pos.source)
         skip.add((now.st_dev, now.st_ino))
     except OSError:
         pass
-    # Rotated after it while down (two rotations): read before the new file.
     for path in rotated_since(pos.source, since, skip):
         run.log.info("source_rotated_unseen", source=given, file=path)
         _read(run, given, path, trace, None)

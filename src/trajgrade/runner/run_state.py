@@ -27,7 +27,6 @@ from trajgrade.runner.tracking import TrackedInput, identity_matches
 from trajgrade.runtime.exit_status import (
     FailedTraces,
     RunSummary,
-    dropped_counts,
     tally,
 )
 from trajgrade.runtime.reporting import log_anomalies, report_problems
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
     from trajgrade.runner.options import RunOptions
     from trajgrade.runtime.actions import Actions
     from trajgrade.runtime.metrics import Metrics
-    from trajgrade.runtime.status_line import StatusLine
     from trajgrade.sinks import RunSink
     from trajgrade.sinks.decisions import DecisionWriter
     from trajgrade.sources import StreamSource
@@ -372,34 +370,6 @@ class _Run:
                     for verdicts in self.engine.end_batches(quiet):
                         self.emit(verdicts)
             await self.maybe_checkpoint()
-
-    async def show(self, status: StatusLine) -> None:
-        from trajgrade.runtime.status_line import REFRESH_SECONDS
-
-        counts = self.summary.verdicts
-        while True:
-            stats = self.engine.statistics()
-            status.update(
-                events=stats.events,
-                bytes_done=self.bytes_read,
-                open_traces=stats.open_traces,
-                passed=counts.get(Outcome.PASS, 0),
-                failed=counts.get(Outcome.FAIL, 0) + counts.get(Outcome.ERROR, 0),
-            )
-            await anyio.sleep(REFRESH_SECONDS)
-
-    async def export(self, metrics: Metrics) -> None:
-        """Keep the metrics current (a second's resolution is plenty)."""
-        seen = 0
-        while True:
-            stats = self.engine.statistics()
-            metrics.events.inc(stats.events - seen)
-            seen = stats.events
-            metrics.open_traces.set(stats.open_traces)
-            lost = (stats.late_events, stats.settled_events, self.summary.input_errors)
-            metrics.sync_dropped(dropped_counts(*lost))
-            metrics.progress()  # the loop is alive, events or not
-            await anyio.sleep(1.0)
 
     # ------------------------------------------------------------ state
     def open_state(self) -> None:

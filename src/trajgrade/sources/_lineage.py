@@ -28,15 +28,18 @@ MARK_BYTES: Final = 64
 _COMPRESSED: Final = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".z", ".zip")
 
 
-def find_copy(real: str, head: bytes, offset: int, mark: bytes) -> str | None:
+def find_copy(
+    real: str, head: bytes, offset: int, mark: bytes, original: tuple[int, int]
+) -> str | None:
     """A file beside ``real`` holding its content up to ``offset``: the same
     ``head`` at its start and ``mark`` just before ``offset``; the newest of
-    several (the copy the last ``copytruncate`` made). None if there is none."""
+    several (the copy the last ``copytruncate`` made). The file itself
+    (``original``: device, inode) is not its copy. None if there is none."""
     if not head:
         return None
     best: tuple[int, str] | None = None
     for path, st in _siblings(real, prefix=""):
-        if st.st_size < offset:
+        if st.st_size < offset or (st.st_dev, st.st_ino) == original:
             continue
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -72,21 +75,26 @@ def rotated_since(
 
 def _siblings(real: str, *, prefix: str) -> list[tuple[str, os.stat_result]]:
     """Regular files in ``real``'s directory other than ``real``, whose name
-    starts with ``prefix``."""
+    starts with ``prefix``, one entry per file.
+
+    The directory is listed twice and the lists merged: a listing made while
+    a rotation renames files (``x.1`` → ``x.2``) may miss the file being
+    renamed, and a file missed here is content lost."""
     directory = os.path.dirname(real) or "."
     name = os.path.basename(real)
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return []
-    out = []
-    for entry in entries:
-        if entry.name == name or not entry.name.startswith(prefix):
-            continue
+    found: dict[tuple[int, int], tuple[str, os.stat_result]] = {}
+    for _ in range(2):
         try:
-            st = entry.stat(follow_symlinks=False)
+            entries = list(os.scandir(directory))
         except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            out.append((entry.path, st))
-    return out
+            return []
+        for entry in entries:
+            if entry.name == name or not entry.name.startswith(prefix):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # renamed meanwhile: the other listing has it
+            if stat.S_ISREG(st.st_mode):
+                found[st.st_dev, st.st_ino] = (entry.path, st)
+    return list(found.values())

@@ -27,6 +27,7 @@ __all__ = (
     "close_tail",
     "drain",
     "old_content",
+    "restart_if_truncated",
     "skipped",
     "truncated",
 )
@@ -62,10 +63,25 @@ class Tail:
         self.complained: str | None = None  # the problem logged last, once each
 
 
+def restart_if_truncated(tail: Tail, info: Info) -> Iterator[Piece]:
+    """If the open file was truncated (see :func:`truncated`): the unread
+    rest of its old content, ``Closed("truncated")``, and reading again
+    from its start."""
+    if tail.file is None or not truncated(tail):
+        return
+    info("follow_truncated", path=tail.path, offset=tail.offset)
+    yield from old_content(tail, info)
+    yield Closed(tail.path, "truncated")
+    tail.offset, tail.mark, tail.head = 0, b"", b""
+    yield Opened(tail.path, tail.file, 0)
+
+
 def old_content(tail: Tail, info: Info) -> Iterator[Piece]:
     """A truncated file's unread rest: read from its copy (``copytruncate``
     copies, then truncates), or reported ``Lost``."""
-    copy = find_copy(tail.real, tail.head, tail.offset, tail.mark)
+    assert tail.file is not None
+    file = (tail.file.dev, tail.file.ino)
+    copy = find_copy(tail.real, tail.head, tail.offset, tail.mark, file)
     fd = None
     if copy is not None:
         try:

@@ -59,9 +59,8 @@ from trajgrade.sources._tail import (
     Tail,
     close_tail,
     drain,
-    old_content,
+    restart_if_truncated,
     skipped,
-    truncated,
 )
 from trajgrade.sources.pieces import Closed, Data, FileId, Lost, Opened, Piece, Renamed
 
@@ -325,18 +324,16 @@ class LiveFiles:
                 now.st_size == tail.offset or not self._reopen(tail)
             ):
                 return  # parked and unchanged (the cheap re-check), or replaced
-            if truncated(tail):
-                self._info("follow_truncated", path=tail.path, offset=tail.offset)
-                yield from old_content(tail, self._info)
-                yield Closed(tail.path, "truncated")
-                tail.offset, tail.mark, tail.head = 0, b"", b""
-                yield Opened(tail.path, tail.file, 0)
+            yield from restart_if_truncated(tail, self._info)
             yield from drain(tail)
             return
         # The path is gone or names another file: finish the old one.
         reason = "rotated" if now is not None else "deleted"
         last_write = 0
         if tail.fd is not None:
+            # (Truncated before it was renamed away: logrotate's copytruncate
+            # and a rotation between two looks.)
+            yield from restart_if_truncated(tail, self._info)
             yield from drain(tail)
             if self._writer_may_return(tail, now):
                 return
@@ -404,7 +401,8 @@ class LiveFiles:
             self._complain(tail, "not a regular file")
             return
         tail.complained = None
-        tail.fd, tail.file, tail.offset, tail.mark = fd, FileId.of(st), 0, b""
+        tail.fd, tail.file, tail.offset = fd, FileId.of(st), 0
+        tail.mark = tail.head = b""
         if not tail.given:
             self._by_file[tail.file] = tail
         target = os.path.realpath(tail.real)

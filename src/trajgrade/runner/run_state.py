@@ -278,7 +278,11 @@ class _Run:
         path = piece.path
         key = _key(path)
         pos = self.resume_from.pop(key, None)
-        if pos is not None and not piece.offset:
+        same = pos is not None and (pos.dev, pos.ino) == (
+            piece.file.dev,
+            piece.file.ino,
+        )
+        if pos is not None and not piece.offset and (pos.offset or not same):
             # Replaced since start-up looked (rotated in between): the old
             # file's unread tail first, as a rotation while down.
             from trajgrade.runner.rotation import recover

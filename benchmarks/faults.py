@@ -15,7 +15,9 @@ Each schedule is a list of steps drawn from a seed, run against a real
 ``kill``            SIGKILL; the follower stays down until ``start``;
 ``start``           start it again (the next step runs at once: a rotation
                     during start-up);
-``replace``         while down, ``x`` replaced by an identical copy.
+``replace``         while down, ``x`` replaced by an identical copy;
+``sync``            (not drawn) a one-call trace, and wait for its verdict:
+                    the follower has caught up.
 
 Rotated files are all kept, so every event can be read: the expected result
 is every trace's exact call count (grader ``count``) and the right outcome of
@@ -103,7 +105,7 @@ def draw(rng: random.Random, steps: int = 12) -> list[tuple[str, int]]:
     up = True
     for _ in range(steps):
         step = rng.choice(STEPS)
-        if step == "kill" and not up or step in ("start", "replace") and up:
+        if (step == "kill" and not up) or (step in ("start", "replace") and up):
             step = "write"
         up = {"kill": False, "start": True}.get(step, up)
         out.append((step, rng.randint(1, 200) if step == "write" else 0))
@@ -138,6 +140,15 @@ class Agent:
                 del self.open[tid]
                 lines.append({"trace_id": tid, "type": "trace_end"})
         self._append(lines)
+
+    def sync(self) -> str:
+        """A trace of one call, ended: its verdict shows the follower caught up."""
+        tid = f"sync{self.next_trace:04d}"
+        self.next_trace += 1
+        self.truth[tid] = 1
+        call = {"trace_id": tid, "type": "tool_call", "name": "bash", "call_id": "c1"}
+        self._append([call, {"trace_id": tid, "type": "trace_end"}])
+        return tid
 
     def end(self) -> None:
         self._append([{"trace_id": t, "type": "trace_end"} for t in sorted(self.open)])
@@ -220,6 +231,9 @@ class Follower:
                 pass  # a line a kill cut short comes again whole
         return out
 
+    def has_verdict(self, trace: str) -> bool:
+        return any(v["trace_id"] == trace for v in self.verdicts())
+
     def stop(self) -> None:
         if self.proc is not None:
             self.signal(signal.SIGCONT)
@@ -272,6 +286,8 @@ def run_schedule(
                 follower.start()
             elif step == "replace" and follower.proc is None:
                 agent.replace()
+            elif step == "sync" and follower.proc is not None:
+                _wait(follower.has_verdict, agent.sync())
             stalled -= 1
             if stalled == 0:
                 follower.signal(signal.SIGCONT)
@@ -279,16 +295,23 @@ def run_schedule(
         if follower.proc is None:
             follower.start()
         agent.end()
-        deadline = time.monotonic() + PATIENCE
-        while time.monotonic() < deadline:
-            finals = {(v["trace_id"], v["grader"]) for v in follower.verdicts()}
-            if len(finals) >= 2 * len(agent.truth):
-                break
-            time.sleep(0.05)
+        want = 2 * len(agent.truth)
+        _wait(
+            lambda: (
+                len({(v["trace_id"], v["grader"]) for v in follower.verdicts()}) >= want
+            )
+        )
     finally:
         follower.stop()
         agent.close()
     return compare(agent.truth, follower.verdicts(), result)
+
+
+def _wait(done: Any, *args: Any) -> None:
+    """Until ``done(*args)`` or ``PATIENCE`` seconds (then the comparison tells)."""
+    deadline = time.monotonic() + PATIENCE
+    while not done(*args) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def compare(

@@ -15,7 +15,7 @@ Each schedule is a list of steps drawn from a seed, run against a real
 ``kill``            SIGKILL; the follower stays down until ``start``;
 ``start``           start it again (the next step runs at once: a rotation
                     during start-up);
-``replace``         while down, ``x`` replaced by an identical copy;
+``replace``         ``x`` replaced by an identical copy (``cp``, then ``mv``);
 ``sync``            (not drawn) a one-call trace, and wait for its verdict:
                     the follower has caught up.
 
@@ -105,7 +105,7 @@ def draw(rng: random.Random, steps: int = 12) -> list[tuple[str, int]]:
     up = True
     for _ in range(steps):
         step = rng.choice(STEPS)
-        if (step == "kill" and not up) or (step in ("start", "replace") and up):
+        if (step == "kill" and not up) or (step == "start" and up):
             step = "write"
         up = {"kill": False, "start": True}.get(step, up)
         out.append((step, rng.randint(1, 200) if step == "write" else 0))
@@ -284,7 +284,7 @@ def run_schedule(
                 stalled = 0
             elif step == "start" and follower.proc is None:
                 follower.start()
-            elif step == "replace" and follower.proc is None:
+            elif step == "replace":
                 agent.replace()
             elif step == "sync" and follower.proc is not None:
                 _wait(follower.has_verdict, agent.sync())

@@ -368,6 +368,23 @@ async def test_copytruncate_while_lagging_reads_the_rest_from_the_copy(
     assert "follow_tail_copied" in log.events()
 
 
+async def test_a_file_replaced_by_a_copy_of_itself_is_read_on(
+    tmp_path: Path, backend: str
+) -> None:
+    """``cp log tmp && mv tmp log``: the same content under a new inode is
+    not read again; what is appended to the copy is."""
+    path = tmp_path / "app.log"
+    path.write_bytes(b"one\ntwo\n")
+    p = str(path)
+    async with following(live([p], backend=backend)) as f:
+        await f.until(has_bytes(p, b"one\ntwo\n"))
+        shutil.copyfile(path, tmp_path / ".app.log.tmp")
+        os.replace(tmp_path / ".app.log.tmp", path)
+        append(path, b"three\n")
+        await f.until(has_bytes(p, b"one\ntwo\nthree\n"))
+    assert count(Opened, p)(f.pieces) == 1
+
+
 async def test_files_rotated_away_between_two_looks_are_read_in_order(
     tmp_path: Path, backend: str
 ) -> None:

@@ -10,6 +10,7 @@ files a rename rotation moved away unseen are read before the new one.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ __all__ = (
     "old_content",
     "restart_if_truncated",
     "skipped",
+    "switch_to_copy",
     "truncated",
 )
 
@@ -105,6 +107,32 @@ def old_content(tail: Tail, info: Info) -> Iterator[Piece]:
     finally:
         os.close(fd)
     info("follow_tail_copied", path=tail.path, copy=copy, start=start, end=tail.offset)
+
+
+def switch_to_copy(tail: Tail, info: Info) -> bool:
+    """Whether the path now names a copy of the file being read (put in its
+    place: the old file has no name left): at least as long, the same first
+    bytes and the same bytes before the offset. Then reading goes on in the
+    copy at the same offset, so nothing is counted twice."""
+    try:
+        fd = os.open(tail.real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    st = os.fstat(fd)
+    mark, head = tail.mark, tail.head
+    if (
+        stat.S_ISREG(st.st_mode)
+        and head
+        and st.st_size >= tail.offset
+        and os.pread(fd, len(head), 0) == head
+        and os.pread(fd, len(mark), tail.offset - len(mark)) == mark
+    ):
+        close_tail(tail)
+        tail.fd, tail.file = fd, FileId.of(st)
+        info("follow_replaced_by_a_copy", path=tail.path, offset=tail.offset)
+        return True
+    os.close(fd)
+    return False
 
 
 def skipped(

@@ -61,6 +61,7 @@ from trajgrade.sources._tail import (
     drain,
     restart_if_truncated,
     skipped,
+    switch_to_copy,
 )
 from trajgrade.sources.pieces import Closed, Data, FileId, Lost, Opened, Piece, Renamed
 
@@ -339,6 +340,9 @@ class LiveFiles:
                 return
             old = os.fstat(tail.fd)
             last_write = old.st_mtime_ns
+            if tail.given and old.st_nlink == 0 and switch_to_copy(tail, self._info):
+                yield from drain(tail)  # replaced by a copy of itself: read on
+                return
             if now is None and old.st_nlink > 0:
                 reason = "rotated"  # renamed away; the new file is not there yet
         self._info(f"follow_{reason}", path=tail.path, offset=tail.offset)

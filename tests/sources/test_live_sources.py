@@ -22,7 +22,7 @@ import pytest
 from trajgrade.errors import SourceError
 from trajgrade.sources import Closed, Data, FileId, LiveFiles, Opened, Piece
 from trajgrade.sources._glob import Glob
-from trajgrade.sources.pieces import Renamed
+from trajgrade.sources.pieces import Lost, Renamed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -121,7 +121,7 @@ def files_of(
     end = 0
     chunks: list[bytes] = []
     for piece in pieces:
-        if piece.path != path:
+        if piece.path != path or isinstance(piece, Lost):
             continue
         if isinstance(piece, Opened):
             assert current is None, f"Opened without Closed before it: {piece}"
@@ -338,6 +338,71 @@ async def test_truncate_and_rewrite_past_the_offset(
             fh.write(b'{"trace_id": "t4"}\n')
         await f.until(has_bytes(p, b'{"trace_id": "t3"}\n{"trace_id": "t4"}\n'))
     assert [r for _, _, _, r in files_of(f.pieces, p)] == ["truncated", None]
+    # No copy of the old content: whether it held more past byte 19 cannot
+    # be known, so that is reported, not passed over.
+    (lost,) = [x for x in f.pieces if isinstance(x, Lost)]
+    assert (lost.path, lost.offset) == (p, 19)
+
+
+async def test_copytruncate_while_lagging_reads_the_rest_from_the_copy(
+    tmp_path: Path, backend: str
+) -> None:
+    """Lines written, copied to ``app.log.1`` and truncated before the
+    follower looked: the unread rest comes from the copy, then the new content."""
+    path = tmp_path / "app.log"
+    path.write_bytes(b"one\n")
+    p = str(path)
+    log = Log()
+    async with following(live([p], backend=backend, log=log)) as f:
+        await f.until(has_bytes(p, b"one\n"))
+        # (No await in between: the follower cannot look before the end.)
+        append(path, b"two\nthree\n")
+        (tmp_path / "app.log.2").write_bytes(b"one\nother\n")  # an older copy
+        shutil.copyfile(path, tmp_path / "app.log.1")
+        with path.open("r+b") as fh:
+            fh.truncate(0)
+        append(path, b"four\n")
+        await f.until(has_bytes(p, b"one\ntwo\nthree\nfour\n"))
+    assert [r for _, _, _, r in files_of(f.pieces, p)] == ["truncated", None]
+    assert not [x for x in f.pieces if isinstance(x, Lost)]
+    assert "follow_tail_copied" in log.events()
+
+
+async def test_a_file_replaced_by_a_copy_of_itself_is_read_on(
+    tmp_path: Path, backend: str
+) -> None:
+    """``cp log tmp && mv tmp log``: the same content under a new inode is
+    not read again; what is appended to the copy is."""
+    path = tmp_path / "app.log"
+    path.write_bytes(b"one\ntwo\n")
+    p = str(path)
+    async with following(live([p], backend=backend)) as f:
+        await f.until(has_bytes(p, b"one\ntwo\n"))
+        shutil.copyfile(path, tmp_path / ".app.log.tmp")
+        os.replace(tmp_path / ".app.log.tmp", path)
+        append(path, b"three\n")
+        await f.until(has_bytes(p, b"one\ntwo\nthree\n"))
+    assert count(Opened, p)(f.pieces) == 1
+
+
+async def test_files_rotated_away_between_two_looks_are_read_in_order(
+    tmp_path: Path, backend: str
+) -> None:
+    """Two rename rotations before the follower looked: the file it never
+    opened (now ``app.log.1``) is read between the old one and the new one."""
+    path = tmp_path / "app.log"
+    path.write_bytes(b"a\n")
+    p = str(path)
+    async with following(live([p], backend=backend)) as f:
+        await f.until(has_bytes(p, b"a\n"))
+        append(path, b"a2\n")
+        path.rename(tmp_path / "app.log.1")
+        path.write_bytes(b"b\n")
+        (tmp_path / "app.log.1").rename(tmp_path / "app.log.2")
+        path.rename(tmp_path / "app.log.1")
+        path.write_bytes(b"c\n")
+        await f.until(has_bytes(p, b"a\na2\nb\nc\n"))
+    assert [r for _, _, _, r in files_of(f.pieces, p)] == ["rotated", "rotated", None]
 
 
 async def test_delete_then_recreate(tmp_path: Path, backend: str) -> None:

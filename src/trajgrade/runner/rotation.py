@@ -12,12 +12,16 @@ checked:
   followed through the rotation; the new file at the path is then read from
   its start. A ``copytruncate`` copy (another inode, the same first bytes,
   the only one in the directory) counts as that file. Gone (deleted, or
-  compressed), the tail is lost:
-  the input's trace is tainted, so its open graders end in ``error`` naming
-  the reason, never in a verdict computed without those events.
-
-The taint falls on the input's own trace (``--trace-id``, by default its
-path); records that name other traces are not known without reading them.
+  compressed), the tail is lost: the traces the file's records fed (the
+  checkpoint names them) are tainted, so their open graders end in
+  ``error`` naming the reason and the lost range, never in a verdict
+  computed without those events;
+* then the files rotated after it and before the one now at the path (two
+  rotations while down: ``session.jsonl.1`` was the new file of the first)
+  are read whole, oldest write first;
+* the path names another inode with the same content up to the offset (the
+  same first bytes, and the old inode gone: replaced by an identical copy):
+  reading resumes at the offset, nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -26,14 +30,17 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from trajgrade.runner.store import head_digest
 from trajgrade.runner.tracking import identity_matches
+from trajgrade.sources._lineage import rotated_since
 from trajgrade.sources.stream import CHUNK_BYTES, trace_name
 
 if TYPE_CHECKING:
     from trajgrade.runner.store import Position
 
-__all__ = ("find_by_identity", "live_start", "recover")
+__all__ = ("live_start", "recover", "taint_lost")
 
 
 def live_start(run: Any) -> dict[str, tuple[Any, int]]:
@@ -47,13 +54,27 @@ def live_start(run: Any) -> dict[str, tuple[Any, int]]:
             fd = os.open(key, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block
         except OSError:
             fd = None
-        if fd is not None:
+        if fd is not None and not pos.done:
             try:
-                if identity_matches(fd, pos) and not pos.done:
-                    start[key] = (FileId(dev=pos.dev, ino=pos.ino), pos.offset)
-                    continue
+                same = identity_matches(fd, pos)
+                if not same and _identical_copy(fd, pos):
+                    st = os.fstat(fd)
+                    run.log.info("source_replaced_by_a_copy", source=key)
+                    pos = msgspec.structs.replace(pos, dev=st.st_dev, ino=st.st_ino)
+                    run.resume_from[key] = pos
+                    same = True
             finally:
                 os.close(fd)
+            if same:
+                if not pos.head_len:
+                    # Nothing read yet, so nothing tells a truncation: what
+                    # a copytruncate moved away since comes first.
+                    since = int(run.resumed_at * 1e9)
+                    _read_unseen(run, pos, _given_name(run, key), set(), since)
+                start[key] = (FileId(dev=pos.dev, ino=pos.ino), pos.offset)
+                continue
+        elif fd is not None:
+            os.close(fd)
         del run.resume_from[key]
         if not pos.done:
             _recover(run, pos, given=_given_name(run, key))
@@ -63,24 +84,22 @@ def live_start(run: Any) -> dict[str, tuple[Any, int]]:
 def recover(run: Any, key: str, pos: Position) -> None:
     """The file ``pos`` covers was replaced after :func:`live_start` looked
     (rotated in between): read its tail, or taint its trace, as there."""
-    if not pos.done and pos.offset:
+    if not pos.done:
         _recover(run, pos, given=_given_name(run, key))
 
 
-def find_by_identity(pos: Position) -> str | None:
+def _find_source(pos: Position) -> str | None:
     """A path in ``pos.source``'s directory naming the file ``pos`` was read
-    from (same device, inode and first bytes), or None.
-
-    Failing that, the one copy of it there (``copytruncate`` copies the log,
-    then truncates it in place): another regular file at least as long, with
-    the same first bytes. Two such copies are ambiguous: None.
-    """
+    from (same device, inode and first bytes, at least as long), or else
+    the newest copy of it there (``copytruncate`` copies the log, then
+    truncates it in place): another regular file at least as long, with the
+    same first bytes. None when neither is there."""
     directory = os.path.dirname(pos.source) or "."
     try:
         entries = list(os.scandir(directory))
     except OSError:
         return None
-    copies = []
+    copy: tuple[int, str] | None = None
     for entry in entries:
         try:
             st = entry.stat(follow_symlinks=False)
@@ -101,11 +120,52 @@ def find_by_identity(pos: Position) -> str | None:
         try:
             if same and identity_matches(fd, pos):
                 return entry.path
-            if not same and _same_head(fd, pos):
-                copies.append(entry.path)
+            newer = copy is None or st.st_mtime_ns > copy[0]
+            if not same and newer and _same_head(fd, pos):
+                copy = (st.st_mtime_ns, entry.path)
         finally:
             os.close(fd)
-    return copies[0] if len(copies) == 1 else None
+    return None if copy is None else copy[1]
+
+
+def _inode_path(pos: Position) -> str | None:
+    """Where the file ``pos`` was read from is in its directory, if there."""
+    directory = os.path.dirname(pos.source) or "."
+    try:
+        with os.scandir(directory) as entries:
+            for e in entries:
+                if (
+                    e.inode() == pos.ino
+                    and e.stat(follow_symlinks=False).st_dev == pos.dev
+                ):
+                    return e.path
+    except OSError:
+        pass
+    return None
+
+
+def _identical_copy(fd: int, pos: Position) -> bool:
+    """Whether ``fd`` (another inode) is a copy put in place of the file
+    ``pos`` was read from: as long, the same first bytes, and that file no
+    longer in the directory (renamed away, it would be a rotation)."""
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) == (pos.dev, pos.ino) or st.st_size < pos.offset:
+        return False
+    if not pos.head_len or not _same_head(fd, pos):
+        return False
+    return _inode_path(pos) is None
+
+
+def taint_lost(run: Any, traces: list[str], overflow: bool, reason: str) -> None:
+    """Events of an input were lost unread: the open traces it fed (every
+    open trace, if it fed more than it could remember) end in ``error``
+    with ``reason``, never in a verdict computed without them."""
+    if overflow:
+        traces = [*traces, *run.engine.open_traces()]
+    for trace in dict.fromkeys(traces):
+        run.engine.reject(trace, reason)
+    run.summary.input_errors += 1
+    run.log.warning("source_tail_lost", traces=traces[:20], reason=reason)
 
 
 def _same_head(fd: int, pos: Position) -> bool:
@@ -122,38 +182,71 @@ def _given_name(run: Any, key: str) -> str:
 
 
 def _recover(run: Any, pos: Position, *, given: str) -> None:
-    trace = trace_name(run.options.trace_template, given)
-    moved = find_by_identity(pos)
+    trace = pos.trace or trace_name(run.options.trace_template, given)
+    if not pos.head_len and (at := _inode_path(pos)) is not None:
+        # Nothing of it was read: it and every file a rotation or a
+        # copytruncate made of it since are unread, in the order written.
+        since = min(int(run.resumed_at * 1e9), os.stat(at).st_mtime_ns - 1)
+        _read_unseen(run, pos, given, set(), since)
+        return
+    moved = _find_source(pos)
+    skip: set[tuple[int, int]] = set()
     if moved is None:
         reason = (
             f"{given} was replaced while trajgrade was down and the file it was "
-            f"read from (unread from byte {pos.offset:,}) is gone"
+            f"read from (unread from byte {pos.offset:,} of {given}, device "
+            f"{pos.dev} inode {pos.ino}) is gone; rotate by renaming within the "
+            "directory and keep the old file until it was read"
         )
-        run.engine.reject(trace, reason)
-        run.summary.input_errors += 1
-        run.log.warning(
-            "source_tail_lost",
+        taint_lost(run, pos.traces or [trace], pos.traces_overflow, reason)
+        since = int(run.resumed_at * 1e9)
+    else:
+        st = os.stat(moved)
+        skip.add((st.st_dev, st.st_ino))
+        since = st.st_mtime_ns  # the files rotated after it were written later
+        tracked = _read(run, given, moved, trace, pos)
+        run.log.info(
+            "source_tail_recovered",
             source=given,
-            trace=trace,
+            rotated_to=moved,
             offset=pos.offset,
-            reason=reason
-            + "; rotate by renaming within the directory and keep the old file until it was read",
+            bytes=tracked.decoder.offset - pos.offset,
         )
-        return
-    tracked = run.tracked(given, pos.source, trace)
-    tracked.dev, tracked.ino = pos.dev, pos.ino
-    fd = os.open(moved, os.O_RDONLY)
+    _read_unseen(run, pos, given, skip, since)
+
+
+def _read_unseen(
+    run: Any, pos: Position, given: str, skip: set[tuple[int, int]], since: int
+) -> None:
+    """Read the files rotated away since the checkpoint and never opened
+    (two rotations while down; what a copytruncate moved from a file not
+    read yet), oldest write first, before the file now at the path. The
+    checkpoint's own inode is not skipped: after a copytruncate it holds
+    what was written since, unread."""
+    trace = pos.trace or trace_name(run.options.trace_template, given)
     try:
-        tracked.resume(fd, pos)
+        now = os.stat(pos.source)
+        skip.add((now.st_dev, now.st_ino))
+    except OSError:
+        pass
+    for path in rotated_since(pos.source, since, skip):
+        run.log.info("source_rotated_unseen", source=given, file=path)
+        _read(run, given, path, trace, None)
+
+
+def _read(run: Any, given: str, path: str, trace: str, pos: Position | None) -> Any:
+    """Read ``path`` to its end into ``trace`` (from ``pos``, if given)."""
+    tracked = run.tracked(given, os.path.abspath(given), trace)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        tracked.dev, tracked.ino = st.st_dev, st.st_ino
+        if pos is not None:
+            tracked.dev, tracked.ino = pos.dev, pos.ino
+            tracked.resume(fd, pos)
         while chunk := os.read(fd, CHUNK_BYTES):
             run.take(tracked, chunk)
     finally:
         os.close(fd)
     run.end_input(tracked)
-    run.log.info(
-        "source_tail_recovered",
-        source=given,
-        rotated_to=moved,
-        offset=pos.offset,
-        bytes=tracked.decoder.offset - pos.offset,
-    )
+    return tracked

@@ -41,6 +41,7 @@ import anyio
 import anyio.to_thread
 
 from trajgrade.errors import SourceError
+from trajgrade.runner import observe
 from trajgrade.runner.run_state import _Run
 from trajgrade.runtime.signals import graceful_signals
 from trajgrade.sources import StreamSource, open_source
@@ -185,9 +186,9 @@ async def _serve(
         if state.clocked or options.idle_timeout is not None or state.store:
             tg.start_soon(state.clock)
         if status is not None:
-            tg.start_soon(state.show, status)
+            tg.start_soon(observe.show, state, status)
         if state.metrics is not None:
-            tg.start_soon(state.export, state.metrics)
+            tg.start_soon(observe.export, state, state.metrics)
         if actions is not None:
             tg.start_soon(actions.serve)
         tg.start_soon(read_all)

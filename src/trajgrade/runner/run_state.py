@@ -27,7 +27,6 @@ from trajgrade.runner.tracking import TrackedInput, identity_matches
 from trajgrade.runtime.exit_status import (
     FailedTraces,
     RunSummary,
-    dropped_counts,
     tally,
 )
 from trajgrade.runtime.reporting import log_anomalies, report_problems
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
     from trajgrade.runner.options import RunOptions
     from trajgrade.runtime.actions import Actions
     from trajgrade.runtime.metrics import Metrics
-    from trajgrade.runtime.status_line import StatusLine
     from trajgrade.sinks import RunSink
     from trajgrade.sinks.decisions import DecisionWriter
     from trajgrade.sources import StreamSource
@@ -73,6 +71,8 @@ class _Run:
         self.store: StateStore | None = None
         #: Positions of the checkpoint this run resumed from, by source.
         self.resume_from: dict[str, Position] = {}
+        #: When that checkpoint was taken (files written since were unread).
+        self.resumed_at = 0.0
         #: Inputs being read, by source, and those read to their end.
         self.inputs: dict[str, TrackedInput] = {}
         self.finished: dict[str, Position] = {}
@@ -200,7 +200,7 @@ class _Run:
             max_line_bytes=self.options.max_line_bytes,
             tool_results=reads_tool_results(self.suite.capabilities),
         )
-        return TrackedInput(source, decoder)
+        return TrackedInput(source, decoder, is_closed=self.engine.is_closed)
 
     async def read(self, src: StreamSource) -> None:
         key = _key(src.name)
@@ -253,7 +253,7 @@ class _Run:
         return live_start(self)
 
     async def read_live(self, live: LiveFiles) -> None:
-        from trajgrade.sources.live import Closed, Data, Opened, Renamed
+        from trajgrade.sources.live import Closed, Data, Lost, Opened, Renamed
 
         inputs = self.inputs
         async for piece in live.pieces():
@@ -264,6 +264,13 @@ class _Run:
                 self.opened(piece)
             elif type(piece) is Closed:
                 self.closed(piece)
+            elif type(piece) is Lost:
+                tracked = inputs.get(_key(piece.path))
+                if tracked is not None and not tracked.decoder.document:
+                    # (A document rewritten in place is read again whole.)
+                    from trajgrade.runner.rotation import taint_lost
+
+                    taint_lost(self, tracked.held(), tracked.overflow, piece.reason)
             elif type(piece) is Renamed:
                 # Same file, same decoder and trace; checkpoints name it anew.
                 tracked = inputs.pop(_key(piece.path), None)
@@ -275,7 +282,11 @@ class _Run:
         path = piece.path
         key = _key(path)
         pos = self.resume_from.pop(key, None)
-        if pos is not None and not piece.offset:
+        same = pos is not None and (pos.dev, pos.ino) == (
+            piece.file.dev,
+            piece.file.ino,
+        )
+        if pos is not None and not piece.offset and (pos.offset or not same):
             # Replaced since start-up looked (rotated in between): the old
             # file's unread tail first, as a rotation while down.
             from trajgrade.runner.rotation import recover
@@ -368,34 +379,6 @@ class _Run:
                         self.emit(verdicts)
             await self.maybe_checkpoint()
 
-    async def show(self, status: StatusLine) -> None:
-        from trajgrade.runtime.status_line import REFRESH_SECONDS
-
-        counts = self.summary.verdicts
-        while True:
-            stats = self.engine.statistics()
-            status.update(
-                events=stats.events,
-                bytes_done=self.bytes_read,
-                open_traces=stats.open_traces,
-                passed=counts.get(Outcome.PASS, 0),
-                failed=counts.get(Outcome.FAIL, 0) + counts.get(Outcome.ERROR, 0),
-            )
-            await anyio.sleep(REFRESH_SECONDS)
-
-    async def export(self, metrics: Metrics) -> None:
-        """Keep the metrics current (a second's resolution is plenty)."""
-        seen = 0
-        while True:
-            stats = self.engine.statistics()
-            metrics.events.inc(stats.events - seen)
-            seen = stats.events
-            metrics.open_traces.set(stats.open_traces)
-            lost = (stats.late_events, stats.settled_events, self.summary.input_errors)
-            metrics.sync_dropped(dropped_counts(*lost))
-            metrics.progress()  # the loop is alive, events or not
-            await anyio.sleep(1.0)
-
     # ------------------------------------------------------------ state
     def open_state(self) -> None:
         """Take the state directory and load its checkpoint, if any."""
@@ -413,6 +396,7 @@ class _Run:
                 ckpt.failed_traces, count=ckpt.failed_count, first=ckpt.failed_first
             )
             s.resumed = True
+            self.resumed_at = ckpt.created
             self.log.info(
                 "state_resumed",
                 state=str(store.dir),

@@ -98,6 +98,11 @@ class Position(msgspec.Struct, kw_only=True):
     #: The trace of its records without an id of their own, when that is not
     #: the one its name gives (a file renamed under ``--watch``).
     trace: str | None = None
+    #: The open traces its records fed (bounded: ``tracking.MAX_HELD``), so
+    #: a tail lost while trajgrade was down taints the traces it named.
+    traces: list[str] = msgspec.field(default_factory=list)
+    #: It fed more open traces than that: a lost tail taints every open trace.
+    traces_overflow: bool = False
 
 
 class Checkpoint(msgspec.Struct, kw_only=True):

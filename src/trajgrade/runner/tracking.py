@@ -12,6 +12,10 @@ bytes before the offset through a fresh decoder and drops the events (they
 are already in the engine state of the checkpoint): the reader is then in
 exactly the state it had. Formats whose records decode alone (trajgrade's
 canonical JSONL) skip the replay and start at the offset.
+
+It also remembers which open traces the input's records fed (bounded by
+:data:`MAX_HELD`): when a part of the file is lost unread, those traces,
+not the one its path names, are the ones that may miss events.
 """
 
 from __future__ import annotations
@@ -23,17 +27,32 @@ from trajgrade.pipeline.decoder import SourceDecoder
 from trajgrade.runner.store import HEAD_BYTES, Position, head_digest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from trajgrade.pipeline.batches import Batch
 
-__all__ = ("TrackedInput", "identity_matches")
+__all__ = ("MAX_HELD", "TrackedInput", "identity_matches")
 
 _REPLAY_CHUNK: Final = 1 << 20
+#: Open traces an input remembers feeding; past it (after dropping closed
+#: ones) a loss in that input taints every open trace.
+MAX_HELD: Final = 4096
 
 
 class TrackedInput:
     """One input's decoder plus its identity and resume position."""
 
-    __slots__ = ("decoder", "dev", "done", "head", "ino", "source")
+    __slots__ = (
+        "decoder",
+        "dev",
+        "done",
+        "head",
+        "ino",
+        "is_closed",
+        "overflow",
+        "source",
+        "traces",
+    )
 
     def __init__(
         self,
@@ -42,6 +61,7 @@ class TrackedInput:
         *,
         dev: int | None = None,
         ino: int | None = None,
+        is_closed: Callable[[str], bool] | None = None,
     ) -> None:
         #: The input's name in positions (an absolute path; ``-`` for stdin).
         self.source = source
@@ -51,22 +71,53 @@ class TrackedInput:
         #: The first bytes of the file, for its identity digest.
         self.head = bytearray()
         self.done = False
+        #: The traces its records fed, oldest first (closed ones are dropped
+        #: when it is full), and whether some had to be forgotten.
+        self.traces: dict[str, None] = {}
+        self.overflow = False
+        self.is_closed = is_closed
 
     def feed(self, data: bytes) -> Batch:
         """Decode the next bytes of the input."""
         if len(self.head) < HEAD_BYTES:
             self.head += data[: HEAD_BYTES - len(self.head)]
-        return self.decoder.feed(data)
+        return self._held(self.decoder.feed(data))
 
     def close(self) -> Batch:
         """End of this input: flush the decoder; nothing is left to resume."""
         self.done = True
-        return self.decoder.close()
+        return self._held(self.decoder.close())
 
     def stop(self) -> Batch:
         """Reading stopped early: flush the decoder, dropping an unread part."""
         self.done = True
-        return self.decoder.stop()
+        return self._held(self.decoder.stop())
+
+    def held(self) -> list[str]:
+        """The open traces this input fed (its default trace if none)."""
+        closed = self.is_closed
+        out = [t for t in self.traces if closed is None or not closed(t)]
+        return out or [self.decoder.default_trace]
+
+    def _held(self, batch: Batch) -> Batch:
+        traces, last = self.traces, None
+        default = self.decoder.default_trace
+        for event in batch.events:
+            tid = event.trace_id or default  # (no id of its own: the file's trace)
+            if tid is not last and tid not in traces:
+                if len(traces) >= MAX_HELD and not self._prune():
+                    self.overflow = True
+                else:
+                    traces[tid] = None
+            last = tid
+        return batch
+
+    def _prune(self) -> bool:
+        """Drop closed traces; whether that made room."""
+        if self.is_closed is not None:
+            closed = self.is_closed
+            self.traces = {t: None for t in self.traces if not closed(t)}
+        return len(self.traces) < MAX_HELD
 
     def position(self) -> Position | None:
         """Where a restart should continue (None: not a file, cannot resume)."""
@@ -84,12 +135,16 @@ class TrackedInput:
             head_len=len(self.head),
             done=self.done,
             trace=d.default_trace,
+            traces=[] if self.done else self.held(),
+            traces_overflow=self.overflow,
         )
 
     def resume(self, fd: int, pos: Position) -> None:
         """Bring this fresh input to ``pos`` by reading ``fd`` (the same file,
         see :func:`identity_matches`); ``fd`` is left at ``pos.offset``."""
         d = self.decoder
+        self.traces = dict.fromkeys(pos.traces)
+        self.overflow = pos.traces_overflow
         # The head grows from the bytes fed next, which start at the offset:
         # it must hold the bytes before it, not the checkpoint's head (that
         # may reach past the offset into a part line read again now).

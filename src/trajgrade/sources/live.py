@@ -21,7 +21,11 @@ Design:
   read the new one from 0; the path is gone → drain, ``Closed("deleted")``
   (``"rotated"`` if the file still has a name elsewhere), and for ``--follow``
   paths wait for it to come back; the file shrank below our offset
-  (copytruncate) → ``Closed("truncated")`` and read it again from 0.
+  (copytruncate) → the unread rest of its old content from the copy beside
+  it (:mod:`~trajgrade.sources._lineage`), or ``Lost`` when there is none,
+  then ``Closed("truncated")`` and read it again from 0. Files a rename
+  rotation moved away before they were opened (two rotations between two
+  looks) are read, oldest first, before the file now at the path.
 * **Renames under ``--watch``.** A new name for a file being read (same
   device and inode, its old name gone) is a ``Renamed``: reading goes on
   at the same offset, not again from the start.
@@ -49,8 +53,17 @@ from typing import TYPE_CHECKING, Any, Final
 from trajgrade.errors import SourceError
 from trajgrade.sources._live_args import WatchRoot, check_follow, watch_root
 from trajgrade.sources._notify import Notifier, open_notifier
-from trajgrade.sources.pieces import Closed, Data, FileId, Opened, Piece, Renamed
-from trajgrade.sources.stream import CHUNK_BYTES
+from trajgrade.sources._tail import (
+    HEAD_BYTES,
+    MARK_BYTES,
+    Tail,
+    close_tail,
+    drain,
+    restart_if_truncated,
+    skipped,
+    switch_to_copy,
+)
+from trajgrade.sources.pieces import Closed, Data, FileId, Lost, Opened, Piece, Renamed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -63,6 +76,7 @@ __all__ = (
     "Data",
     "FileId",
     "LiveFiles",
+    "Lost",
     "Opened",
     "Piece",
     "Renamed",
@@ -75,24 +89,6 @@ _GONE: Final = (FileNotFoundError, NotADirectoryError)
 #: Seconds a file renamed away is still read after its last write while the
 #: path holds no data (see ``LiveFiles._writer_may_return``).
 ROTATE_WAIT: Final = 5.0
-#: Bytes before the read offset compared on every check (see ``_truncated``).
-_MARK_BYTES: Final = 64
-
-
-class _Tail:
-    """One followed path and the file currently read through it."""
-
-    __slots__ = ("complained", "fd", "file", "given", "mark", "offset", "path", "real")
-
-    def __init__(self, path: str, real: str, *, given: bool) -> None:
-        self.path = path  # as reported in pieces
-        self.real = real  # absolute, for I/O and notifications
-        self.given = given  # --follow: wait for it when it is missing
-        self.fd: int | None = None
-        self.file: FileId | None = None  # the file being read, open or parked
-        self.offset = 0
-        self.mark = b""  # the last bytes before offset, to notice a rewrite
-        self.complained: str | None = None  # the problem logged last, once each
 
 
 class LiveFiles:
@@ -120,7 +116,7 @@ class LiveFiles:
         self._log = log
         self._backend = backend
         self._start = dict(start or {})
-        self._tails: dict[str, _Tail] = {}  # by real path; insertion = activity order
+        self._tails: dict[str, Tail] = {}  # by real path; insertion = activity order
         self._roots = [watch_root(path, pattern) for path, pattern in watch]
         self._dirs: dict[
             str, tuple[WatchRoot, int]
@@ -129,14 +125,14 @@ class LiveFiles:
         self._closed = False
         self._warned_unwatched = False
         self._watched_open = 0  # descriptors open for --watch files
-        self._aliases: dict[str, _Tail] = {}  # symlink targets -> their tail
+        self._aliases: dict[str, Tail] = {}  # symlink targets -> their tail
         self._rotate_wait = rotate_wait
-        self._rotating: dict[str, _Tail] = {}  # renamed away, writer may return
-        self._by_file: dict[FileId, _Tail] = {}  # --watch files being read
+        self._rotating: dict[str, Tail] = {}  # renamed away, writer may return
+        self._by_file: dict[FileId, Tail] = {}  # --watch files being read
         self._renamed: list[Renamed] = []  # renames found, to report first
         for path in paths:
             real = check_follow(path)
-            self._tails.setdefault(real, _Tail(path, real, given=True))
+            self._tails.setdefault(real, Tail(path, real, given=True))
 
     async def pieces(self) -> AsyncIterator[Piece]:
         """Yield pieces as files change; runs until cancelled."""
@@ -167,7 +163,7 @@ class LiveFiles:
         """Close every descriptor and the notifier (idempotent)."""
         self._closed = True
         for tail in self._tails.values():
-            _close(tail)
+            close_tail(tail)
         self._watched_open = 0
         self._by_file.clear()
         if self._notifier is not None:
@@ -197,10 +193,10 @@ class LiveFiles:
                     fallback=f"re-checked every {self._poll_interval} s",
                 )
 
-    def _add_dir(self, root: WatchRoot, real: str, depth: int) -> list[_Tail]:
+    def _add_dir(self, root: WatchRoot, real: str, depth: int) -> list[Tail]:
         """Watch ``real`` (and the subdirectories the glob can reach); new matching files."""
         assert self._notifier is not None
-        found: list[_Tail] = []
+        found: list[Tail] = []
         if real not in self._dirs:
             self._dirs[real] = (root, depth)
             self._watch_dir(real)
@@ -220,7 +216,7 @@ class LiveFiles:
                 found.append(tail)
         return found
 
-    def _discover(self, root: WatchRoot, real: str) -> _Tail | None:
+    def _discover(self, root: WatchRoot, real: str) -> Tail | None:
         """A new tail for ``real`` if it is under ``root``, matches, and is new."""
         if real in self._tails:
             return None
@@ -239,11 +235,11 @@ class LiveFiles:
             moved.path, moved.real = path, real
             self._tails[real] = moved
             return moved
-        tail = _Tail(path, real, given=False)
+        tail = Tail(path, real, given=False)
         self._tails[real] = tail
         return tail
 
-    def _moved_here(self, real: str) -> _Tail | None:
+    def _moved_here(self, real: str) -> Tail | None:
         """The ``--watch`` tail whose file ``real`` is, if its own path no
         longer names it (renamed, not a second link)."""
         try:
@@ -259,7 +255,7 @@ class LiveFiles:
             pass  # the old name is gone: renamed
         return tail
 
-    def _resolve(self, changed: set[str] | None) -> list[_Tail]:
+    def _resolve(self, changed: set[str] | None) -> list[Tail]:
         """The tails to service for a set of changed paths (None: all of them)."""
         if changed is None:
             self._watch_parents()
@@ -269,7 +265,7 @@ class LiveFiles:
                 else:
                     self._add_dir(root, real, depth)
             return list(self._tails.values())
-        dirty: dict[str, _Tail] = {}
+        dirty: dict[str, Tail] = {}
         for path in sorted(changed):
             tail = self._tails.get(path) or self._aliases.get(path)
             if tail is not None:
@@ -298,7 +294,7 @@ class LiveFiles:
 
     # ------------------------------------------------------------ reading
 
-    def _service(self, tail: _Tail) -> Iterator[Piece]:
+    def _service(self, tail: Tail) -> Iterator[Piece]:
         """Read ``tail`` to its end, handling rotation, truncation and deletion."""
         was_open = tail.fd is not None
         try:
@@ -307,7 +303,7 @@ class LiveFiles:
             if not tail.given:
                 self._watched_open += (tail.fd is not None) - was_open
 
-    def _check_or_open(self, tail: _Tail) -> Iterator[Piece]:
+    def _check_or_open(self, tail: Tail) -> Iterator[Piece]:
         if tail.file is not None:
             yield from self._check_current(tail)
         if tail.file is None and tail.real in self._tails:
@@ -316,7 +312,7 @@ class LiveFiles:
             # Most recently active last: parking closes from the front.
             self._tails[tail.real] = self._tails.pop(tail.real)
 
-    def _check_current(self, tail: _Tail) -> Iterator[Piece]:
+    def _check_current(self, tail: Tail) -> Iterator[Piece]:
         assert tail.file is not None
         try:
             now: os.stat_result | None = os.stat(tail.real)
@@ -329,31 +325,39 @@ class LiveFiles:
                 now.st_size == tail.offset or not self._reopen(tail)
             ):
                 return  # parked and unchanged (the cheap re-check), or replaced
-            if _truncated(tail):
-                self._info("follow_truncated", path=tail.path, offset=tail.offset)
-                yield Closed(tail.path, "truncated")
-                tail.offset, tail.mark = 0, b""
-                yield Opened(tail.path, tail.file, 0)
-            yield from _drain(tail)
+            yield from restart_if_truncated(tail, self._info)
+            yield from drain(tail)
             return
         # The path is gone or names another file: finish the old one.
         reason = "rotated" if now is not None else "deleted"
+        last_write = 0
         if tail.fd is not None:
-            yield from _drain(tail)
+            # (Truncated before it was renamed away: logrotate's copytruncate
+            # and a rotation between two looks.)
+            yield from restart_if_truncated(tail, self._info)
+            yield from drain(tail)
             if self._writer_may_return(tail, now):
                 return
-            if now is None and os.fstat(tail.fd).st_nlink > 0:
+            old = os.fstat(tail.fd)
+            last_write = old.st_mtime_ns
+            if tail.given and old.st_nlink == 0 and switch_to_copy(tail, self._info):
+                yield from drain(tail)  # replaced by a copy of itself: read on
+                return
+            if now is None and old.st_nlink > 0:
                 reason = "rotated"  # renamed away; the new file is not there yet
         self._info(f"follow_{reason}", path=tail.path, offset=tail.offset)
-        _close(tail)
+        close_tail(tail)
         if self._by_file.get(tail.file) is tail:
             del self._by_file[tail.file]
         tail.file = None
         yield Closed(tail.path, reason)
         if now is None and not tail.given:
             del self._tails[tail.real]
+        elif tail.given and now is not None and last_write:
+            skip = {(old.st_dev, old.st_ino), (now.st_dev, now.st_ino)}
+            yield from skipped(tail, last_write, skip, self._info)
 
-    def _writer_may_return(self, tail: _Tail, now: os.stat_result | None) -> bool:
+    def _writer_may_return(self, tail: Tail, now: os.stat_result | None) -> bool:
         """Whether to keep reading a file renamed away a while longer.
 
         Its writer still holds it until told to reopen (logrotate's ``create``,
@@ -370,7 +374,7 @@ class LiveFiles:
         self._rotating.pop(tail.real, None)
         return False
 
-    def _reopen(self, tail: _Tail) -> bool:
+    def _reopen(self, tail: Tail) -> bool:
         """Reopen a parked file; False if the path now names something else."""
         try:
             fd = os.open(tail.real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -382,7 +386,7 @@ class LiveFiles:
         tail.fd = fd
         return True
 
-    def _open(self, tail: _Tail) -> Iterator[Piece]:
+    def _open(self, tail: Tail) -> Iterator[Piece]:
         try:
             fd = os.open(tail.real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         except _GONE:
@@ -401,7 +405,8 @@ class LiveFiles:
             self._complain(tail, "not a regular file")
             return
         tail.complained = None
-        tail.fd, tail.file, tail.offset, tail.mark = fd, FileId.of(st), 0, b""
+        tail.fd, tail.file, tail.offset = fd, FileId.of(st), 0
+        tail.mark = tail.head = b""
         if not tail.given:
             self._by_file[tail.file] = tail
         target = os.path.realpath(tail.real)
@@ -415,12 +420,13 @@ class LiveFiles:
         if resume is not None:
             if resume[0] == tail.file and 0 <= resume[1] <= st.st_size:
                 tail.offset = resume[1]
-                start = max(tail.offset - _MARK_BYTES, 0)
+                start = max(tail.offset - MARK_BYTES, 0)
                 tail.mark = os.pread(fd, tail.offset - start, start)
+                tail.head = os.pread(fd, min(tail.offset, HEAD_BYTES), 0)
             else:
                 self._info("follow_resume_from_start", path=tail.path)
         yield Opened(tail.path, tail.file, tail.offset)
-        yield from _drain(tail)
+        yield from drain(tail)
 
     def _park_idle(self) -> None:
         """Close the least recently active ``--watch`` files beyond the cap."""
@@ -429,7 +435,9 @@ class LiveFiles:
             return
         for tail in self._tails.values():  # least recently active first
             if tail.fd is not None and not tail.given:
-                _close(tail)  # tail.file stays: reopened and checked on its next change
+                close_tail(
+                    tail
+                )  # tail.file stays: reopened and checked on its next change
                 excess -= 1
                 if excess == 0:
                     break
@@ -441,38 +449,8 @@ class LiveFiles:
         if self._log is not None:
             self._log.info(event, **kv)
 
-    def _complain(self, tail: _Tail, problem: str) -> None:
+    def _complain(self, tail: Tail, problem: str) -> None:
         if tail.complained != problem:
             tail.complained = problem
             if self._log is not None:
                 self._log.error("follow_unreadable", path=tail.path, problem=problem)
-
-
-def _drain(tail: _Tail) -> Iterator[Data]:
-    fd = tail.fd
-    assert fd is not None
-    while chunk := os.pread(fd, CHUNK_BYTES, tail.offset):
-        tail.offset += len(chunk)
-        tail.mark = (tail.mark + chunk[-_MARK_BYTES:])[-_MARK_BYTES:]
-        yield Data(tail.path, chunk, tail.offset)
-
-
-def _truncated(tail: _Tail) -> bool:
-    """Whether the open file no longer holds what we read before ``offset``.
-
-    Shorter than the offset is the usual sign; the last bytes we read having
-    changed also catches a file truncated and rewritten past the offset
-    before we looked (a writer that truncates and appends at once).
-    """
-    fd = tail.fd
-    assert fd is not None
-    if os.fstat(fd).st_size < tail.offset:
-        return True
-    mark = tail.mark
-    return bool(mark) and os.pread(fd, len(mark), tail.offset - len(mark)) != mark
-
-
-def _close(tail: _Tail) -> None:
-    if tail.fd is not None:
-        os.close(tail.fd)
-        tail.fd = None

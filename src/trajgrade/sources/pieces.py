@@ -13,7 +13,10 @@ a checkpoint records). These small frozen Structs carry exactly that, per path:
   of input in finite mode);
 * :class:`Renamed`: the file read at ``path`` was renamed to ``to`` (within
   a ``--watch`` directory); reading it goes on there, the next pieces name
-  ``to``.
+  ``to``;
+* :class:`Lost`: bytes of the file open at ``path`` from ``offset`` on were
+  never read and cannot be (truncated with no copy left): what that file
+  held is incomplete.
 
 Per path, an ``Opened`` comes before its ``Data``, ``Data`` pieces are
 contiguous (each ``end`` is the previous ``end`` plus ``len(data)``), and a
@@ -29,7 +32,16 @@ import msgspec
 if TYPE_CHECKING:
     import os
 
-__all__ = ("CloseReason", "Closed", "Data", "FileId", "Opened", "Piece", "Renamed")
+__all__ = (
+    "CloseReason",
+    "Closed",
+    "Data",
+    "FileId",
+    "Lost",
+    "Opened",
+    "Piece",
+    "Renamed",
+)
 
 #: Why reading a file stopped.
 CloseReason: TypeAlias = Literal["rotated", "truncated", "deleted", "end"]
@@ -77,5 +89,14 @@ class Renamed(msgspec.Struct, frozen=True):
     to: str
 
 
+class Lost(msgspec.Struct, frozen=True):
+    """The file open at ``path`` held bytes from ``offset`` on that are gone
+    unread (``reason`` says how); a ``Closed`` follows."""
+
+    path: str
+    offset: int
+    reason: str
+
+
 #: One item of a live source's stream.
-Piece: TypeAlias = Opened | Data | Closed | Renamed
+Piece: TypeAlias = Opened | Data | Closed | Renamed | Lost

@@ -299,7 +299,7 @@ FACES = {
         "SourceDecoder",
         "grade_bytes",
     },
-    "trajgrade.api": {"Feedable", "StreamGrader"},
+    "trajgrade.api": {"Feedable", "HostOutput", "StreamGrader", "TraceHost", "TraceState"},
 }
 
 

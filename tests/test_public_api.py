@@ -299,7 +299,13 @@ FACES = {
         "SourceDecoder",
         "grade_bytes",
     },
-    "trajgrade.api": {"Feedable", "HostOutput", "StreamGrader", "TraceHost", "TraceState"},
+    "trajgrade.api": {
+        "Feedable",
+        "HostOutput",
+        "StreamGrader",
+        "TraceHost",
+        "TraceState",
+    },
 }
 
 

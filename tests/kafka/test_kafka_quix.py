@@ -112,16 +112,11 @@ async def _send(bootstrap: str, topic: str, lines: list[bytes], *, ticks: bool) 
         ]
         if ticks:  # a year ahead on every partition: every session closes
             ahead = int(time.time() * 1000) + 365 * 86_400_000
-            for p in range(PARTITIONS):
-                futs.append(
-                    await producer.send(
-                        topic,
-                        key=TICK_KEY.encode(),
-                        value=b"tick",
-                        partition=p,
-                        timestamp_ms=ahead,
-                    )
-                )
+            tick = {"key": TICK_KEY.encode(), "value": b"tick", "timestamp_ms": ahead}
+            futs += [
+                await producer.send(topic, partition=p, **tick)  # type: ignore[arg-type]
+                for p in range(PARTITIONS)
+            ]
         await asyncio.gather(*futs)
     finally:
         await producer.stop()

@@ -300,6 +300,7 @@ class TraceHost:
         batches = [decoder.feed(line)]
         if decoder is not state._decoder:  # (a reader of this record alone)
             batches.append(decoder.close())
+        batches = [b for b in batches if b.events or b.errors]
         self._check_trace(data.trace_id, batches)
         return self._run(state, lambda e: self._graded(decoder, batches))
 

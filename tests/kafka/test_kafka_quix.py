@@ -189,3 +189,62 @@ def test_quix_app_restores_from_its_changelog_after_a_kill(
         by_id.setdefault(headers["trajgrade-id"], set()).add(r.value)
     assert all(len(values) == 1 for values in by_id.values())
     assert len(by_id) == len(want)
+
+
+def test_quix_app_runs_exactly_once_on_the_test_broker(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``exactly-once`` (Quix's transactions) runs on tansu and gives exactly
+    the verdicts once each. (A crash under it cannot be tested here: tansu's
+    read_committed consumers see aborted records.)"""
+    lines = _sessions()[:400]
+    host = TraceHost.from_policy(SIX, allow_code=True)
+    result = grade_bytes(host.suite, b"".join(line + b"\n" for line in lines))
+    want = [_ENC.encode(v) for v in result.verdicts]
+    want += [_ENC.encode(d) for d in result.decisions]
+    source, sink, group = (
+        k.unique("quix-eos-in"),
+        k.unique("quix-eos-out"),
+        k.unique("quix-eos"),
+    )
+    k.create_topic(kafka_bootstrap, source, PARTITIONS)
+    asyncio.run(_send(kafka_bootstrap, source, lines, ticks=True))
+    app = QuixApp(
+        tmp_path,
+        "eos",
+        [
+            "--broker",
+            kafka_bootstrap,
+            "--input",
+            source,
+            "--output",
+            sink,
+            "--group",
+            group,
+            "--policy",
+            str(SIX),
+            "--allow-code",
+            "--guarantee",
+            "exactly-once",
+            "--commit-interval",
+            "0.5",
+            "--session-timeout-ms",
+            "6000",
+            "--state-dir",
+            str(tmp_path / "s"),
+        ],
+    )
+    try:
+        k.wait_for(
+            lambda: (
+                len(_outputs(kafka_bootstrap, sink)) >= len(want)
+                or app.proc.poll() is not None
+            ),
+            120,
+            "every verdict",
+        )
+    finally:
+        rc = app.stop(signal.SIGTERM)
+    got = [r.value for r in _outputs(kafka_bootstrap, sink)]
+    assert sorted(got) == sorted(want), app.err_path.read_text()[-3000:]
+    assert rc == 0

@@ -44,6 +44,7 @@ EDGE_PARTS = frozenset(
         "sandbox",
         "wrapper",
         "kafka",
+        "integrations",
         "hooks",
         "telemetry",
         "cli",
@@ -299,7 +300,13 @@ FACES = {
         "SourceDecoder",
         "grade_bytes",
     },
-    "trajgrade.api": {"Feedable", "StreamGrader"},
+    "trajgrade.api": {
+        "Feedable",
+        "HostOutput",
+        "StreamGrader",
+        "TraceHost",
+        "TraceState",
+    },
 }
 
 

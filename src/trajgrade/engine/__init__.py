@@ -7,7 +7,7 @@ traces), ``reporting`` (decisions made verdicts), ``clock`` (ticks and
 deadlines), ``input`` (events built in code, checked), ``dataset`` (which
 rows found their trace), ``routing`` (which graders an event concerns),
 ``guard`` (a decision for every call), ``packing`` (idle traces' states as
-bytes).
+bytes), ``hosted`` (one trace at a time, its state kept by a host).
 """
 
 from __future__ import annotations

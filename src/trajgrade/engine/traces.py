@@ -193,6 +193,14 @@ class TraceTable:
         if old is not None and self.forgotten is not None:
             self.forgotten.append(old)  # (its taint marker goes too)
 
+    def clear(self) -> None:
+        """Forget every trace and id (a hosted engine between two calls:
+        the host's store holds each trace's state, trajgrade.engine.hosted)."""
+        self.open.clear()
+        self._kept.clear()
+        self.closed.clear()
+        self._unopened.clear()
+
     def idle(self, now: float, idle: float) -> list[str]:
         """Ids of the open traces with no event for ``idle`` seconds of the
         runner's clock."""

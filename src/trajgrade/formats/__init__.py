@@ -40,7 +40,12 @@ from trajgrade.formats import (
     swe_agent,
     vally,
 )
-from trajgrade.formats._document import SNIFF_LIMIT, DocShape, document_shape
+from trajgrade.formats._document import (
+    SNIFF_LIMIT,
+    DocShape,
+    DocumentReader,
+    document_shape,
+)
 from trajgrade.formats._lines import decode_line
 from trajgrade.formats._sniff import sniff_trace_id
 
@@ -68,6 +73,7 @@ __all__ = (
     "flushes_trace",
     "is_json_object",
     "open_reader",
+    "reader_traits",
     "sniff_trace_id",
     "starts_document",
 )
@@ -108,6 +114,25 @@ class FlushesTrace(Protocol):
         """What the reader holds for ``trace_id``, given up now because the
         runner is about to close that trace."""
         ...
+
+
+#: Reader classes -> (SkipsToolResults, TakesDecoded, a whole document's):
+#: a host opens a reader per record (trajgrade.api.trace_host).
+_TRAITS: dict[type, tuple[bool, bool, bool]] = {}
+
+
+def reader_traits(reader: object) -> tuple[bool, bool, bool]:
+    """Whether ``reader`` is a :class:`SkipsToolResults`, a
+    :class:`TakesDecoded`, and a whole document's (asked once per class)."""
+    kind = type(reader)
+    known = _TRAITS.get(kind)
+    if known is None:
+        known = _TRAITS[kind] = (
+            issubclass(kind, SkipsToolResults),
+            issubclass(kind, TakesDecoded),
+            issubclass(kind, DocumentReader),
+        )
+    return known
 
 
 #: Reader classes -> whether they are :class:`FlushesTrace`: an isinstance

@@ -31,6 +31,11 @@ _TAGS: Final = frozenset(EVENT_TYPES)
 _AT: Final = re.compile(r" - at `\$\.?([^`]*)`$")
 
 
+_TYPED: Final = msgspec.json.Decoder(Event)
+_LOOSE: Final = msgspec.json.Decoder()
+_LEAN: Final[msgspec.json.Decoder[Any]] = msgspec.json.Decoder(LEAN_EVENT)
+
+
 class NativeReader(DecodedFeed):
     """Decodes canonical JSONL."""
 
@@ -39,11 +44,13 @@ class NativeReader(DecodedFeed):
     def __init__(self, *, source: str, default_trace: str) -> None:
         self._source = source
         self._default = default_trace
-        self._typed = msgspec.json.Decoder(Event)
-        self._loose = msgspec.json.Decoder()
+        # (Shared: building a decoder of every event type costs about 40 µs,
+        # and a host opens a reader per record, trajgrade.api.trace_host.)
+        self._typed = _TYPED
+        self._loose = _LOOSE
         #: Decode tool results without their ``result`` (no grader reads it).
         self._lean = False
-        self._lean_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(LEAN_EVENT)
+        self._lean_decoder: msgspec.json.Decoder[Any] = _LEAN
 
     def skip_tool_results(self) -> None:
         """No grader reads ``ToolResult.result``: stop building it."""

@@ -15,6 +15,7 @@ grading is the same calls with the whole input at once (:func:`grade_bytes`).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from trajgrade._util.depth import scan, too_deep_message
@@ -24,15 +25,14 @@ from trajgrade.formats import (
     FlushesTrace,
     Reader,
     ResumesMidFile,
-    SkipsToolResults,
     SniffsDocuments,
     TakesDecoded,
     flushes_trace,
     open_reader,
+    reader_traits,
     sniff_trace_id,
 )
 from trajgrade.formats._detect import FormatDetector
-from trajgrade.formats._document import DocumentReader
 from trajgrade.formats._lines import one_by_one
 from trajgrade.pipeline.batches import Batch, Segment, segment
 
@@ -56,6 +56,12 @@ API_FIXES: Final = (
     "give StreamGrader its fmt= (the names: `trajgrade formats`)",
     "raise StreamGrader's max_line_bytes=",
 )
+
+
+@cache
+def _is_document_format(fmt: str) -> bool:
+    """(Asked once per name: a runtime protocol check costs about 30 µs.)"""
+    return isinstance(BUILTIN.get(fmt), SniffsDocuments)
 
 
 class SourceDecoder:
@@ -112,7 +118,7 @@ class SourceDecoder:
         self.source = source
         self._fmt = fmt
         #: A document format was named: a deep or long line is part of it.
-        self._named_document = isinstance(BUILTIN.get(fmt), SniffsDocuments)
+        self._named_document = _is_document_format(fmt)
         self._is_document = False
         #: A document's last byte so far was not a newline: its line is open.
         self._open_line = False
@@ -455,11 +461,9 @@ class SourceDecoder:
 
     def _open(self, fmt: str) -> Reader:
         reader = open_reader(fmt, source=self.source, default_trace=self.default_trace)
-        if not self._tool_results and isinstance(reader, SkipsToolResults):
-            reader.skip_tool_results()
-        # (Asked once: a runtime protocol check costs microseconds a chunk.)
-        self._takes_decoded = isinstance(reader, TakesDecoded)
-        self._is_document = isinstance(reader, DocumentReader)
+        skips, self._takes_decoded, self._is_document = reader_traits(reader)
+        if not self._tool_results and skips:
+            reader.skip_tool_results()  # type: ignore[attr-defined]
         return reader
 
     def _drop_bad_lines(

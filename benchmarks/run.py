@@ -355,10 +355,10 @@ def interpreter_baseline(rounds: int) -> dict[str, float]:
     }
 
 
-def startup_costs(rounds: int, shared: Path) -> dict[str, float]:
-    """trajgrade's start-up beyond the decode-only program's, per config:
-    the median wall time of each on an empty input, taken in turns."""
-    programs = (TRAJGRADE, SIX, DECODE_BOUNDED)
+def startup_walls(rounds: int, shared: Path) -> dict[str, float]:
+    """The median wall time of each start-up program on an empty input,
+    taken in turns (interleaved, so a loaded machine slows all alike)."""
+    programs = (TRAJGRADE, SIX, HAND_BOUNDED, DECODE_BOUNDED)
     walls: dict[str, list[float]] = {program: [] for program in programs}
     with tempfile.TemporaryDirectory(prefix="trajgrade-bench-") as tmp:
         corpus = Path(tmp)
@@ -368,11 +368,27 @@ def startup_costs(rounds: int, shared: Path) -> dict[str, float]:
             for program in programs:
                 argv = command(program, shared, corpus, out)
                 walls[program].append(run_child(argv, out, err, REPO).wall_s)
-    decode = statistics.median(walls[DECODE_BOUNDED])
-    return {
-        program: max(0.0, statistics.median(walls[program]) - decode)
-        for program in (TRAJGRADE, SIX)
-    }
+    return {program: statistics.median(w) for program, w in walls.items()}
+
+
+def startup_costs(walls: dict[str, float]) -> dict[str, float]:
+    """trajgrade's start-up beyond the decode-only program's, per config."""
+    decode = walls[DECODE_BOUNDED]
+    return {program: max(0.0, walls[program] - decode) for program in (TRAJGRADE, SIX)}
+
+
+def startup_line(walls: dict[str, float]) -> str:
+    """``trajgrade grade`` on an empty file against the hand loop's start
+    (its interpreter and imports: the floor a Python grader starts from)."""
+    floor = walls[HAND_BOUNDED]
+    shown = ", ".join(
+        f"{LABELS[p]} {walls[p]:.3f} s ({floor / walls[p]:.2f}x)"
+        for p in (TRAJGRADE, SIX)
+    )
+    return (
+        f"start-up, trajgrade grade of an empty file (median wall): {shown}; "
+        f"floor: {LABELS[HAND_BOUNDED]} {floor:.3f} s"
+    )
 
 
 def child_ok(program: str, code: int) -> bool:
@@ -911,7 +927,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         preflight()
         shared = find_shared(args.shared)
-        facts["startup_s"] = startup = startup_costs(args.rounds, shared)
+        facts["startup_wall_s"] = walls = startup_walls(args.rounds, shared)
+        print(startup_line(walls), flush=True)
+        facts["startup_s"] = startup = startup_costs(walls)
         print(
             "trajgrade start-up beyond read+bound+decode's (empty input): "
             + ", ".join(f"{LABELS[p]} {s:.3f} s" for p, s in startup.items()),

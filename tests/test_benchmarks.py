@@ -98,6 +98,34 @@ def test_the_documented_smoke_run_checks_every_verdict() -> None:
         r"trajgrade bench\.yaml [\d.]+ s, trajgrade six\.yaml [\d.]+ s",
         done.stdout,
     )
+    # Start-up as a whole: trajgrade grade of an empty file, beside the
+    # hand loop's (interpreter, imports, nothing read) as the floor.
+    assert re.search(
+        r"start-up, trajgrade grade of an empty file \(median wall\): "
+        r"trajgrade bench\.yaml [\d.]+ s \([\d.]+x\), trajgrade six\.yaml "
+        r"[\d.]+ s \([\d.]+x\); floor: hand loop \+ bound [\d.]+ s",
+        done.stdout,
+    )
+
+
+def test_the_start_up_line_is_trajgrade_against_the_hand_loops_start() -> None:
+    """On round figures: the ratios are floor / trajgrade (>1 is faster), and
+    the figure beyond the decode-only program never goes below zero."""
+    bench = _harness()
+    walls = {
+        bench.TRAJGRADE: 0.4,
+        bench.SIX: 0.5,
+        bench.HAND_BOUNDED: 0.1,
+        bench.DECODE_BOUNDED: 0.45,
+    }
+    assert bench.startup_line(walls) == (
+        "start-up, trajgrade grade of an empty file (median wall): "
+        "trajgrade bench.yaml 0.400 s (0.25x), trajgrade six.yaml 0.500 s (0.20x); "
+        "floor: hand loop + bound 0.100 s"
+    )
+    assert bench.startup_costs(walls) == pytest.approx(
+        {bench.TRAJGRADE: 0.0, bench.SIX: 0.05}
+    )
 
 
 def test_a_targets_budget_is_what_it_allows_less_decoding_and_start_up() -> None:

@@ -35,13 +35,14 @@ the tasks take on it (read, emit, tick, checkpoint, finish) are
 from __future__ import annotations
 
 import signal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.to_thread
 
 from trajgrade.errors import SourceError
 from trajgrade.runner import observe
+from trajgrade.runner.batch import conclude
 from trajgrade.runner.run_state import _Run
 from trajgrade.runtime.signals import graceful_signals
 from trajgrade.sources import StreamSource, open_source
@@ -157,7 +158,7 @@ async def _serve(
     sources: list[StreamSource],
 ) -> None:
     """The run's tasks: reading, the clock, the status line, on-fail actions."""
-    reading = state.reading
+    reading = cast("anyio.CancelScope", state.reading)
     actions = state.actions
     async with anyio.create_task_group() as tg:
 
@@ -192,22 +193,3 @@ async def _serve(
         if actions is not None:
             tg.start_soon(actions.serve)
         tg.start_soon(read_all)
-
-
-def conclude(state: _Run, *, live: bool) -> None:
-    """Reading stopped: end the inputs and traces that end here.
-
-    Without state every trace ends now. With state, a run that was stopped
-    (a signal, --fail-fast) or follows live inputs leaves its open traces to
-    the next run; a batch run that read all its inputs has nothing more to
-    wait for and finishes them.
-    """
-    s = state.summary
-    keep = state.store is not None and (s.interrupted or s.stopped or live)
-    if keep:
-        return
-    for key, tracked in list(state.inputs.items()):
-        state.end_input(tracked, cut=s.interrupted or s.stopped)
-        del state.inputs[key]
-    for verdicts in state.engine.finish_batches():
-        state.emit(verdicts)

@@ -15,13 +15,11 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-import anyio
-import anyio.to_thread
-
 from trajgrade.engine.engine import Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.graders.capabilities import reads_tool_results
 from trajgrade.pipeline import Grading, SourceDecoder
+from trajgrade.runner.stopping import StopFlag, Stoppable
 from trajgrade.runner.store import STATE_VERSION, Checkpoint, Position, StateStore
 from trajgrade.runner.tracking import TrackedInput, identity_matches
 from trajgrade.runtime.exit_status import (
@@ -85,7 +83,7 @@ class _Run:
         self.actions: Actions | None = None
         self.metrics: Metrics | None = None
         #: Cancelled to stop reading (a signal, --fail-fast).
-        self.reading = anyio.CancelScope()
+        self.reading: Stoppable = StopFlag()
         self.decisions: DecisionWriter | None = None
         if options.decisions is not None:
             from trajgrade.sinks.decisions import open_decisions
@@ -203,6 +201,24 @@ class _Run:
         return TrackedInput(source, decoder, is_closed=self.engine.is_closed)
 
     async def read(self, src: StreamSource) -> None:
+        tracked = self.begin_input(src)
+        if tracked is None:
+            return
+        try:
+            async for chunk in src.chunks():
+                self.take(tracked, chunk)
+                await self.maybe_checkpoint()
+        except SourceError:
+            # What was read before the failure is still graded.
+            self.end_input(tracked)
+            del self.inputs[tracked.source]
+            raise
+        # (Cancelled by a signal: the input stays in ``inputs``; ``_run``
+        # ends it, or checkpoints it with durable state.)
+        self.finish_input(tracked)
+
+    def begin_input(self, src: StreamSource) -> TrackedInput | None:
+        """Track ``src`` from its checkpoint (None: that read it to its end)."""
         key = _key(src.name)
         tracked = self.tracked(src.name, key, src.default_trace)
         if src.regular:
@@ -218,7 +234,7 @@ class _Run:
                 if pos.done:
                     self.finished[key] = pos
                     self.log.info("source_resumed", source=src.name, done=True)
-                    return
+                    return None
                 tracked.resume(src.fd, pos)
                 self.log.info("source_resumed", source=src.name, offset=pos.offset)
             else:
@@ -228,22 +244,14 @@ class _Run:
                     reason="not the file the checkpoint read; reading it from the start",
                 )
         self.inputs[key] = tracked
-        try:
-            async for chunk in src.chunks():
-                self.take(tracked, chunk)
-                await self.maybe_checkpoint()
-        except SourceError:
-            # What was read before the failure is still graded.
-            self.end_input(tracked)
-            del self.inputs[key]
-            raise
-        # (Cancelled by a signal: the input stays in ``inputs``; ``_run``
-        # ends it, or checkpoints it with durable state.)
+        return tracked
+
+    def finish_input(self, tracked: TrackedInput) -> None:  # (read to its end)
         self.end_input(tracked)
-        del self.inputs[key]
+        del self.inputs[tracked.source]
         pos = tracked.position()
         if pos is not None:
-            self.finished[key] = pos
+            self.finished[tracked.source] = pos
 
     # ------------------------------------------------------------ live
     def live_start(self) -> dict[str, tuple[Any, int]]:
@@ -360,6 +368,8 @@ class _Run:
 
     # ------------------------------------------------------------ clock
     async def clock(self) -> None:
+        import anyio  # (here: the synchronous batch run imports no event loop)
+
         interval = self.options.tick_interval
         idle = self.options.idle_timeout
         scan_every = self.options.idle_scan_interval
@@ -420,6 +430,8 @@ class _Run:
 
     async def checkpoint(self) -> None:
         """Write a consistent cut of the run (between two chunks)."""
+        import anyio.to_thread
+
         store = self.store
         if store is None or self._checkpointing:
             return

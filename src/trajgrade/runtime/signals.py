@@ -12,7 +12,6 @@ the loop's handlers, which cannot force the second-signal exit.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ("FORCED_EXIT", "graceful_signals")
+__all__ = ("FORCED_EXIT", "graceful_signals", "plain_signals")
 
 #: Exit status when a second signal forces an immediate exit.
 FORCED_EXIT: Final = 130
@@ -31,7 +30,22 @@ FORCED_EXIT: Final = 130
 def graceful_signals(on_first: Callable[[int], None]) -> Iterator[None]:
     """While inside: the first SIGINT/SIGTERM calls ``on_first(signum)`` in
     the running event loop; a second one exits the process with 130."""
+    import asyncio  # (here: the synchronous batch run starts no event loop)
+
     loop = asyncio.get_running_loop()  # anyio's backend is asyncio (aiokafka)
+
+    def hand_to_loop(signum: int) -> None:
+        loop.call_soon_threadsafe(on_first, signum)
+
+    with plain_signals(hand_to_loop):
+        yield
+
+
+@contextmanager
+def plain_signals(on_first: Callable[[int], None]) -> Iterator[None]:
+    """While inside: the first SIGINT/SIGTERM calls ``on_first(signum)`` in
+    the signal handler itself (keep it to setting flags); a second one exits
+    the process with 130."""
     count = 0
 
     def handler(signum: int, frame: Any) -> None:
@@ -39,7 +53,7 @@ def graceful_signals(on_first: Callable[[int], None]) -> Iterator[None]:
         count += 1
         if count > 1:
             os._exit(FORCED_EXIT)
-        loop.call_soon_threadsafe(on_first, signum)
+        on_first(signum)
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -4,9 +4,13 @@ Framing, format detection and decoding happen in ``trajgrade.pipeline.decoder``.
 
 from __future__ import annotations
 
-from trajgrade.sources.live import LiveFiles
+from typing import TYPE_CHECKING, Any
+
 from trajgrade.sources.pieces import Closed, Data, FileId, Opened, Piece
 from trajgrade.sources.stream import CHUNK_BYTES, StreamSource, open_source
+
+if TYPE_CHECKING:
+    from trajgrade.sources.live import LiveFiles
 
 __all__ = (
     "CHUNK_BYTES",
@@ -19,3 +23,13 @@ __all__ = (
     "StreamSource",
     "open_source",
 )
+
+
+def __getattr__(name: str) -> Any:
+    # LiveFiles (--follow, --watch) imports anyio: a batch run never needs it.
+    if name == "LiveFiles":
+        from trajgrade.sources.live import LiveFiles
+
+        return LiveFiles
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

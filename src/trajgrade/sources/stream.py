@@ -15,13 +15,10 @@ import sys
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Final
 
-import anyio.lowlevel
-import anyio.to_thread
-
 from trajgrade.errors import Location, SourceError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Iterator
 
 __all__ = (
     "CHUNK_BYTES",
@@ -61,8 +58,25 @@ class StreamSource:
         """The descriptor being read (its position is the read position)."""
         return self._fd
 
+    def blocks(self) -> Iterator[bytes]:
+        """Yield chunks until end of input, without an event loop: for a
+        regular file (a read never waits), as the synchronous batch run reads."""
+        fd = self._fd
+        while True:
+            try:
+                chunk = os.read(fd, CHUNK_BYTES)
+            except OSError as exc:
+                msg = f"cannot read: {exc.strerror or exc}"
+                raise SourceError(msg, location=Location(file=self.name)) from None
+            if not chunk:
+                return
+            yield chunk
+
     async def chunks(self) -> AsyncIterator[bytes]:
         """Yield chunks until end of input."""
+        import anyio.lowlevel  # (here: a batch run never starts the loop)
+        import anyio.to_thread
+
         fd = self._fd
         while True:
             try:

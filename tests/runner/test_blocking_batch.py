@@ -1,0 +1,132 @@
+"""A plain batch ``grade`` of regular files runs without an event loop
+(:mod:`trajgrade.runner.batch`): it imports no asyncio, anyio or ssl, and
+gives the async runner's stdout, byte for byte, and its exit status.
+
+``TRAJGRADE_ASYNC_BATCH=1`` sends the same run to the async runner: each
+comparison runs the real entry point twice, once per driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+EXAMPLE_POLICY = ROOT / "src" / "trajgrade" / "examples" / "policy.yaml"
+EXAMPLE_SESSION = ROOT / "src" / "trajgrade" / "examples" / "session.jsonl"
+
+#: The entry point, then the modules it left loaded (stdout stays the run's).
+_PROBE = """
+import json, sys
+sys.argv = ["trajgrade", *sys.argv[1:]]
+from trajgrade._entry import main
+try:
+    main()
+finally:
+    loaded = [m for m in ("asyncio", "anyio", "ssl", "trajgrade.runner.run") if m in sys.modules]
+    sys.stderr.write("\\nLOADED " + json.dumps(loaded) + "\\n")
+"""
+
+#: Recorded sessions of several formats (regular files, some gzipped).
+SESSIONS = (
+    "claude-code/spotter_v2.1.38_tool_heavy.jsonl",
+    "claude-code/codemie_v2.1.4_interrupted.jsonl",
+    "codex/localpush_v0.104_redacted_118_calls.jsonl",
+    "codex/agentcmd_v0.40.0_shell_16_calls.jsonl.gz",
+    "otel/interleaved.jsonl",
+    "otel/malformed.jsonl",
+    "openai-chat/tau-bench_gpt-4o_airline_subset.json.gz",
+    "atif/harbor_terminus2_v1.5_linear_history.json",
+)
+
+#: Fails every trace that calls a tool or spends tokens.
+FAILING_POLICY = """\
+graders:
+  - type: tool-calls
+    name: nothing-at-all
+    config:
+      disallowed:
+        - name: "."
+  - type: token-budget
+    config: {max: 1}
+"""
+
+
+def _grade(*args: str, async_batch: bool = False) -> tuple[int, str, list[str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop("TRAJGRADE_ASYNC_BATCH", None)
+    if async_batch:
+        env["TRAJGRADE_ASYNC_BATCH"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, "grade", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+        timeout=120,
+    )
+    marker = done.stderr.rindex("\nLOADED ")
+    loaded = json.loads(done.stderr[marker + len("\nLOADED ") :])
+    return done.returncode, done.stdout, loaded
+
+
+def test_a_plain_grade_of_a_file_starts_no_event_loop() -> None:
+    """(``-q``: the run summary is a structlog line, and structlog imports
+    asyncio at its top for its async log methods.)"""
+    code, out, loaded = _grade("-q", "-c", str(EXAMPLE_POLICY), str(EXAMPLE_SESSION))
+    assert code == 1  # (the example's leaky agent fails)
+    assert '"outcome":"fail"' in out
+    assert "asyncio" not in loaded
+    assert "anyio" not in loaded
+    assert "trajgrade.runner.run" not in loaded
+
+
+def test_a_passing_plain_grade_imports_no_ssl(tmp_path: Path) -> None:
+    """(A failing verdict's evidence is redacted by detect-secrets, whose
+    plug-ins import requests and so ssl: that is the suite's need.)"""
+    policy = tmp_path / "budget.yaml"
+    policy.write_text(
+        "graders:\n  - name: budget\n    type: token-budget\n    max: 1000000\n"
+    )
+    code, out, loaded = _grade("-q", "-c", str(policy), str(EXAMPLE_SESSION))
+    assert code == 0, out
+    assert loaded == []
+
+
+def test_a_run_the_event_loop_serves_still_gets_it(tmp_path: Path) -> None:
+    """A name that is no regular file goes to the async runner, as before."""
+    code, _, loaded = _grade("-c", str(EXAMPLE_POLICY), str(tmp_path / "missing.jsonl"))
+    assert code != 0
+    assert "anyio" in loaded  # (a missing file: the async runner reports it)
+
+
+@pytest.mark.parametrize("policy_name", ["example", "failing"])
+def test_both_drivers_write_the_same_bytes_and_exit_alike(
+    tmp_path: Path, policy_name: str
+) -> None:
+    if policy_name == "example":
+        policy = EXAMPLE_POLICY
+    else:
+        policy = tmp_path / "failing.yaml"
+        policy.write_text(FAILING_POLICY)
+    inputs = [str(FIXTURES / name) for name in SESSIONS]
+    for args in (
+        ["-c", str(policy), *inputs],
+        ["-c", str(policy), "--output", "pretty", *inputs[:3]],
+    ):
+        code, out, loaded = _grade(*args)
+        async_code, async_out, async_loaded = _grade(*args, async_batch=True)
+        assert "trajgrade.runner.run" not in loaded
+        assert (
+            "trajgrade.runner.run" in async_loaded
+        )  # (the comparison compares two drivers)
+        assert out == async_out
+        assert code == async_code
+    assert out.strip()

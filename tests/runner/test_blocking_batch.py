@@ -130,3 +130,39 @@ def test_both_drivers_write_the_same_bytes_and_exit_alike(
         assert out == async_out
         assert code == async_code
     assert out.strip()
+
+
+def test_ctrl_c_stops_a_blocking_run_between_chunks(tmp_path: Path) -> None:
+    """SIGINT during a long file: reading stops, the open traces are closed
+    as at end of input, and the summary says interrupted (as the async run)."""
+    import signal
+    import time
+
+    big = tmp_path / "big.jsonl"
+    with big.open("w") as f:
+        for t in range(20_000):  # ~12 MB: many 1 MiB chunks
+            f.write(json.dumps({"type": "turn_start", "trace_id": f"t{t}"}) + "\n")
+            call = {"type": "tool_call", "trace_id": f"t{t}", "name": "bash"}
+            f.write(json.dumps({**call, "call_id": "1", "args": {"command": "ls"}}))
+            f.write(
+                "\n" + json.dumps({"type": "trace_end", "trace_id": f"t{t}"}) + "\n"
+            )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop("TRAJGRADE_ASYNC_BATCH", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PROBE, "grade", "-c", str(EXAMPLE_POLICY), str(big)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()  # the first chunk was graded
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1  # (calls without results fail the policy)
+    assert '"event":"shutdown_requested"' in err
+    assert '"interrupted":true' in err
+    assert len(out.splitlines()) < 20_000 * 4 - 1  # not every trace was read
+    assert "trajgrade.runner.run" not in err[err.rindex("LOADED") :]

@@ -132,6 +132,7 @@ def test_both_drivers_write_the_same_bytes_and_exit_alike(
     assert out.strip()
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_blocking_run_between_chunks(tmp_path: Path) -> None:
     """SIGINT during a long file: reading stops, the open traces are closed
     as at end of input, and the summary says interrupted (as the async run)."""

@@ -27,6 +27,9 @@ closed as at end of input; with state, open traces are checkpointed instead,
 to be continued by the next run. A second signal exits at once (status 130),
 even while a write to a stalled stdout blocks the loop.
 
+A batch run of regular files with no task beside reading is driven without
+an event loop instead (:mod:`trajgrade.runner.batch`, the same steps).
+
 This module wires sources, tasks and signals; the run's state and the steps
 the tasks take on it (read, emit, tick, checkpoint, finish) are
 :class:`trajgrade.runner.run_state._Run`.

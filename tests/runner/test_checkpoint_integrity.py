@@ -81,7 +81,8 @@ def _flip(data: bytes, bit: int) -> bytes:
     "damage",
     [
         pytest.param(lambda d: _flip(d, 3), id="a bit of the tag"),
-        pytest.param(lambda d: _flip(d, 8 * 30 + 1), id="a bit of the digest"),
+        pytest.param(lambda d: _flip(d, 8 * 5 + 2), id="a bit of the length"),
+        pytest.param(lambda d: _flip(d, 8 * (len(d) - 2) + 1), id="a bit of the CRC"),
         pytest.param(
             lambda d: _flip(d, 8 * (len(d) - 40) + 5), id="a bit of the state"
         ),

@@ -68,7 +68,7 @@ __all__ = (
 )
 
 #: Checkpoint format version; a checkpoint of another version is refused.
-#: Version 2 is sealed (:mod:`trajgrade._util.sealed`: length and blake2b);
+#: Version 2 is sealed (:mod:`trajgrade._util.sealed`: length and CRC-32);
 #: version 1 had no checksum and is refused, since a damaged one would be
 #: resumed with other verdicts.
 STATE_VERSION: Final = 2

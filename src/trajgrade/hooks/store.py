@@ -3,7 +3,7 @@
 Layout of the state directory (default ``$XDG_STATE_HOME/trajgrade/hooks``,
 else ``~/.local/state/trajgrade/hooks``; ``--state-dir`` overrides)::
 
-    <agent>/<session>.state   msgpack SessionState, sealed (length + blake2b)
+    <agent>/<session>.state   msgpack SessionState, sealed (length + CRC-32)
     <agent>/<session>.lock    flock'ed while an invocation steps the session
     hooks.log                 one JSON line per logged problem or action
 

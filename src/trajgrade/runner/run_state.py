@@ -387,7 +387,7 @@ class _Run:
         self.store = store
         ckpt = store.load(self.suite.fingerprint)
         if ckpt is not None:
-            self.engine.load(ckpt.engine)
+            store.restore_into(self.engine, ckpt)
             self.resume_from = {p.source: p for p in ckpt.positions}
             self.suppress = set(ckpt.suppress) | store.emitted_since(ckpt.sequence)
             s = self.summary

@@ -50,10 +50,12 @@ from trajgrade._util.sealed import (
     unseal,
 )
 from trajgrade.engine.engine import EngineState
-from trajgrade.errors import Location, StateAccessError, StateError
+from trajgrade.errors import InputError, Location, StateAccessError, StateError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from trajgrade.engine.engine import Engine
 
 __all__ = (
     "HEAD_BYTES",
@@ -66,7 +68,7 @@ __all__ = (
 )
 
 #: Checkpoint format version; a checkpoint of another version is refused.
-#: Version 2 is sealed (:mod:`trajgrade._util.sealed`: length and blake2b);
+#: Version 2 is sealed (:mod:`trajgrade._util.sealed`: length and CRC-32);
 #: version 1 had no checksum and is refused, since a damaged one would be
 #: resumed with other verdicts.
 STATE_VERSION: Final = 2
@@ -197,6 +199,17 @@ class StateStore:
             raise StateError(msg, location=where)
         self.sequence = ckpt.sequence
         return ckpt
+
+    def restore_into(self, engine: Engine, ckpt: Checkpoint) -> None:
+        """Load ``ckpt``'s engine state into ``engine``. One this config's
+        graders cannot hold (sealed, so written so, or by a bug) is a
+        :class:`StateError` naming the file, never a traceback."""
+        try:
+            engine.load(ckpt.engine)
+        except (InputError, ValueError, TypeError, IndexError, KeyError) as exc:
+            path = self.dir / _CHECKPOINT
+            msg = f"the checkpoint does not fit this config's graders ({exc}); delete {path} to start over, or use another --state DIR"
+            raise StateError(msg, location=Location(file=str(path))) from None
 
     def emitted_since(self, sequence: int) -> set[str]:
         """Verdict ids journalled since checkpoint ``sequence``'s snapshot

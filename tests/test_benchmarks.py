@@ -140,3 +140,22 @@ def test_the_guard_benchmark_prints_each_class_and_the_benign_figures() -> None:
     assert re.search(r"benign all: refused \d+/\d+", done.stdout)
     assert re.search(r"decision time per gate call: median [\d.]+ ms, p95", done.stdout)
     assert re.search(r"profile standard: .*guard-standard\.yaml", done.stdout)
+
+
+def test_the_faults_soak_prints_lost_duplicated_and_wrong() -> None:
+    """`python benchmarks/faults.py --seconds 1`: at least one random
+    kill/rotate/truncate schedule against a real follower, every call
+    counted once (0, 0, 0), exit 0."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/faults.py", "--seconds", "1", "--seed", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(
+        r"^seed 3: lost 0, duplicated 0, wrong 0 \(\d+ calls\)", done.stdout, re.M
+    )
+    assert "lost 0, duplicated 0, wrong 0 (target 0, 0, 0)" in done.stdout

@@ -156,6 +156,8 @@ def test_the_faults_soak_prints_lost_duplicated_and_wrong() -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(
-        r"^seed 3: lost 0, duplicated 0, wrong 0 \(\d+ calls\)", done.stdout, re.M
+        r"^seed 3: lost 0, duplicated 0, wrong 0 \(\d+ calls\)",
+        done.stdout,
+        re.MULTILINE,
     )
     assert "lost 0, duplicated 0, wrong 0 (target 0, 0, 0)" in done.stdout

@@ -44,13 +44,12 @@ import msgspec
 from trajgrade._util.digest import blake2b
 from trajgrade._util.sealed import (
     DamagedError,
-    NotRegularError,
     is_sealed,
-    read_regular,
     seal,
     unseal,
 )
 from trajgrade.hooks.session import SessionState
+from trajgrade.runtime.regular_file import NotRegularError, read_regular
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

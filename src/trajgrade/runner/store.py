@@ -43,14 +43,13 @@ import msgspec
 from trajgrade._util.digest import blake2b
 from trajgrade._util.sealed import (
     DamagedError,
-    NotRegularError,
     is_sealed,
-    read_regular,
     seal,
     unseal,
 )
 from trajgrade.engine.engine import EngineState
 from trajgrade.errors import InputError, Location, StateAccessError, StateError
+from trajgrade.runtime.regular_file import NotRegularError, read_regular
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

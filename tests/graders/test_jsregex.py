@@ -59,7 +59,8 @@ def test_error_carries_pattern_position_and_reason() -> None:
     with pytest.raises(
         JSRegexError,
         match=r"^invalid regular expression 'a\(b': missing \) at position 3; "
-        r"fix the pattern \(JavaScript RegExp syntax, no flags\)$",
+        r"fix the pattern \(JavaScript RegExp syntax; no /\.\.\./flags: write "
+        r"\(\?i\) in the pattern for case-insensitive\)$",
     ) as info:
         compile_js("a(b")
     assert (info.value.pattern, info.value.position, info.value.reason) == (
@@ -68,6 +69,14 @@ def test_error_carries_pattern_position_and_reason() -> None:
         "missing )",
     )
     assert isinstance(info.value, ValueError)
+
+
+def test_error_advice_names_the_inline_flag_that_works() -> None:
+    """The advice for a /.../i pattern names (?i), which the docs recommend and which compiles."""
+    with pytest.raises(JSRegexError, match=r"write \(\?i\) in the pattern") as info:
+        compile_js("(?s)curl")
+    assert "no flags" not in str(info.value)
+    assert compile_js("(?i)curl").search("CURL x") is not None
 
 
 def test_error_survives_pickling() -> None:

@@ -40,7 +40,7 @@ def passed_options(command: Callable[..., Any]) -> Callable[..., Any]:
     runs in the agent's working directory), ``--max-age`` is checked here
     as the hook would check it (above 0), so a bad value fails at install."""
     for option, (name, text) in reversed(PASSED.items()):
-        kind: click.ParamType = (
+        kind: click.ParamType[Any] = (
             click.FloatRange(min=0, min_open=True)
             if option == "--max-age"
             else click.Path(dir_okay=False)

@@ -28,6 +28,7 @@ def test_init_writes_the_strict_guard_and_says_how_to_attach_it(
     written = tmp_path / "policy.yaml"
     assert written.read_text() == (EXAMPLES / "guard.yaml").read_text()
     assert "next: trajgrade hook install codex -c policy.yaml" in out.stdout
+    assert "written, the shipped guard example" in out.stdout
     assert [g.name for g in load_suite(written).graders][-2:] == [
         "guard",
         "tool-call-count",

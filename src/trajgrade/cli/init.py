@@ -71,7 +71,9 @@ def init(path: str, agent: str | None, example: str, force: bool) -> None:
     except OSError as exc:
         click.echo(f"error: cannot write {path}: {exc.strerror}", err=True)
         sys.exit(EXIT_USAGE)
-    click.echo(f"{path}: written, the shipped {example} example: {EXAMPLES[example][1]}")
+    click.echo(
+        f"{path}: written, the shipped {example} example: {EXAMPLES[example][1]}"
+    )
     if agent is None:
         return
     for warning in agent_warnings(load_suite(path), agent):

@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING, Final, Protocol
 import msgspec
 
 from trajgrade.graders._spec import ConfigBase, ErrorList
-from trajgrade.graders.matching._agents import KINDS, UNION, kinds_of_name, narrow_advice
+from trajgrade.graders.matching._agents import (
+    KINDS,
+    UNION,
+    kinds_of_name,
+    narrow_advice,
+)
 from trajgrade.graders.matching._match import NameMatcher, Pattern
 from trajgrade.graders.matching._views import call_kind, view_of
 

@@ -46,6 +46,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     from tests._first_use import warm_up
 
+    if session.config.option.collectonly:
+        return  # nothing runs: nothing to install
     root = Path(str(session.config.rootpath))
     paths = {
         Path(str(item.path)).relative_to(root).as_posix() for item in session.items

@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING, Final, Protocol
 import msgspec
 
 from trajgrade.graders._spec import ConfigBase, ErrorList
-from trajgrade.graders.matching._agents import KINDS, UNION, kinds_of_name
+from trajgrade.graders.matching._agents import (
+    KINDS,
+    UNION,
+    kinds_of_name,
+    narrow_advice,
+)
 from trajgrade.graders.matching._match import NameMatcher, Pattern
 from trajgrade.graders.matching._views import call_kind, project_paths, view_of
 
@@ -325,8 +330,8 @@ class Matcher:
         has = "" if tool is None else _view_hint(call.name, key)
         return (
             f"configuration error: {self.where} filters on '{key}', but call "
-            f"{call.call_id or '?'} to {call.name!r} has no {key}{has}; narrow "
-            f"the entry with kind: or name: to tools that have one, or use "
+            f"{call.call_id or '?'} to {call.name!r} has no {key}{has}; "
+            f"{narrow_advice(self.kinds, key)}, or use "
             f"args: {{{key}: ...}} to skip tools without it"
         )
 

@@ -195,8 +195,7 @@ def grade(
       trajgrade grade -q -c policy.yaml logs/*.jsonl --junit report.xml
       trajgrade grade -c policy.yaml --kafka-bootstrap HOST:9092 --topic events --group g
 
-    Exit status: 0 all passed; 1 a fail or error; 2 usage/config error;
-    5 nothing graded; 130 forced (a second interrupt).
+    The exit statuses are listed at the end.
     """
     # (Loaded when grade runs: the request's defaults import the decoder.)
     from trajgrade.cli.grade_request import (

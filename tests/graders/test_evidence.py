@@ -217,7 +217,10 @@ def test_upstream_graders_name_what_failed() -> None:
         [call("fetch", "1"), end()],
     )
     assert agentv.matched is not None and agentv.matched.field == "misses"
-    assert agentv.matched.value == "Expected search at position 0, not found in remaining trace"
+    assert (
+        agentv.matched.value
+        == "Expected search at position 0, not found in remaining trace"
+    )
     aigo = _failed(
         '{"scorers": [{"type": "function_call_coverage", "function_calls": "[\\"search\\"]"}]}',
         [call("fetch", "1"), end()],

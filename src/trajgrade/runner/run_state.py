@@ -54,11 +54,8 @@ class _Run:
         self, suite: Suite, options: RunOptions, sink: RunSink, log: Any
     ) -> None:
         self.engine = Engine(suite, samples=options.samples)
-        self.grading = Grading(
-            self.engine,
-            decisions_inline=options.decisions == "-",
-            project_root=options.project_root,
-        )
+        inline, root = options.decisions == "-", options.project_root
+        self.grading = Grading(self.engine, decisions_inline=inline, project_root=root)
         self.suite = suite
         self.options = options
         self.sink = sink

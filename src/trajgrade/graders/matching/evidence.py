@@ -23,7 +23,7 @@ from trajgrade.verdicts import Matched
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from trajgrade.events import ToolCall
+    from trajgrade.events import ToolCall, ToolResult
 
 __all__ = (
     "REDACTED",
@@ -34,6 +34,7 @@ __all__ = (
     "described",
     "quoted",
     "redacted",
+    "result_matched",
     "sentence",
     "shown",
 )
@@ -117,6 +118,17 @@ def call_matched(
         field=None if got is None else got[0],
         value=None if got is None else shown(got[1], redact),
         call_id=call_id or call.call_id,
+    )
+
+
+def result_matched(rule: str, result: ToolResult, text: str) -> Matched:
+    """What a ``result`` filter matched: the result's text, shown."""
+    return Matched(
+        rule=rule,
+        tool=result.name,
+        field="result",
+        value=shown(text),
+        call_id=result.call_id,
     )
 
 

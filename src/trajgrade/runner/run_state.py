@@ -197,7 +197,10 @@ class _Run:
             max_line_bytes=self.options.max_line_bytes,
             tool_results=reads_tool_results(self.suite.capabilities),
         )
-        return TrackedInput(source, decoder, is_closed=self.engine.is_closed)
+        # Live inputs remember the traces they fed: a tail lost to a rotation
+        # taints those (a batch input is read again whole instead).
+        closed = self.engine.is_closed if self.options.live else None
+        return TrackedInput(source, decoder, is_closed=closed)
 
     async def read(self, src: StreamSource) -> None:
         key = _key(src.name)

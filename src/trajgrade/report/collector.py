@@ -221,15 +221,17 @@ class RunReport:
         row.window = [c for c in ring if at_event <= 0 or c.at_event <= at_event]
         row.window = row.window[-(RING - AFTER) :]
         row.after_left = AFTER
-        call_id = matched.get("call_id") or _call_id_in(evidence, at_event, row.window)
+        call = _deciding_call(matched.get("call_id"), evidence, at_event, row.window)
+        call_id = call.call_id if call is not None else matched.get("call_id")
         value = matched.get("value")
-        if value is None:
-            value = _value_in(evidence, call_id, row.window)
+        if value is None and call is not None:
+            value = _value_in(evidence, call.args)
         row.deciding = {
             "grader": grader,
             "at_event": at_event,
             "evidence": evidence,
             "call_id": call_id,
+            "call_at": call.at_event if call is not None else None,
             "field": matched.get("field"),
             "value": value,
         }
@@ -262,22 +264,28 @@ def _matched(metadata: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _call_id_in(evidence: str, at_event: int, window: Sequence[Call]) -> str | None:
-    """Fallback before structured evidence: the windowed call the evidence
-    text names, else the call that was the deciding event, else the last."""
-    for c in reversed(window):
+def _deciding_call(
+    call_id: str | None, evidence: str, at_event: int, window: Sequence[Call]
+) -> Call | None:
+    """The windowed call that decided: the one structured evidence names,
+    else (before it) the one the evidence text names, the deciding event,
+    or the last call before it."""
+    before = [c for c in window if at_event <= 0 or c.at_event <= at_event]
+    for c in reversed(before):
+        if call_id is not None and c.call_id == call_id:
+            return c
+    for c in reversed(before):
         if c.call_id and f"call {c.call_id}" in evidence:
-            return c.call_id
-    for c in reversed(window):
+            return c
+    for c in reversed(before):
         if c.at_event == at_event:
-            return c.call_id
-    return window[-1].call_id if window else None
+            return c
+    return before[-1] if before else None
 
 
-def _value_in(evidence: str, call_id: str | None, window: Sequence[Call]) -> str | None:
+def _value_in(evidence: str, args: str) -> str | None:
     """Fallback before structured evidence: the longest word of the
     evidence that the deciding call's arguments contain (a path, a host)."""
-    args = next((c.args for c in window if c.call_id == call_id), "")
     words = {w.strip(".,:;()'\"`") for w in evidence.split()}
     found = [w for w in words if len(w) > 2 and w in args]
     return max(found, key=len) if found else None

@@ -62,7 +62,7 @@ function detail(row) {
   if (d) box.append($('p', {}, `Decided by ${d.grader} at event ${d.at_event}: ${d.evidence}`));
   const t = $('table', {class: 'calls'}, $('tr', {}, $('th', {}, 'event'), $('th', {}, 'call'), $('th', {}, 'tool'), $('th', {}, 'arguments')));
   for (const c of row.window) {
-    const hit = d && d.call_id && c.call_id === d.call_id;
+    const hit = d && d.call_at === c.at_event;
     t.append($('tr', {class: hit ? 'call deciding' : 'call'}, $('td', {}, String(c.at_event)),
       $('td', {}, c.call_id || ''), $('td', {}, c.tool), $('td', {}, hit ? highlighted(c.args, d.value) : highlighted(c.args, null))));
   }

@@ -77,13 +77,16 @@ class RunReport:
         self.rows: dict[str, TraceRow] = {}
         self._rings: dict[str, deque[Call]] = {}
         self._passing_closed: deque[str] = deque()
-        #: Per file: traces folded away, by outcome (pass only).
+        #: Per file: closed traces no longer kept (counted, not shown).
         self.folded: dict[str, int] = {}
+        #: Of those, failing ones past ``max_failing``.
         self.dropped_failing = 0
         self.events = 0
         #: trace id -> the first file it was seen in, for the duplicate warning.
         self.duplicates: list[tuple[str, str, str]] = []
         self._twice: set[str] = set()
+        self._graders: set[str] = set()
+        self._failing_kept = 0
 
     # ------------------------------------------------------------ feeding
     def observe(
@@ -124,7 +127,12 @@ class RunReport:
             }
             if str(v.outcome) != "pass" and row.deciding is None:
                 self._freeze(row, v.grader, v.at_event, v.evidence, matched)
-            if v.final and all(x["final"] for x in row.verdicts.values()):
+            self._graders.add(v.grader)
+            # Closed once every grader seen in the run has its final verdict
+            # (an early final one does not close a trace the others grade on).
+            if v.final and all(
+                g in row.verdicts and row.verdicts[g]["final"] for g in self._graders
+            ):
                 self._close(row)
 
     def send_decisions(self, decisions: Sequence[GuardDecision]) -> None:
@@ -242,10 +250,13 @@ class RunReport:
         row.closed = True
         self._rings.pop(row.trace_id, None)
         if row.failed:
-            failing = [r for r in self.rows.values() if r.failed]
-            if len(failing) > self.max_failing:
+            if self._failing_kept >= self.max_failing:
                 del self.rows[row.trace_id]
                 self.dropped_failing += 1
+                key = row.source or "-"
+                self.folded[key] = self.folded.get(key, 0) + 1
+            else:
+                self._failing_kept += 1
             return
         self._passing_closed.append(row.trace_id)
         while len(self._passing_closed) > self.max_passing:

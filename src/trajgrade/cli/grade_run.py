@@ -131,8 +131,9 @@ def open_sinks(
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
         more.append(JunitSink(decided.junit))
+    observers, takers = _report_sink(decided, log, more)
     if decided.export is None:
-        return status, TeeSink(first, more)
+        return status, TeeSink(first, more, decision_sinks=takers, observers=observers)
     from trajgrade.telemetry.export import EvaluationExporter
 
     try:
@@ -147,10 +148,31 @@ def open_sinks(
     tee = TeeSink(
         first,
         [*more, exporter],
-        decision_sinks=[exporter] if asked else [],
+        decision_sinks=[*takers, *([exporter] if asked else [])],
         collectors=[exporter],
+        observers=observers,
     )
     return status, tee
+
+
+def _report_sink(
+    decided: Plan, log: Any, more: list[Sink]
+) -> tuple[list[Any], list[Any]]:
+    """``--report``: its sink added to ``more``; it also observes the
+    events and takes the guard decisions (for its timelines)."""
+    if decided.report is None:
+        return [], []
+    from trajgrade.report import ReportSink
+
+    live = decided.options.follow or bool(decided.options.watch)
+    sink = ReportSink(decided.report, live=live, log=log)
+    try:
+        sink.write(live=live)  # a path that cannot be written: fail at start
+    except OSError as exc:
+        click.echo(f"error: cannot write --report {decided.report}: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    more.append(sink)
+    return [sink], [sink]
 
 
 def _stdout_sink(decided: Plan, paths: Sequence[str]) -> tuple[StatusLine | None, Sink]:

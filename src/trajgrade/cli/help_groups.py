@@ -23,7 +23,9 @@ GRADE_GROUPS: Final[Mapping[str, Sequence[str]]] = {
         "--dataset", "--dataset-key", "--threshold", "--allow-code",
         "--project-root",
     ),
-    "Output": ("--output", "--quiet", "--log-level", "--decisions", "--junit"),
+    "Output": (
+        "--output", "--quiet", "--log-level", "--decisions", "--junit", "--report",
+    ),
     "Live logs (follow, watch, restart)": (
         "--follow", "--watch", "--glob", "--idle-timeout", "--clock", "--tick",
         "--state", "--checkpoint-interval", "--max-open-traces",

@@ -126,8 +126,7 @@ class _Run:
         if actions is not None:
             actions.observe(verdicts)
             if actions.stop_requested and not self.summary.stopped:
-                # (Actions logs which verdict tripped it.)
-                self.summary.stopped = True
+                self.summary.stopped = True  # (Actions logs which verdict tripped it.)
                 self.reading.cancel()
 
     def _decide(self, verdicts: Sequence[Verdict]) -> None:
@@ -166,6 +165,7 @@ class _Run:
         self.bytes_read += len(data)
         grading = self.grading
         batch, now = tracked.feed(data), self.now()
+        self.sink.observe_events(tracked.source, batch.events)  # (--report)
         for verdicts in grading.feed_batches(tracked.decoder, batch, now=now):
             self.emit(verdicts)
         if grading.errors or grading.anomalies:
@@ -176,6 +176,7 @@ class _Run:
         end of input; a part line cut off by a stop is unread, not broken."""
         self._dirty = True
         batch = tracked.stop() if cut else tracked.close()
+        self.sink.observe_events(tracked.source, batch.events)
         for verdicts in self.grading.feed_batches(
             tracked.decoder, batch, now=self.now()
         ):

@@ -39,6 +39,7 @@ EDGE_PARTS = frozenset(
         "api",
         "sources",
         "sinks",
+        "report",
         "runtime",
         "runner",
         "sandbox",

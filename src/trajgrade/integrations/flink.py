@@ -12,15 +12,15 @@ input, which a bounded source's final watermark reaches. :func:`grade` wires
 it::
 
     env = StreamExecutionEnvironment.get_execution_environment()
-    lines = env.from_source(source, event_time(), "agent-events")
+    lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "events")
     verdicts = grade(lines, "policy.yaml", idle=timedelta(minutes=30))
-    # (trace_id, JSON) pairs: the lines ``trajgrade grade`` prints
+    # (trace_id, id, JSON): the lines ``trajgrade grade`` prints
 
 A record is one event: a line of a supported format (``str`` or ``bytes``).
-Outputs are ``(trace_id, json)`` tuples, verdicts and guard decisions as
-``trajgrade grade`` (``--decisions``) prints them. Their ids are stable, so
-the duplicates an at-least-once sink writes after a restore can be dropped
-by id. A closed trace keeps its small snapshot (late records are dropped);
+Outputs are ``(trace_id, id, json)`` tuples: verdicts and guard decisions
+as ``trajgrade grade`` (``--decisions``) prints them, and their ids, stable
+across replays, so the duplicates an at-least-once sink writes after a
+restore can be dropped by id. A closed trace keeps its small snapshot (late records are dropped);
 give the job a state TTL to expire those.
 
 pyflink has no type hints: this module is the typed seam, and its
@@ -39,7 +39,7 @@ from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import KeyedProcessFunction, KeySelector
 from pyflink.datastream.state import ValueStateDescriptor
 
-from trajgrade.api.trace_host import TraceHost
+from trajgrade.api.trace_host import HostOutput, TraceHost, TraceState
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -48,14 +48,17 @@ if TYPE_CHECKING:
 
 __all__ = ("OUTPUT_TYPE", "FlinkGrader", "TraceKey", "event_time", "grade")
 
-#: The outputs' type: ``(trace_id, json)``.
-OUTPUT_TYPE: Final = Types.TUPLE([Types.STRING(), Types.STRING()])
+#: The outputs' type: ``(trace_id, id, json)``.
+OUTPUT_TYPE: Final = Types.TUPLE([Types.STRING(), Types.STRING(), Types.STRING()])
 #: The deadline of a trace whose records carry no timestamp: the end of input
 #: (a bounded source's last watermark is Long.MAX_VALUE).
 END_OF_INPUT: Final = 2**63 - 1
 #: Below this a record's timestamp is Flink's "none" (Long.MIN_VALUE).
 _NO_TIMESTAMP: Final = -(2**62)
+#: An output: ``(trace_id, id, json)``; ``id`` is stable across replays.
+Output = tuple[str, str, str]
 _STATE: Final = "trajgrade"
+_CANONICAL: Final = object()  # (grade()'s default timestamps: event_time())
 _DEADLINE: Final = "trajgrade-deadline"
 
 
@@ -144,7 +147,7 @@ class FlinkGrader(KeyedProcessFunction):  # type: ignore[misc]
             ValueStateDescriptor(_DEADLINE, Types.LONG())
         )
 
-    def process_element(self, value: Any, ctx: Any) -> Iterator[tuple[str, str]]:
+    def process_element(self, value: Any, ctx: Any) -> Iterator[Output]:
         trace_id: str = ctx.get_current_key()
         if not trace_id:
             return
@@ -153,29 +156,36 @@ class FlinkGrader(KeyedProcessFunction):  # type: ignore[misc]
         trace = host.open(trace_id) if raw is None else host.restore(bytes(raw))
         if trace.closed:  # (a late record: dropped, the closed snapshot kept)
             return
+        ts, deadline = _timestamp(ctx), self._deadline.value()
+        if ts is not None and deadline is not None and ts > deadline:
+            # Idle before this record came, though no watermark said so yet
+            # (watermarks are periodic): ended as the timer would have, and
+            # the record dropped as late, whatever the watermarks' timing.
+            ctx.timer_service().delete_event_time_timer(deadline)
+            yield from self._end(trace, "idle")
+            return
         outputs = host.feed(trace, _line(value))
         self._state.update(host.snapshot(trace))
         if not trace.closed:
-            self._move_deadline(ctx)
-        for out in outputs:
-            yield out.trace_id, out.to_json().decode()
+            self._move_deadline(ctx, ts)
+        yield from _outputs(outputs)
 
-    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[tuple[str, str]]:
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Output]:
         if self._deadline.value() != timestamp:  # (a deadline since moved on)
             return
-        self._deadline.clear()
         raw = self._state.value()
         if raw is None:
             return
+        trace = self._live_host().restore(bytes(raw))
+        if not trace.closed:
+            yield from self._end(trace, "end" if timestamp == END_OF_INPUT else "idle")
+
+    def _end(self, trace: TraceState, reason: str) -> Iterator[Output]:
         host = self._live_host()
-        trace = host.restore(bytes(raw))
-        if trace.closed:
-            return
-        reason = "end" if timestamp == END_OF_INPUT else "idle"
         outputs = host.finish(trace, reason=reason)
         self._state.update(host.snapshot(trace))
-        for out in outputs:
-            yield out.trace_id, out.to_json().decode()
+        self._deadline.clear()
+        yield from _outputs(outputs)
 
     def _live_host(self) -> TraceHost:
         if self._host is None:
@@ -183,10 +193,9 @@ class FlinkGrader(KeyedProcessFunction):  # type: ignore[misc]
             raise RuntimeError(msg)
         return self._host
 
-    def _move_deadline(self, ctx: Any) -> None:
-        ts = ctx.timestamp()
+    def _move_deadline(self, ctx: Any, ts: int | None) -> None:
         deadline = END_OF_INPUT
-        if ts is not None and ts > _NO_TIMESTAMP:
+        if ts is not None:
             deadline = min(END_OF_INPUT - 1, ts + self.idle_ms)
         before = self._deadline.value()
         if before == deadline:
@@ -198,16 +207,39 @@ class FlinkGrader(KeyedProcessFunction):  # type: ignore[misc]
         self._deadline.update(deadline)
 
 
+def _timestamp(ctx: Any) -> int | None:
+    """The record's event time in ms (None: it has none)."""
+    ts = ctx.timestamp()
+    return ts if ts is not None and ts > _NO_TIMESTAMP else None
+
+
+def _outputs(outputs: list[HostOutput]) -> Iterator[Output]:
+    for out in outputs:
+        yield out.trace_id, out.id, out.to_json().decode()
+
+
 def grade(
     records: DataStream,
     policy: str | os.PathLike[str],
     *,
     idle: timedelta = timedelta(minutes=30),
+    timestamps: Any = _CANONICAL,
     allow_code: bool = False,
     format: str = "auto",  # noqa: A002
 ) -> DataStream:
-    """Key ``records`` by trace id and grade them: ``(trace_id, json)`` out."""
+    """Key ``records`` by trace id and grade them: ``(trace_id, id, json)`` out.
+
+    ``timestamps``: the ``WatermarkStrategy`` giving records their event
+    time (by default :func:`event_time`: a canonical event's ``ts``, else the
+    record's own, e.g. Kafka's), or None when the stream has it already.
+    """
     grader = FlinkGrader(policy, idle=idle, allow_code=allow_code, format=format)
+    if timestamps is _CANONICAL:
+        timestamps = event_time()
+    if timestamps is not None:
+        # (Here, not in from_source: PyFlink drops a Python timestamp
+        # assigner given to from_source.)
+        records = records.assign_timestamps_and_watermarks(timestamps)
     key = TraceKey(grader.policy, allow_code=allow_code, format=format)
     keyed = records.key_by(key, key_type=Types.STRING())
     return keyed.process(grader, output_type=OUTPUT_TYPE).name("trajgrade")

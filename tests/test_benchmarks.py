@@ -140,3 +140,28 @@ def test_the_guard_benchmark_prints_each_class_and_the_benign_figures() -> None:
     assert re.search(r"benign all: refused \d+/\d+", done.stdout)
     assert re.search(r"decision time per gate call: median [\d.]+ ms, p95", done.stdout)
     assert re.search(r"profile standard: .*guard-standard\.yaml", done.stdout)
+
+
+def test_the_engines_benchmark_prints_every_figure() -> None:
+    """`python benchmarks/engines.py --quick`: the host, sdf.test, the bytes
+    per open trace within the target, and both runners on tansu."""
+    if not (SHARED / "bench" / "gen_traces.py").is_file():
+        pytest.skip(f"shared bench scripts not found at {SHARED}; set TRAJGRADE_SHARED")
+    done = subprocess.run(
+        [sys.executable, "benchmarks/engines.py", "--quick", "--shared", str(SHARED)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert re.search(r"trace host, in-process .*: +[\d,]+ events/s", out)
+    assert re.search(r"quix pipeline, in-process .*: +[\d,]+ events/s", out)
+    assert re.search(
+        r"state per open trace, six checks: .*max \d+ B \(target <= 1024 B: met\)", out
+    )
+    assert re.search(r"^built-in consumer on tansu", out, re.MULTILINE)
+    assert re.search(r"^quix application on tansu", out, re.MULTILINE)

@@ -44,6 +44,7 @@ EDGE_PARTS = frozenset(
         "sandbox",
         "wrapper",
         "kafka",
+        "integrations",
         "hooks",
         "telemetry",
         "cli",

@@ -33,7 +33,8 @@ Core (start at the top):
 Edges:
 
 * ``api/``          StreamGrader: the pipeline for embedding (feed, finish;
-  live async sources; checkpoints; the checks of its arguments)
+  live async sources; checkpoints; the checks of its arguments); TraceHost:
+  one trace's state kept by a stream processor
 * ``sources/``, ``sinks/``  where events come from and verdicts go
 * ``telemetry/``    OTLP in and out, JUnit
 * ``runtime/``      what every long-running command shares: signals, memory,
@@ -44,6 +45,7 @@ Edges:
 * ``sandbox/``      the guard's OS layer: the policy's ``protect:`` section
   compiled into the host's sandbox settings and into bubblewrap
 * ``kafka/``        grade a Kafka topic: consumer loop, grading steps, output
+* ``integrations/`` graders hosted in stream processors (Quix Streams)
 * ``hooks/``        answer agents' hook calls (cold hooks and ``serve``)
 * ``wrapper/``      ``trajgrade run -- AGENT``: the agent's process group and
   output, stopped on a fail

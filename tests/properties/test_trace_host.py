@@ -69,6 +69,8 @@ def test_hosted_traces_grade_as_grade_bytes(
             state,
             host.finish(state, reason=data.draw(st.sampled_from(["end", "idle"]))),
         )
+        # A closed trace's state is a marker: its id, a flag, the header.
+        assert state.closed and len(host.snapshot(state)) <= 64 + len(tid.encode())
 
     want = grade_bytes(case.suite, jsonl)
     assert want.errors == []

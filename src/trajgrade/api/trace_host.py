@@ -123,6 +123,10 @@ class _Named(msgspec.Struct):
 _NAMED: Final = msgspec.json.Decoder(_Named)
 
 
+_SNAPSHOT: Final = msgspec.msgpack.Decoder(_Snapshot)
+_VERSION: Final = msgspec.msgpack.Decoder(_Version)
+
+
 class TraceState:
     """One trace's grading state: plain data (:meth:`TraceHost.snapshot`),
     plus, for formats whose records do not decode alone, the live reader."""
@@ -237,19 +241,23 @@ class TraceHost:
         if len(raw) <= _CRC or zlib.crc32(body).to_bytes(_CRC, "big") != raw[:_CRC]:
             msg = "not a TraceHost snapshot (its checksum does not match: damaged, or other bytes)"
             raise InputError(msg)
+        problem = "its layout"
         try:
-            version = msgspec.msgpack.decode(body, type=_Version).version
+            snap = _SNAPSHOT.decode(body)
         except msgspec.DecodeError as exc:
-            msg = f"not a TraceHost snapshot ({exc})"
-            raise InputError(msg) from None
-        if version != SNAPSHOT_VERSION:
-            msg = f"TraceHost snapshot version {version}, and this trajgrade reads version {SNAPSHOT_VERSION}"
+            snap, problem = None, str(exc)
+        if snap is None or snap.version != SNAPSHOT_VERSION:
+            # (Its version alone first: another version's layout may differ.)
+            try:
+                version = _VERSION.decode(body).version
+            except msgspec.DecodeError as exc:
+                problem = str(exc)
+            else:
+                if version != SNAPSHOT_VERSION:
+                    msg = f"TraceHost snapshot version {version}, and this trajgrade reads version {SNAPSHOT_VERSION}"
+                    raise InputError(msg)
+            msg = f"not a TraceHost snapshot ({problem})"
             raise InputError(msg)
-        try:
-            snap = msgspec.msgpack.decode(body, type=_Snapshot)
-        except msgspec.DecodeError as exc:
-            msg = f"not a TraceHost snapshot ({exc})"
-            raise InputError(msg) from None
         if snap.fingerprint != self._fingerprint:
             msg = (
                 f"the snapshot was taken with another policy (fingerprint {snap.fingerprint}, "
@@ -300,6 +308,7 @@ class TraceHost:
         batches = [decoder.feed(line)]
         if decoder is not state._decoder:  # (a reader of this record alone)
             batches.append(decoder.close())
+        batches = [b for b in batches if b.events or b.errors]
         self._check_trace(data.trace_id, batches)
         return self._run(state, lambda e: self._graded(decoder, batches))
 

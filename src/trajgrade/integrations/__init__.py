@@ -5,3 +5,5 @@ state as bytes in the engine's own store) to one engine, and imports that
 engine only when imported itself (each is an extra): ``quixstreams``
 (``trajgrade[quix]``). See docs/scale-out.md.
 """
+
+__all__ = ()

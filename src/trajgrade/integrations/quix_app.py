@@ -19,6 +19,7 @@ It stops cleanly on SIGTERM (Quix's own handler).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,11 @@ def _options(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     opt("commit-interval", type=float, default=5.0, help="seconds between checkpoints")
     opt("session-timeout-ms", type=int, default=45000, help="consumer session timeout")
+    opt(
+        "kafka-config",
+        default=None,
+        help="JSON file of librdkafka settings (TLS, SASL)",
+    )
     p.add_argument(
         "--allow-code", action="store_true", help="let the policy run code it names"
     )
@@ -91,9 +97,14 @@ def _options(argv: Sequence[str] | None) -> argparse.Namespace:
 def build(options: argparse.Namespace) -> Any:
     """The Application, its pipeline wired (``app.run()`` runs it)."""
     from quixstreams import Application
+    from quixstreams.kafka.configuration import ConnectionConfig
 
+    settings = {"bootstrap.servers": options.broker}
+    if options.kafka_config:  # (a mounted Secret: the SASL password stays out of argv)
+        with open(options.kafka_config, encoding="utf-8") as f:
+            settings = {**json.load(f), **settings}
     app = Application(
-        broker_address=options.broker,
+        broker_address=ConnectionConfig.from_librdkafka_dict(settings),
         consumer_group=options.group,
         state_dir=options.state_dir,
         auto_offset_reset="earliest",

@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
 
 import msgspec
 import pytest
@@ -195,7 +195,9 @@ class FailOnceAfterACheckpoint(MapFunction):  # type: ignore[misc]
         if self.count < self.after or failed.exists():
             return value
         if self.started is None:  # (checkpoints started, or done, until now)
-            self.started = max(map(_number, Path(self.checkpoints).glob("*/chk-*")), default=0)
+            self.started = max(
+                map(_number, Path(self.checkpoints).glob("*/chk-*")), default=0
+            )
         done = Path(self.checkpoints).glob("*/chk-*/_metadata")
         if any(_number(p.parent) > self.started for p in done):
             # A checkpoint triggered after `after` records has completed.
@@ -250,9 +252,13 @@ def test_a_restore_from_a_checkpoint_mid_stream(sessions: Path, tmp_path: Path) 
     unique: dict[str, tuple[str, str, str]] = {}
     for output in outputs:
         unique.setdefault(output[1], output)
-    print(f"outputs {len(outputs)}, unique {len(unique)}, records read {processed}")
+    print(
+        f"restore: {len(outputs)} outputs, {len(unique)} unique; records read {processed} of {len(lines)}, failed at {read_before}"
+    )
     want = _expected(SIX, sessions.read_bytes())
-    assert _split(list(unique.values())) == want
+    got = _split(list(unique.values()))
+    differ = [t for t in want[0] if got[0].get(t) != want[0][t]]
+    assert got == want, (differ[:1], [o for o in outputs if o[0] in differ[:1]])
 
 
 def test_an_idle_timer_ends_a_trace_and_its_late_records_are_dropped(
@@ -269,7 +275,11 @@ def test_an_idle_timer_ends_a_trace_and_its_late_records_are_dropped(
         event("quiet", t0, "turn_start", step=0),
         event("quiet", t0 + 1, "tool_call", step=0, name="view", args={}, call_id="c1"),
     ]
-    late = [event("quiet", t0 + 7200, "tool_call", step=1, name="grep", args={}, call_id="c2")]
+    late = [
+        event(
+            "quiet", t0 + 7200, "tool_call", step=1, name="grep", args={}, call_id="c2"
+        )
+    ]
     # Another trace moves event time (the watermark) two hours on.
     busy = [event("busy", t0 + 3600 * h, "turn_start", step=h) for h in range(1, 4)]
     path = tmp_path / "events.jsonl"

@@ -82,7 +82,13 @@ def _compile(policy: str, allow_code: bool, format: str) -> TraceHost:  # noqa: 
 class TraceKey(KeySelector):  # type: ignore[misc]  # (pyflink is untyped)
     """``key_by`` a record's trace id (``""`` when it names none: not graded)."""
 
-    def __init__(self, policy: str, *, allow_code: bool = False, format: str = "auto") -> None:  # noqa: A002
+    def __init__(
+        self,
+        policy: str,
+        *,
+        allow_code: bool = False,
+        format: str = "auto",  # noqa: A002
+    ) -> None:
         self._args = (policy, allow_code, format)
         self._host: TraceHost | None = None
 

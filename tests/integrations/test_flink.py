@@ -291,3 +291,21 @@ def test_an_idle_timer_ends_a_trace_and_its_late_records_are_dropped(
     # As `trajgrade grade` grades the quiet trace without its late record.
     want = _expected(SIX, b"\n".join(early) + b"\n")[0]["quiet"]
     assert got == want
+
+
+def test_the_example_job_prints_what_trajgrade_grade_prints(sessions: Path) -> None:
+    """`python -m trajgrade.integrations.flink_job POLICY EVENTS` (its own JVM):
+    the JSON lines `trajgrade grade --output jsonl` prints, per trace in order."""
+    argv = [sys.executable, "-m", "trajgrade.integrations.flink_job"]
+    done = subprocess.run(
+        [*argv, str(SIX), str(sessions), "--allow-code", "--parallelism", "2"],
+        capture_output=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got: dict[str, list[bytes]] = {}
+    for line in done.stdout.splitlines():
+        got.setdefault(msgspec.json.decode(line)["trace_id"], []).append(line)
+    assert got == _expected(SIX, sessions.read_bytes())[0]

@@ -296,9 +296,11 @@ def test_an_idle_timer_ends_a_trace_and_its_late_records_are_dropped(
 def test_the_example_job_prints_what_trajgrade_grade_prints(sessions: Path) -> None:
     """`python -m trajgrade.integrations.flink_job POLICY EVENTS` (its own JVM):
     the JSON lines `trajgrade grade --output jsonl` prints, per trace in order."""
-    argv = [sys.executable, "-m", "trajgrade.integrations.flink_job"]
+    argv = [sys.executable, "-m", "trajgrade.integrations.flink_job", str(SIX)]
+    argv += [str(sessions), "--allow-code", "--parallelism", "2"]
+    argv += ["--idle-minutes", str(LONG_IDLE.total_seconds() / 60)]
     done = subprocess.run(
-        [*argv, str(SIX), str(sessions), "--allow-code", "--parallelism", "2"],
+        argv,
         capture_output=True,
         check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},

@@ -24,6 +24,8 @@ from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 
 from trajgrade.integrations.flink import grade
 
+__all__ = ("environment", "job", "main")
+
 
 def environment(
     *,

@@ -233,6 +233,8 @@ def test_a_restore_from_a_checkpoint_mid_stream(sessions: Path, tmp_path: Path) 
             "taskmanager.network.memory.floating-buffers-per-gate": "2",
             "python.fn-execution.bundle.size": "10",
             "slot.request.timeout": "60 s",
+            # Every state read goes to the state backend, as after a restore.
+            "python.state.cache-size": "1",
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": "1",
             "restart-strategy.fixed-delay.delay": "100 ms",

@@ -147,7 +147,10 @@ class FlinkGrader(KeyedProcessFunction):  # type: ignore[misc]
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self._host = _compile(self.policy, self.allow_code, self.format)
-        snapshot = ValueStateDescriptor(_STATE, Types.PRIMITIVE_ARRAY(Types.BYTE()))
+        # PICKLED_BYTE_ARRAY, not PRIMITIVE_ARRAY(BYTE): read back from the
+        # state backend (a miss in the Python worker's state cache), the
+        # latter lost states (a restore test with cache-size 1 showed it).
+        snapshot = ValueStateDescriptor(_STATE, Types.PICKLED_BYTE_ARRAY())
         self._state = runtime_context.get_state(snapshot)
         self._deadline = runtime_context.get_state(
             ValueStateDescriptor(_DEADLINE, Types.LONG())

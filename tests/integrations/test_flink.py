@@ -336,6 +336,9 @@ def test_the_example_job_prints_what_trajgrade_grade_prints(sessions: Path) -> N
     )
     assert done.returncode == 0, done.stderr[-3000:]
     got: dict[str, list[bytes]] = {}
+    decisions: dict[str, list[bytes]] = {}
     for line in done.stdout.splitlines():
-        got.setdefault(msgspec.json.decode(line)["trace_id"], []).append(line)
-    assert got == _expected(SIX, sessions.read_bytes())[0]
+        output = msgspec.json.decode(line)
+        into = decisions if "action" in output else got
+        into.setdefault(output["trace_id"], []).append(line)
+    assert (got, decisions) == _expected(SIX, sessions.read_bytes())

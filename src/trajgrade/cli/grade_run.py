@@ -24,6 +24,7 @@ from trajgrade.cli.options import (
     log_level,
 )
 from trajgrade.cli.plan import Display, Plan, PlanError, plan
+from trajgrade.runtime.exit_status import EXIT_STATE_IN_USE
 from trajgrade.runtime.gc import settle as settle_gc
 
 if TYPE_CHECKING:
@@ -189,15 +190,22 @@ def _run(
         from trajgrade.runner.run import run
 
         runner = partial(run, status=status, actions=decided.actions)
+    from trajgrade.runtime.owner_lock import StateDirInUse
+
     fatal_kinds = (SourceError, StateError, SinkError)
     try:
         with status if status is not None else contextlib.nullcontext():
             summary: RunSummary = anyio.run(runner, suite, options, sink, log)
+    except StateDirInUse as exc:
+        _fail(str(exc), EXIT_STATE_IN_USE)
     except fatal_kinds as exc:
         _fail(str(exc))
     except (OSError, BaseExceptionGroup) as exc:
         # A state directory that fails mid-run (a full disk) surfaces from
         # inside the task group: the same error and status as at start-up.
+        in_use = _found(exc, (StateDirInUse,))
+        if in_use is not None:
+            _fail(str(in_use), EXIT_STATE_IN_USE)
         fatal = _found(exc, fatal_kinds)
         if fatal is not None:
             _fail(str(fatal))
@@ -211,9 +219,9 @@ def _run(
     return summary
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, status: int = EXIT_USAGE) -> NoReturn:
     click.echo(f"error: {message}", err=True)
-    sys.exit(EXIT_USAGE)
+    sys.exit(status)
 
 
 def _dataset_notes(summary: RunSummary, policy: PolicyRequest, log: Any) -> list[str]:

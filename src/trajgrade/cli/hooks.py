@@ -409,6 +409,13 @@ def _compiled(config_path: str, allow_code: bool) -> Suite:
     is_flag=True,
     help="Deny a call a rule cannot be evaluated on (default: it runs, with a warning).",
 )
+@click.option(
+    "--fsync/--no-fsync",
+    default=True,
+    show_default=True,
+    help="Put each decision's journal record on the device before answering "
+    "(--no-fsync: it survives a killed daemon, not a power cut).",
+)
 @allow_code_option
 @http_limit_options()
 def serve(
@@ -420,6 +427,7 @@ def serve(
     checkpoint_interval: float,
     decisions_path: str | None,
     fail_closed: bool,
+    fsync: bool,
     allow_code: bool,
     max_body: int,
     read_timeout: float,
@@ -430,7 +438,9 @@ def serve(
     from trajgrade.hooks.server import HookServer
     from trajgrade.hooks.server import serve as run
     from trajgrade.hooks.store import default_state_dir
+    from trajgrade.runtime.exit_status import EXIT_STATE_IN_USE
     from trajgrade.runtime.host_world import HostWorld
+    from trajgrade.runtime.owner_lock import StateDirInUse
 
     guard_files = (state_dir or default_state_dir(),)
     suite = load_policy(
@@ -458,7 +468,11 @@ def serve(
             fail_closed=fail_closed,
             limits=edge_limits(max_body, read_timeout, token_env),
             policy=config_path,
+            fsync=fsync,
         )
+    except StateDirInUse as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_STATE_IN_USE)
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

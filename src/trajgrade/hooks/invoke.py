@@ -166,6 +166,8 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
         result = _step_locked(
             store, suite, agent, session, payload, now, log, opts.fail_closed
         )
+    except StateNotSaved as exc:
+        return _fail(agent, event, True, str(exc), outright=True)
     except Exception as exc:
         log.write(
             "error",
@@ -221,9 +223,12 @@ def _step_locked(
         try:
             store.save(state)  # an ended session's too: see step_keeping
         except OSError as exc:
-            # The call is decided (maybe denied): answer it; the session's
-            # next call goes on from the last state saved.
-            log.write("error", "state_not_saved", session=session, error=str(exc))
+            # An answer whose state is not saved would be forgotten by the
+            # next call (a budget overrun): denied whatever the mode.
+            log.write(
+                "error", "state_not_saved", session=session, error=str(exc), echo=False
+            )
+            raise StateNotSaved(store.dir, exc) from None
     return result
 
 
@@ -264,6 +269,17 @@ def _from_host(key_id: str, state_dir: str) -> bool:
     from trajgrade.hooks.pin import host_key_id
 
     return host_key_id(state_dir) == key_id
+
+
+class StateNotSaved(Exception):
+    """A session's new state could not be saved: its call is denied."""
+
+    def __init__(self, directory: str, exc: OSError) -> None:
+        super().__init__(
+            f"trajgrade could not save this session's guard state in {directory} "
+            f"({exc.strerror or exc}), so it denies the call (fail-closed): free "
+            "space or fix the state directory"
+        )
 
 
 class UnreadableState(Exception):

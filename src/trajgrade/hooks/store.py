@@ -121,16 +121,36 @@ class SessionStore:
             return None
         return _DEC.decode(data)
 
-    def save(self, state: SessionState) -> None:
-        """Write ``state`` atomically (temporary file, then rename)."""
+    def save(self, state: SessionState, *, fsync: bool = False) -> None:
+        """Write ``state`` atomically (temporary file, then rename); with
+        ``fsync``, on the device before it replaces the old one (serve's
+        checkpoint, before it drops the journal that holds the same state).
+
+        A write that fails (a full disk) removes its temporary file and
+        raises ``OSError``: the old state stays.
+        """
         path = self._base(state.session) + ".state"
         tmp = f"{path}.{os.getpid()}.tmp"
         # Owner-only, like --state checkpoints: a state may hold bound values
         # (a flow rule's `bind: secret` keeps the credentials it found).
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_ENC.encode(state))
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_ENC.encode(state))
+                if fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        if fsync:
+            dfd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
     def drop(self, session: str) -> None:
         """Remove the session's state (its lock file is left to the sweep)."""

@@ -126,14 +126,10 @@ class StateStore:
         except OSError as exc:
             msg = f"cannot create the state directory: {exc.strerror or exc}; pass a writable --state DIR"
             raise StateError(msg, location=where) from None
-        import filelock
+        from trajgrade.runtime.owner_lock import OwnerLock
 
-        self._lock = filelock.FileLock(self.dir / "lock")
-        try:
-            self._lock.acquire(timeout=0)
-        except filelock.Timeout:
-            msg = "another trajgrade process is using this state directory; give each run its own --state DIR"
-            raise StateError(msg, location=where) from None
+        try:  # one owner: a second one is refused naming the first's pid
+            self._lock = OwnerLock(str(self.dir), what="run")
         except OSError as exc:
             msg = f"cannot lock the state directory: {exc.strerror or exc}; pass a writable --state DIR"
             raise StateError(msg, location=where) from None

@@ -29,6 +29,7 @@ __all__ = (
     "EXIT_FORCED",
     "EXIT_NOTHING",
     "EXIT_OK",
+    "EXIT_STATE_IN_USE",
     "EXIT_USAGE",
     "FailedTraces",
     "RunSummary",
@@ -44,6 +45,8 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 #: 3 and 4 belong to ``trajgrade run`` (stopped the agent; agent failed).
 EXIT_NOTHING: Final = 5
+#: Another live process owns the state directory (its pid is named).
+EXIT_STATE_IN_USE: Final = 8
 EXIT_FORCED: Final = 130
 #: Exit statuses of ``trajgrade grade`` and what they mean.
 EXIT_CODES: Final = {
@@ -51,6 +54,7 @@ EXIT_CODES: Final = {
     EXIT_FAILED: "at least one final verdict is fail or error",
     EXIT_USAGE: "usage or config error; an input that cannot be opened or read to its end; a --junit report that cannot be written",
     EXIT_NOTHING: "nothing was graded: no trace got a verdict (every record was rejected, or the input held no events)",
+    EXIT_STATE_IN_USE: "the state directory is in use by another process (named by its pid): one owner per state directory",
     EXIT_FORCED: "a second SIGINT/SIGTERM forced an immediate exit",
 }
 

@@ -225,9 +225,7 @@ def _step_locked(
         except OSError as exc:
             # An answer whose state is not saved would be forgotten by the
             # next call (a budget overrun): denied whatever the mode.
-            log.write(
-                "error", "state_not_saved", session=session, error=str(exc), echo=False
-            )
+            log.write("error", "state_not_saved", session=session, error=str(exc))
             raise StateNotSaved(store.dir, exc) from None
     return result
 

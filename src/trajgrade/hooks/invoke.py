@@ -34,6 +34,9 @@ from trajgrade.hooks.hook_args import USAGE, HookOptions, UsageError, parse_args
 
 __all__ = ("USAGE", "HookOptions", "UsageError", "log_step", "main", "parse_args")
 
+#: Size at which ``hooks.log`` is moved to ``hooks.log.1`` (replacing it):
+#: the log takes at most about twice this much.
+LOG_MAX_BYTES: Final = 4 * 1024 * 1024
 #: Where the state directory comes from, for the messages about it.
 STATE_DIR_HINT: Final = (
     "check --state-dir (default: $XDG_STATE_HOME/trajgrade/hooks, "
@@ -427,8 +430,17 @@ class _Log:
             from trajgrade.hooks.store import private_dirs
 
             private_dirs(os.path.dirname(self.path))
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            fd = os.open(self.path, flags, 0o600)
             try:
+                if os.fstat(fd).st_size >= LOG_MAX_BYTES:
+                    # Bounded: one deny per call must not fill the disk
+                    # (which would then deny every call). The previous
+                    # file is kept as hooks.log.1. Concurrent hooks may
+                    # both rotate: lines of the old .1 are lost, no more.
+                    os.replace(self.path, self.path + ".1")
+                    os.close(fd)
+                    fd = os.open(self.path, flags, 0o600)
                 os.write(fd, line + b"\n")
             finally:
                 os.close(fd)

@@ -80,7 +80,9 @@ def _request(payload: dict[str, Any], *, end: bool) -> bytes:
     """The raw request for ``payload``; without ``end``, the head is left
     unfinished and the body unsent."""
     body = json.dumps(payload).encode()
-    head = f"POST /hook/claude-code HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+    head = (
+        f"POST /hook/claude-code HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+    )
     return head.encode() + (b"\r\n" + body if end else b"")
 
 
@@ -188,9 +190,9 @@ def test_sigterm_while_a_call_arrives_refuses_or_remembers_it(
 
 
 def _second_serve(policy: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    serve = (sys.executable, "-m", "trajgrade", "serve", "-c", str(policy))
     return subprocess.run(
-        [sys.executable, "-m", "trajgrade", "serve", "-c", str(policy)]
-        + ["--port", "0", "--state-dir", str(state)],
+        [*serve, "--port", "0", "--state-dir", str(state)],
         capture_output=True,
         text=True,
         timeout=20,

@@ -184,10 +184,9 @@ class Journal:
                 self._open_next()
             fd = self._fd_or_raise()
             try:
-                written = os.write(fd, data)
-                if written != len(data):
-                    msg = f"short write to {self.path} ({written} of {len(data)} bytes)"
-                    raise OSError(msg)
+                view = memoryview(data)
+                while view:  # a short write's rest raises the real error
+                    view = view[os.write(fd, view) :]
             except OSError:
                 self._undo(fd)
                 raise

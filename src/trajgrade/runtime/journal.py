@@ -229,6 +229,8 @@ class Journal:
         :meth:`drop` once what they hold is saved elsewhere."""
         with self._sync_lock, self._lock:
             current = self._number
+            if self._closed:  # nothing more comes: every segment is old
+                return [path for _, path in _segments(self.directory, self.name)]
             if self._fd is None or self._size == 0:
                 # Nothing new since the last rotation: no empty segment.
                 return [
@@ -251,7 +253,7 @@ class Journal:
     def drop(self, paths: list[str]) -> None:
         """Remove segments whose records are saved elsewhere."""
         for path in paths:
-            if path == self.path:
+            if path == self.path and not self._closed:
                 continue
             try:
                 os.unlink(path)

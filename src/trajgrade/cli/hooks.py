@@ -362,6 +362,12 @@ def _compiled(config_path: str, allow_code: bool) -> Suite:
         sys.exit(EXIT_USAGE)
 
 
+_FSYNC_HELP = (
+    "Each decision's journal record is on the device before its answer (default); "
+    "--no-fsync: it survives a killed daemon, not a power cut."
+)
+
+
 @click.command()
 @config_option("Grader policy.")
 @click.option(
@@ -409,13 +415,7 @@ def _compiled(config_path: str, allow_code: bool) -> Suite:
     is_flag=True,
     help="Deny a call a rule cannot be evaluated on (default: it runs, with a warning).",
 )
-@click.option(
-    "--fsync/--no-fsync",
-    default=True,
-    show_default=True,
-    help="Put each decision's journal record on the device before answering "
-    "(--no-fsync: it survives a killed daemon, not a power cut).",
-)
+@click.option("--fsync/--no-fsync", default=True, help=_FSYNC_HELP)
 @allow_code_option
 @http_limit_options()
 def serve(
@@ -434,6 +434,7 @@ def serve(
     token_env: str | None,
 ) -> None:
     """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
+    from trajgrade.cli.http_options import serve_problem
     from trajgrade.graders import BuildContext
     from trajgrade.hooks.server import HookServer
     from trajgrade.hooks.server import serve as run
@@ -477,7 +478,7 @@ def serve(
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except OSError as exc:
-        click.echo(f"error: {_serve_problem(exc, host, port)}", err=True)
+        click.echo(f"error: {serve_problem(exc, host, port)}", err=True)
         sys.exit(2)
     bound = server.server_address[1]
     click.echo(f"trajgrade serve: listening on http://{host}:{bound}", err=True)
@@ -492,19 +493,3 @@ def serve(
             err=True,
         )
         sys.exit(1)
-
-
-def _serve_problem(exc: OSError, host: str, port: int) -> str:
-    """What went wrong starting the daemon, and what to do about it."""
-    import errno
-
-    why = exc.strerror or str(exc)
-    if exc.filename is not None:
-        from trajgrade.hooks.invoke import STATE_DIR_HINT
-
-        return (
-            f"{exc.filename}: cannot use the state directory: {why}; {STATE_DIR_HINT}"
-        )
-    if exc.errno == errno.EADDRINUSE:
-        return f"cannot listen on {host}:{port}: the port is in use (another trajgrade serve?); stop that process, or pick another --port (0: any free port)"
-    return f"cannot listen on {host}:{port}: {why}; check --host and --port"

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from trajgrade.config.model import Suite
     from trajgrade.runner.options import RunOptions
     from trajgrade.runtime.actions import Actions
-    from trajgrade.runtime.journal import Journal
     from trajgrade.runtime.metrics import Metrics
     from trajgrade.runtime.status_line import StatusLine
     from trajgrade.sinks import RunSink
@@ -77,10 +76,6 @@ class _Run:
         self._next_checkpoint = 0.0
         self._checkpointing = False
         self._dirty = False
-        #: Journals of input taken since the last checkpoint (``grade --otlp
-        #: --state``): rotated as a checkpoint takes its cut, their older
-        #: segments dropped once it is written.
-        self.journals: list[Journal] = []
         #: Bytes read from every input (the progress bar).
         self.bytes_read = 0
         self.actions: Actions | None = None
@@ -452,9 +447,6 @@ class _Run:
             for key, pos in self.resume_from.items():
                 positions.setdefault(key, pos)
             seq = store.begin()
-            # (No await between the rotation and the engine's cut: every
-            # record in the rotated segments is in this checkpoint.)
-            rotated = [(j, j.rotate()) for j in self.journals]
             ckpt = Checkpoint(
                 version=STATE_VERSION,
                 fingerprint=self.suite.fingerprint,
@@ -472,8 +464,6 @@ class _Run:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(store.write, data, seq)
             self.summary.checkpoints += 1
-            for journal, old in rotated:
-                journal.drop(old)
             if self.metrics is not None:
                 self.metrics.checkpointed()
             self._dirty = False

@@ -42,6 +42,7 @@ import msgspec
 from trajgrade._util.digest import blake2b
 from trajgrade.engine.engine import EngineState
 from trajgrade.errors import Location, StateError
+from trajgrade.runtime.journal import Journal, Journals
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -138,6 +139,9 @@ class StateStore:
         for stale in self.dir.glob(f".{_CHECKPOINT}.*.tmp"):
             stale.unlink(missing_ok=True)
         self._journal_fd: int | None = None
+        #: Journals of input answered since the last checkpoint.
+        self.input_journals = Journals()
+        self._rotated: dict[int, list[tuple[Journal, list[str]]]] = {}
         self.sequence = 0
         self._encoder = msgspec.msgpack.Encoder()
 
@@ -211,6 +215,10 @@ class StateStore:
         journal, so ids emitted after this snapshot go to the new one."""
         self.sequence += 1
         self._open_journal(self.sequence)
+        # Input journals (``grade --otlp --state``) too: the caller cuts the
+        # engine's state right after (no await between), so every record of
+        # the rotated segments is in this checkpoint; dropped by write().
+        self._rotated[self.sequence] = self.input_journals.rotate()
         return self.sequence
 
     def open_journal(self, fingerprint: str) -> set[str]:
@@ -295,6 +303,8 @@ class StateStore:
         for seq, old in self._journals():
             if seq < sequence:
                 old.unlink(missing_ok=True)
+        for seq in [s for s in self._rotated if s <= sequence]:
+            self.input_journals.drop(self._rotated.pop(seq))
         # The checkpoint names its config from now on.
         (self.dir / _OWNER).unlink(missing_ok=True)
 

@@ -37,6 +37,7 @@ __all__ = (
     "Damage",
     "Journal",
     "JournalClosed",
+    "Journals",
     "Recovery",
     "encode_record",
     "recover",
@@ -267,3 +268,22 @@ class Journal:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+class Journals:
+    """The journals a checkpoint covers: :meth:`rotate` as it takes its cut
+    (with no await before the cut: every record of the rotated segments is
+    in it), :meth:`drop` once it is written."""
+
+    def __init__(self) -> None:
+        self.members: list[Journal] = []
+
+    def append(self, journal: Journal) -> None:
+        self.members.append(journal)
+
+    def rotate(self) -> list[tuple[Journal, list[str]]]:
+        return [(j, j.rotate()) for j in self.members]
+
+    def drop(self, rotated: list[tuple[Journal, list[str]]]) -> None:
+        for journal, old in rotated:
+            journal.drop(old)

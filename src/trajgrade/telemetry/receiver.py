@@ -266,7 +266,7 @@ def _replayed(
     if found.records:
         log.info("otlp_journal_replayed", requests=len(found.records))
     journal = Journal(where, JOURNAL_NAME, fsync=False)
-    run.journals.append(journal)
+    store.input_journals.append(journal)
     return journal
 
 

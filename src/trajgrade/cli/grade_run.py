@@ -26,6 +26,7 @@ from trajgrade.cli.options import (
     log_level,
 )
 from trajgrade.cli.plan import Display, Plan, PlanError, plan
+from trajgrade.runtime.exit_status import EXIT_STATE_IN_USE
 from trajgrade.runtime.gc import settle as settle_gc
 
 if TYPE_CHECKING:
@@ -246,15 +247,22 @@ def _run(
         from trajgrade.runner.run import run
 
         runner = partial(run, status=status, actions=decided.actions)
+    from trajgrade.runtime.owner_lock import StateDirInUse
+
     fatal_kinds = (SourceError, StateError, SinkError, BindError)
     try:
         with status if status is not None else contextlib.nullcontext():
             summary: RunSummary = anyio.run(runner, suite, options, sink, log)
+    except StateDirInUse as exc:
+        _fail(exc, EXIT_STATE_IN_USE)
     except fatal_kinds as exc:
         _fail(exc)
     except (OSError, BaseExceptionGroup) as exc:
         # A state directory that fails mid-run (a full disk) surfaces from
         # inside the task group: the same error and status as at start-up.
+        in_use = _found(exc, (StateDirInUse,))
+        if in_use is not None:
+            _fail(in_use, EXIT_STATE_IN_USE)
         fatal = _found(exc, fatal_kinds)
         if fatal is not None:
             _fail(fatal)
@@ -276,11 +284,11 @@ def _run(
     return summary
 
 
-def _fail(exc: Exception) -> NoReturn:
+def _fail(exc: Exception, status: int | None = None) -> NoReturn:
     from trajgrade.runtime.exit_status import fatal_status
 
     click.echo(f"error: {exc}", err=True)
-    sys.exit(fatal_status(exc))
+    sys.exit(fatal_status(exc) if status is None else status)
 
 
 def _dataset_notes(summary: RunSummary, policy: PolicyRequest, log: Any) -> list[str]:

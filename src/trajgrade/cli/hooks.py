@@ -298,6 +298,12 @@ def _compiled(config_path: str, allow_code: bool) -> Suite:
         sys.exit(EXIT_USAGE)
 
 
+_FSYNC_HELP = (
+    "Each decision's journal record is on the device before its answer (default); "
+    "--no-fsync: it survives a killed daemon, not a power cut."
+)
+
+
 @click.command()
 @config_option("Grader policy.")
 @click.option(
@@ -345,6 +351,7 @@ def _compiled(config_path: str, allow_code: bool) -> Suite:
     is_flag=True,
     help="Deny a call a rule cannot be evaluated on (default: it runs, with a warning).",
 )
+@click.option("--fsync/--no-fsync", default=True, help=_FSYNC_HELP)
 @allow_code_option
 @http_limit_options()
 def serve(
@@ -356,17 +363,21 @@ def serve(
     checkpoint_interval: float,
     decisions_path: str | None,
     fail_closed: bool,
+    fsync: bool,
     allow_code: bool,
     max_body: int,
     read_timeout: float,
     token_env: str | None,
 ) -> None:
     """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
+    from trajgrade.cli.http_options import serve_problem
     from trajgrade.graders import BuildContext
     from trajgrade.hooks.server import HookServer
     from trajgrade.hooks.server import serve as run
     from trajgrade.hooks.store import default_state_dir
+    from trajgrade.runtime.exit_status import EXIT_STATE_IN_USE
     from trajgrade.runtime.host_world import HostWorld
+    from trajgrade.runtime.owner_lock import StateDirInUse
 
     guard_files = (state_dir or default_state_dir(),)
     suite = load_policy(
@@ -399,14 +410,18 @@ def serve(
             fail_closed=fail_closed,
             limits=edge_limits(max_body, read_timeout, token_env),
             policy=config_path,
+            fsync=fsync,
         )
+    except StateDirInUse as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_STATE_IN_USE)
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except OSError as exc:
         from trajgrade.runtime.exit_status import EXIT_BIND, EXIT_STATE_ACCESS
 
-        click.echo(f"error: {_serve_problem(exc, host, port)}", err=True)
+        click.echo(f"error: {serve_problem(exc, host, port)}", err=True)
         # (a file name: the state directory; else the listening address)
         sys.exit(EXIT_STATE_ACCESS if exc.filename is not None else EXIT_BIND)
     bound = server.server_address[1]
@@ -422,19 +437,3 @@ def serve(
             err=True,
         )
         sys.exit(1)
-
-
-def _serve_problem(exc: OSError, host: str, port: int) -> str:
-    """What went wrong starting the daemon, and what to do about it."""
-    import errno
-
-    why = exc.strerror or str(exc)
-    if exc.filename is not None:
-        from trajgrade.hooks.invoke import STATE_DIR_HINT
-
-        return (
-            f"{exc.filename}: cannot use the state directory: {why}; {STATE_DIR_HINT}"
-        )
-    if exc.errno == errno.EADDRINUSE:
-        return f"cannot listen on {host}:{port}: the port is in use (another trajgrade serve?); stop that process, or pick another --port (0: any free port)"
-    return f"cannot listen on {host}:{port}: {why}; check --host and --port"

@@ -143,8 +143,14 @@ class SessionStore:
             msg = f"{path}: the session state is damaged ({exc})"
             raise msgspec.DecodeError(msg) from None
 
-    def save(self, state: SessionState) -> None:
-        """Write ``state`` atomically (temporary file, then rename)."""
+    def save(self, state: SessionState, *, fsync: bool = False) -> None:
+        """Write ``state`` atomically (temporary file, then rename); with
+        ``fsync``, on the device before it replaces the old one (serve's
+        checkpoint, before it drops the journal that holds the same state).
+
+        A write that fails (a full disk) removes its temporary file and
+        raises ``OSError``: the old state stays.
+        """
         path = self._base(state.session) + ".state"
         tmp = f"{path}.{os.getpid()}.tmp"
         # Owner-only, like --state checkpoints: a state may hold bound values
@@ -153,13 +159,20 @@ class SessionStore:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(seal(_ENC.encode(state)))
+                if fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, path)
-        except OSError:
-            # A full disk: the half-written file must not keep the space
-            # the next save needs.
+        except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        if fsync:
+            dfd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
     def drop(self, session: str) -> None:
         """Remove the session's state (its lock file is left to the sweep)."""

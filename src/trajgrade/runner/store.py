@@ -49,6 +49,7 @@ from trajgrade._util.sealed import (
 )
 from trajgrade.engine.engine import EngineState
 from trajgrade.errors import InputError, Location, StateAccessError, StateError
+from trajgrade.runtime.journal import Journal, Journals
 from trajgrade.runtime.regular_file import NotRegularError, read_regular
 
 if TYPE_CHECKING:
@@ -148,14 +149,10 @@ class StateStore:
         except OSError as exc:
             msg = f"cannot create the state directory: {exc.strerror or exc}; pass a writable --state DIR"
             raise StateAccessError(msg, location=where) from None
-        import filelock
+        from trajgrade.runtime.owner_lock import OwnerLock
 
-        self._lock = filelock.FileLock(self.dir / "lock")
-        try:
-            self._lock.acquire(timeout=0)
-        except filelock.Timeout:
-            msg = "another trajgrade process is using this state directory; give each run its own --state DIR"
-            raise StateError(msg, location=where) from None
+        try:  # one owner: a second one is refused naming the first's pid
+            self._lock = OwnerLock(str(self.dir), what="run")
         except OSError as exc:
             msg = f"cannot lock the state directory: {exc.strerror or exc}; pass a writable --state DIR"
             raise StateAccessError(msg, location=where) from None
@@ -164,6 +161,9 @@ class StateStore:
         for stale in self.dir.glob(f".{_CHECKPOINT}.*.tmp"):
             stale.unlink(missing_ok=True)
         self._journal_fd: int | None = None
+        #: Journals of input answered since the last checkpoint.
+        self.input_journals = Journals()
+        self._rotated: dict[int, list[tuple[Journal, list[str]]]] = {}
         self.sequence = 0
         self._encoder = msgspec.msgpack.Encoder()
 
@@ -234,6 +234,10 @@ class StateStore:
         journal, so ids emitted after this snapshot go to the new one."""
         self.sequence += 1
         self._open_journal(self.sequence)
+        # Input journals (``grade --otlp --state``) too: the caller cuts the
+        # engine's state right after (no await between), so every record of
+        # the rotated segments is in this checkpoint; dropped by write().
+        self._rotated[self.sequence] = self.input_journals.rotate()
         return self.sequence
 
     def open_journal(self, fingerprint: str) -> set[str]:
@@ -318,6 +322,8 @@ class StateStore:
         for seq, old in self._journals():
             if seq < sequence:
                 old.unlink(missing_ok=True)
+        for seq in [s for s in self._rotated if s <= sequence]:
+            self.input_journals.drop(self._rotated.pop(seq))
         # The checkpoint names its config from now on.
         (self.dir / _OWNER).unlink(missing_ok=True)
 

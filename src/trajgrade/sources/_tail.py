@@ -26,7 +26,6 @@ __all__ = (
     "MARK_BYTES",
     "Tail",
     "close_tail",
-    "copy_rest",
     "drain",
     "old_content",
     "restart_if_truncated",
@@ -134,31 +133,6 @@ def switch_to_copy(tail: Tail, info: Info) -> bool:
         return True
     os.close(fd)
     return False
-
-
-def copy_rest(tail: Tail, skip: set[tuple[int, int]], info: Info) -> Iterator[Piece]:
-    """Before a file renamed or replaced away is closed: a copy of it beside
-    it (``cp`` then ``mv`` over it, then rotated) goes on where it stopped,
-    not again from its start. Its identity joins ``skip``."""
-    assert tail.file is not None
-    copy = find_copy(
-        tail.real, tail.head, tail.offset, tail.mark, (tail.file.dev, tail.file.ino)
-    )
-    if copy is None:
-        return
-    try:
-        fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return
-    try:
-        st = os.fstat(fd)
-        skip.add((st.st_dev, st.st_ino))
-        info("follow_replaced_by_a_copy", path=tail.path, copy=copy, offset=tail.offset)
-        while chunk := os.pread(fd, CHUNK_BYTES, tail.offset):
-            tail.offset += len(chunk)
-            yield Data(tail.path, chunk, tail.offset)
-    finally:
-        os.close(fd)
 
 
 def skipped(

@@ -58,7 +58,6 @@ from trajgrade.sources._tail import (
     MARK_BYTES,
     Tail,
     close_tail,
-    copy_rest,
     drain,
     restart_if_truncated,
     skipped,
@@ -351,9 +350,6 @@ class LiveFiles:
                 return
             if now is None and old.st_nlink > 0:
                 reason = "rotated"  # renamed away; the new file is not there yet
-        skip: set[tuple[int, int]] = set()
-        if tail.given and now is not None and last_write:
-            yield from copy_rest(tail, skip, self._info)
         self._info(f"follow_{reason}", path=tail.path, offset=tail.offset)
         close_tail(tail)
         if self._by_file.get(tail.file) is tail:
@@ -363,7 +359,7 @@ class LiveFiles:
         if now is None and not tail.given:
             del self._tails[tail.real]
         elif tail.given and now is not None and last_write:
-            skip |= {(old.st_dev, old.st_ino), (now.st_dev, now.st_ino)}
+            skip = {(old.st_dev, old.st_ino), (now.st_dev, now.st_ino)}
             yield from skipped(tail, last_write, skip, self._info)
 
     def _writer_may_return(self, tail: Tail, now: os.stat_result | None) -> bool:

@@ -16,8 +16,9 @@ Each schedule is a list of steps drawn from a seed, run against a real
 ``start``           start it again (the next step runs at once: a rotation
                     during start-up);
 ``replace``         ``x`` replaced by an identical copy (``cp``, then ``mv``);
-``sync``            (not drawn) a one-call trace, and wait for its verdict:
-                    the follower has caught up.
+``sync``            (not drawn) a one-call trace; wait for its verdict, then
+                    for the checkpoints after it (up to 2 s each): the
+                    follower has caught up and its checkpoint covers it.
 
 Rotated files are all kept, so every event can be read: the expected result
 is every trace's exact call count (grader ``count``) and the right outcome of
@@ -36,6 +37,7 @@ Usage::
 
     python benchmarks/faults.py                    # 20 s of schedules
     python benchmarks/faults.py --seconds 120 --seed 7 --rate 2000
+    python benchmarks/faults.py --seconds 0 --throughput 200000
 """
 
 from __future__ import annotations
@@ -231,6 +233,16 @@ class Follower:
                 pass  # a line a kill cut short comes again whole
         return out
 
+    def checkpoint_id(self) -> int | None:
+        """The inode of the checkpoint file (each checkpoint is a new file)."""
+        try:
+            return os.stat(self.work / "state" / "checkpoint.msgpack").st_ino
+        except OSError:
+            return None
+
+    def checkpointed_since(self, before: int | None) -> bool:
+        return self.checkpoint_id() not in (None, before)
+
     def has_verdict(self, trace: str) -> bool:
         return any(v["trace_id"] == trace for v in self.verdicts())
 
@@ -288,6 +300,11 @@ def run_schedule(
                 agent.replace()
             elif step == "sync" and follower.proc is not None:
                 _wait(follower.has_verdict, agent.sync())
+                # A checkpoint begun before the verdict may land first; the
+                # next one comes only if there is more to cover: 2 s each.
+                for _ in range(2):
+                    before = follower.checkpoint_id()
+                    _wait(follower.checkpointed_since, before, patience=2.0)
             stalled -= 1
             if stalled == 0:
                 follower.signal(signal.SIGCONT)
@@ -307,9 +324,9 @@ def run_schedule(
     return compare(agent.truth, follower.verdicts(), result)
 
 
-def _wait(done: Any, *args: Any) -> None:
-    """Until ``done(*args)`` or ``PATIENCE`` seconds (then the comparison tells)."""
-    deadline = time.monotonic() + PATIENCE
+def _wait(done: Any, *args: Any, patience: float = PATIENCE) -> None:
+    """Until ``done(*args)`` or ``patience`` seconds (then the comparison tells)."""
+    deadline = time.monotonic() + patience
     while not done(*args) and time.monotonic() < deadline:
         time.sleep(0.05)
 
@@ -353,12 +370,39 @@ def compare(
     return result
 
 
+def throughput(work: Path, lines: int) -> float:
+    """Lines/s of ``--follow --state`` through a log of ``lines`` calls
+    written beforehand: from the follower's start to the verdict of the
+    trace the last line ends (start-up included, so it is a lower bound)."""
+    with (work / LOG).open("wb") as f:
+        for i in range(lines - 1):
+            call = {"trace_id": f"t{i % 50}", "type": "tool_call", "name": "bash"}
+            f.write(json.dumps({**call, "call_id": f"c{i}"}).encode() + b"\n")
+        f.write(b'{"trace_id": "last", "type": "trace_end"}\n')
+    follower = Follower(work)
+    t0 = time.perf_counter()
+    follower.start()
+    try:
+        _wait(follower.has_verdict, "last")
+        elapsed = time.perf_counter() - t0
+    finally:
+        follower.stop()
+    return lines / elapsed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=20.0, help="time to spend")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rate", type=float, default=2000.0, help="lines/s written")
     ap.add_argument("--steps", type=int, default=12, help="steps per schedule")
+    ap.add_argument(
+        "--throughput",
+        type=int,
+        default=0,
+        metavar="LINES",
+        help="also measure follow throughput over a log of LINES lines",
+    )
     args = ap.parse_args(argv)
     total, runs = Outcome(), 0
     deadline = time.monotonic() + args.seconds
@@ -386,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
         f"lost {total.lost}, duplicated {total.duplicated}, wrong {total.wrong} "
         "(target 0, 0, 0)"
     )
+    if args.throughput:
+        with tempfile.TemporaryDirectory(prefix="trajgrade-faults-") as tmp:
+            rate = throughput(Path(tmp), args.throughput)
+        print(f"follow throughput: {rate:,.0f} lines/s ({args.throughput:,} lines)")
     return 0 if total.lost == total.duplicated == total.wrong == 0 else 1
 
 

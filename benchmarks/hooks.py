@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Extra `trajgrade serve` arguments (--serve-arg).
+SERVE_ARGS: list[str] = []
 HOOKS = ROOT / "tests" / "fixtures" / "hooks" / "claude-code" / "hooks"
 POLICY = """\
 graders:
@@ -62,7 +64,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=40, help="cold invocations per figure")
     ap.add_argument("--calls", type=int, default=2000, help="daemon calls")
+    ap.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        help="extra `trajgrade serve` argument (e.g. --no-fsync); repeatable",
+    )
     ns = ap.parse_args()
+    SERVE_ARGS.extend(ns.serve_arg)
     py = sys.executable
     # An installed wheel ships bytecode; an editable install under
     # PYTHONDONTWRITEBYTECODE would recompile trajgrade in every cold run.
@@ -111,6 +120,7 @@ def main() -> None:
             "0",
             "--state-dir",
             str(tmp / "sstate"),
+            *SERVE_ARGS,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -37,3 +37,20 @@ def run_cli(
 def run_cli_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
     """The :func:`run_cli` helper (conftest is not importable in importlib mode)."""
     return run_cli
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Make the first-use installs the collected tests need now, outside
+    every test's timeout (tests/_first_use.py says why)."""
+    from pathlib import Path
+
+    from tests._first_use import warm_up
+
+    if session.config.option.collectonly:
+        return  # nothing runs: nothing to install
+    root = Path(str(session.config.rootpath))
+    paths = {
+        Path(str(item.path)).relative_to(root).as_posix() for item in session.items
+    }
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    warm_up(paths, (lambda line: reporter.write_line(line)) if reporter else print)

@@ -193,3 +193,58 @@ def test_the_engines_benchmark_prints_every_figure() -> None:
     )
     assert re.search(r"^built-in consumer on tansu", out, re.MULTILINE)
     assert re.search(r"^quix application on tansu", out, re.MULTILINE)
+
+
+def test_the_faults_soak_prints_lost_duplicated_and_wrong() -> None:
+    """`python benchmarks/faults.py --seconds 1`: at least one random
+    kill/rotate/truncate schedule against a real follower, every call
+    counted once (0, 0, 0), exit 0."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/faults.py", "--seconds", "1", "--seed", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(
+        r"^seed 3: lost 0, duplicated 0, wrong 0 \(\d+ calls\)",
+        done.stdout,
+        re.MULTILINE,
+    )
+    assert "lost 0, duplicated 0, wrong 0 (target 0, 0, 0)" in done.stdout
+
+
+def test_the_flink_benchmark_prints_every_figure() -> None:
+    """`python benchmarks/engines_flink.py --repeat 1 --rounds 1`: both rates,
+    the JVM start and the bytes per open trace (where pyflink is installed;
+    elsewhere it says it skipped)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/engines_flink.py",
+            "--repeat",
+            "1",
+            "--rounds",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    if importlib.util.find_spec("pyflink") is None:
+        assert out.startswith("skipped: pyflink is not installed")
+        pytest.skip(
+            "LOUD SKIP: pyflink is not installed; the Flink benchmark did not run"
+        )
+    assert re.search(r"^JVM start .*: [\d.]+ s", out, re.MULTILINE)
+    assert re.search(r"^trajgrade grade \(process\): +\d+ events/s", out, re.MULTILINE)
+    assert re.search(r"^Flink job \(mini-cluster\): +\d+ events/s", out, re.MULTILINE)
+    assert re.search(r"^state per open trace: \d+ B largest", out, re.MULTILINE)
+    assert "verdicts: identical to trajgrade grade in every round" in out

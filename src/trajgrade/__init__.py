@@ -36,6 +36,7 @@ Edges:
   live async sources; checkpoints; the checks of its arguments); TraceHost:
   one trace's state kept by a stream processor
 * ``sources/``, ``sinks/``  where events come from and verdicts go
+* ``report/``       the run as one self-contained HTML page (``grade --report``)
 * ``telemetry/``    OTLP in and out, JUnit
 * ``runtime/``      what every long-running command shares: signals, memory,
   exit status, the status line, metrics, the HTTP edge, on-fail actions,

@@ -65,6 +65,8 @@ VERDICT_KEYS = {
     "metadata",
     "at_event",
     "ts",
+    "matched",
+    "message",
 }
 ALWAYS_PRESENT = {"id", "trace_id", "grader", "kind", "outcome", "score", "final"}
 CHECK_ERROR = re.compile(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._first_use import once
 
 AGENTV = "@agentv/core@4.42.4"
 LETTA = "letta-evals==0.26.0"
@@ -52,7 +53,12 @@ def _run(cmd: list[str], cwd: Path, what: str, timeout: float = 600) -> None:
 
 
 def agentv_home() -> Path:
-    """An npm project with the pinned @agentv/core (installed on first use)."""
+    """An npm project with the pinned @agentv/core (installed on first use,
+    before the first test: tests/_first_use.py)."""
+    return once(f"{AGENTV} in {cache_dir()}", _agentv_home)
+
+
+def _agentv_home() -> Path:
     home = cache_dir() / ("agentv-" + AGENTV.rsplit("@", 1)[1])
     marker = home / "node_modules" / "@agentv" / "core" / "package.json"
     if shutil.which("node") is None or shutil.which("npm") is None:
@@ -75,7 +81,12 @@ def agentv_home() -> Path:
 
 
 def letta_python() -> Path:
-    """The python of a virtualenv with the pinned letta-evals (made on first use)."""
+    """The python of a virtualenv with the pinned letta-evals (made on first
+    use, before the first test: tests/_first_use.py)."""
+    return once(f"{LETTA} in {cache_dir()}", _letta_python)
+
+
+def _letta_python() -> Path:
     home = cache_dir() / ("letta-evals-" + LETTA.split("==")[1])
     python = home / "bin" / "python"
     marker = home / ".installed"

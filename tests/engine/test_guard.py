@@ -159,6 +159,8 @@ def test_a_grader_without_judge_decides_the_call_its_fail_was_decided_at() -> No
             fingerprint=suite.fingerprint,
             source=suite.source,
             on_fail=suite.on_fail,
+            messages=suite.messages,
+            rule_lines=suite.rule_lines,
         )
         out = _feed(Engine(plain), [_call("c1"), _call("c2"), _call("c3")])
         assert [(d.call_id, d.action) for d in out] == expected

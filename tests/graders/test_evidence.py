@@ -338,3 +338,42 @@ def test_a_runner_roots_calls_at_the_logs_cwd_or_project_root() -> None:
     assert not any(
         v.passed for v in graded("/elsewhere", [_edit("1", "/repo/src/a.py")])
     )
+
+
+#: One credential of each detector's format (test values, not live keys).
+CREDENTIALS = [
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlX29mX3RoZV90b2tlbg",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    'password = "hunter2"',
+    "https://admin:pw@db.internal/x",
+]
+
+
+@pytest.mark.parametrize("secret", CREDENTIALS)
+def test_the_cheap_prefilter_lets_every_credential_format_through(secret: str) -> None:
+    """The prefilter that spares detect-secrets' import on plain evidence
+    never hides a credential from it."""
+    from trajgrade.graders.matching import evidence
+
+    text = f"curl -H 'X: {secret}' http://x"
+    assert evidence._COULD_HOLD.search(text) is not None
+    assert secret not in evidence.redacted(text) or "hunter2" not in secret
+
+
+def test_plain_evidence_does_not_load_detect_secrets() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom trajgrade.graders.matching.evidence import redacted\n"
+        "assert redacted('rm -rf /tmp/build') == 'rm -rf /tmp/build'\n"
+        "print('detect_secrets' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"

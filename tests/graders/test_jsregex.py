@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import time
 
 import pytest
 import regex
@@ -59,7 +58,8 @@ def test_error_carries_pattern_position_and_reason() -> None:
     with pytest.raises(
         JSRegexError,
         match=r"^invalid regular expression 'a\(b': missing \) at position 3; "
-        r"fix the pattern \(JavaScript RegExp syntax, no flags\)$",
+        r"fix the pattern \(JavaScript RegExp syntax; no /\.\.\./flags: write "
+        r"\(\?i\) in the pattern for case-insensitive\)$",
     ) as info:
         compile_js("a(b")
     assert (info.value.pattern, info.value.position, info.value.reason) == (
@@ -68,6 +68,14 @@ def test_error_carries_pattern_position_and_reason() -> None:
         "missing )",
     )
     assert isinstance(info.value, ValueError)
+
+
+def test_error_advice_names_the_inline_flag_that_works() -> None:
+    """The advice for a /.../i pattern names (?i), which the docs recommend and which compiles."""
+    with pytest.raises(JSRegexError, match=r"write \(\?i\) in the pattern") as info:
+        compile_js("(?s)curl")
+    assert "no flags" not in str(info.value)
+    assert compile_js("(?i)curl").search("CURL x") is not None
 
 
 def test_error_survives_pickling() -> None:
@@ -408,10 +416,10 @@ def test_quantified_lookahead_is_allowed() -> None:
 def test_catastrophic_pattern_times_out() -> None:
     """A nested quantifier on a hostile input hits the regex module's timeout."""
     pattern = compile_js("(a+)+$")
-    began = time.perf_counter()
+    # The TimeoutError is the behaviour; no wall-clock bound (it failed on
+    # a busy machine, and a search without the timeout would never end).
     with pytest.raises(TimeoutError):
         pattern.search("a" * 50_000 + "b", timeout=0.2)
-    assert time.perf_counter() - began < 1.0
     assert pattern.search("aaa", timeout=0.2) is not None
 
 

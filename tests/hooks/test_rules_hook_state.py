@@ -140,7 +140,7 @@ def test_a_command_that_stalls_a_regex_does_not_switch_a_rule_off(
     first, stalled, over = answers
     assert first is None
     assert stalled is not None and "could not be evaluated" in stalled
-    assert over is not None and "allows at most 1 per trace" in over
+    assert over is not None and "(max: 1 per trace)" in over
 
 
 def test_a_subagents_spending_counts_in_the_hook(tmp_path: Path) -> None:

@@ -219,3 +219,37 @@ def test_token_is_required_when_set(tmp_path: Path) -> None:
         proc.wait(timeout=10)
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+def test_a_client_uploading_an_oversize_body_reads_the_413(
+    serve: tuple[int, subprocess.Popen[str]],
+) -> None:
+    """An ordinary client sends all of a 4 MB body before it reads the
+    answer: the daemon answers 413 and drains the rest before it closes, so
+    the client gets the status (it used to see EPIPE or a reset: closing a
+    socket with unread data resets the connection)."""
+    import http.client
+
+    port, _ = serve
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", "/hook/claude-code", body=b"x" * (4 * 1024 * 1024))
+        resp = conn.getresponse()
+        assert resp.status == 413
+        assert b"over the limit" in resp.read()
+    finally:
+        conn.close()
+
+
+def test_expect_100_continue_over_the_limit_is_413_before_the_upload(
+    serve: tuple[int, subprocess.Popen[str]],
+) -> None:
+    """``Expect: 100-continue`` with a body over the limit: 413 at once,
+    never a 100 Continue that invites the upload."""
+    port, _ = serve
+    head = (
+        "POST /hook/claude-code HTTP/1.1\r\nHost: x\r\n"
+        "Content-Length: 5000000\r\nExpect: 100-continue\r\n\r\n"
+    )
+    status, _, body, _ = raw_request(port, head.encode())
+    assert status == 413, body

@@ -118,6 +118,8 @@ class ReferenceEngine:
                 evidence=d.evidence,
                 metadata=d.metadata,
                 final=True,
+                matched=d.matched,
+                message=d.message,
             )
             out += self._verdict(tid, tr, i, d, early=False)
         del self.traces[tid]

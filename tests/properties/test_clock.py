@@ -49,6 +49,8 @@ def _every_tick(suite: Suite) -> Suite:
         fingerprint=suite.fingerprint,
         source=suite.source,
         on_fail=suite.on_fail,
+        messages=suite.messages,
+        rule_lines=suite.rule_lines,
     )
 
 

@@ -104,6 +104,8 @@ def _before(suite: Suite) -> Engine:
             fingerprint=suite.fingerprint,
             source=suite.source,
             on_fail=dict.fromkeys((g.name for g in suite.graders), OnFail.REPORT),
+            messages=suite.messages,
+            rule_lines=suite.rule_lines,
         )
     )
 

@@ -194,6 +194,8 @@ def test_a_third_party_grader_is_packed_only_when_it_says_so() -> None:
             fingerprint=suite.fingerprint,
             source=suite.source,
             on_fail=suite.on_fail,
+            messages=suite.messages,
+            rule_lines=suite.rule_lines,
         )
         engine = Engine(suite, warm_traces=1)
         engine.feed_many(heads[:40])

@@ -81,7 +81,8 @@ def _flip(data: bytes, bit: int) -> bytes:
     "damage",
     [
         pytest.param(lambda d: _flip(d, 3), id="a bit of the tag"),
-        pytest.param(lambda d: _flip(d, 8 * 30 + 1), id="a bit of the digest"),
+        pytest.param(lambda d: _flip(d, 8 * 5 + 2), id="a bit of the length"),
+        pytest.param(lambda d: _flip(d, 8 * (len(d) - 2) + 1), id="a bit of the CRC"),
         pytest.param(
             lambda d: _flip(d, 8 * (len(d) - 40) + 5), id="a bit of the state"
         ),
@@ -304,3 +305,22 @@ def test_any_flipped_bit_or_cut_of_a_changelog_value_is_refused(
     except msgspec.DecodeError:
         return
     assert got == entry
+
+
+@pytest.mark.parametrize("states", [[b"zz", None], [None] * 9])
+def test_a_sealed_checkpoint_the_graders_cannot_hold_is_refused(
+    tmp_path: Path, states: list[object]
+) -> None:
+    """Whole and checksummed, but not this config's state (written by a
+    bug, or by hand): status 2 naming the file, not a traceback."""
+    from trajgrade._util.sealed import seal, unseal
+
+    path = _checkpointed(tmp_path)
+    ckpt = msgspec.msgpack.decode(unseal(path.read_bytes()))
+    ckpt["engine"][0][0][6] = states  # the first open trace's grader states
+    path.write_bytes(seal(msgspec.msgpack.encode(ckpt)))
+    p = _grade(tmp_path, "--state", "s", "log.jsonl")
+    err = p.stderr.decode()
+    assert p.returncode == 2, err
+    assert f"s/{CKPT}: the checkpoint does not fit this config's graders" in err
+    assert "Traceback" not in err

@@ -334,22 +334,32 @@ def test_checkpoint_of_another_config_is_refused(
 
 
 def test_a_state_dir_in_use_is_refused(tmp_path: Path) -> None:
+    """One owner per state directory: a second run is refused with status
+    8 naming the first one's pid; once the first is killed (SIGKILL: its
+    lock file stays, with its pid), the directory can be used again."""
     policy = tmp_path / "p.yaml"
     policy.write_text(POLICY)
     state = tmp_path / "s"
     first = trajgrade("-c", policy, "--state", state, "-", stdin=subprocess.PIPE)
+    lock = state / "owner.lock"
     try:
         deadline = time.monotonic() + 20
-        while not (state / "lock").exists() and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (
+            lock.exists() and lock.read_text().strip() == str(first.pid)
+        ):
             time.sleep(0.05)
-        time.sleep(0.2)
         second = trajgrade("-c", policy, "--state", state, os.devnull)
         _, err = second.communicate(timeout=60)
-        assert second.returncode == 2
-        assert b"another trajgrade process is using this state directory" in err
+        assert second.returncode == 8, err
+        assert f"the state directory is in use by process {first.pid}".encode() in err
+        assert b"Traceback" not in err
     finally:
         first.kill()
         first.communicate()
+    assert lock.read_text().strip() == str(first.pid)  # stale: its owner died
+    third = trajgrade("-c", policy, "--state", state, os.devnull)
+    _, err = third.communicate(timeout=60)
+    assert third.returncode != 8, err
 
 
 def test_damaged_or_foreign_checkpoints_are_refused(tmp_path: Path) -> None:
@@ -396,7 +406,7 @@ def test_checkpoint_write_is_atomic_and_drops_old_journals(tmp_path: Path) -> No
         assert sorted(p.name for p in tmp_path.iterdir()) == [
             "checkpoint.msgpack",
             "emitted.1",
-            "lock",
+            "owner.lock",
         ]
         assert store.emitted_since(seq) == {"cccc"}
         assert store.load("f") == ckpt

@@ -4,7 +4,7 @@ Two functions over the state they need (the policy, the engine), which
 :meth:`StreamGrader.checkpoint` and :meth:`StreamGrader.restore` call (kept
 apart so stream_grader.py reads as the feeding API it mostly is). A
 checkpoint names its format version and its policy's fingerprint, and is
-sealed (:mod:`trajgrade._util.sealed`: its length and a blake2b checksum),
+sealed (:mod:`trajgrade._util.sealed`: its length and a CRC-32),
 so bytes damaged in storage are refused rather than restored as other
 state; a refused one changes nothing.
 """

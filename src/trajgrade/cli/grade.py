@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from trajgrade.cli.action_options import action_options
+from trajgrade.cli.help_groups import GRADE_GROUPS, GroupedCommand
 from trajgrade.cli.kafka_options import kafka_options
 from trajgrade.cli.options import (
     allow_code_option,
@@ -43,7 +44,7 @@ EXIT_EPILOG = "\b\nExit status:\n" + "\n".join(
 )
 
 
-@click.command(epilog=EXIT_EPILOG)
+@click.command(cls=GroupedCommand, help_groups=GRADE_GROUPS, epilog=EXIT_EPILOG)
 @config_option()
 @click.argument("inputs", nargs=-1, type=str)
 @format_option()
@@ -184,7 +185,18 @@ def grade(
     metrics: MetricsOptions,
     telemetry: Telemetry,
 ) -> None:
-    """Grade agent event logs; verdicts on stdout as they are decided."""
+    """Grade agent event logs; verdicts on stdout as they are decided.
+
+    \b
+    Examples:
+      trajgrade grade -c policy.yaml session.jsonl            # a recorded log
+      tail -f events.jsonl | trajgrade grade -c policy.yaml   # a pipe, live
+      trajgrade grade -c policy.yaml --watch ~/.claude/projects --state DIR
+      trajgrade grade -q -c policy.yaml logs/*.jsonl --junit report.xml
+      trajgrade grade -c policy.yaml --kafka-bootstrap HOST:9092 --topic events --group g
+
+    The exit statuses are listed at the end.
+    """
     # (Loaded when grade runs: the request's defaults import the decoder.)
     from trajgrade.cli.grade_request import (
         GradeRequest,

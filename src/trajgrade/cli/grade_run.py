@@ -27,6 +27,7 @@ from trajgrade.cli.options import (
     log_level,
 )
 from trajgrade.cli.plan import Display, Plan, PlanError, plan
+from trajgrade.runtime.exit_status import EXIT_STATE_IN_USE
 from trajgrade.runtime.gc import settle as settle_gc
 
 if TYPE_CHECKING:
@@ -132,8 +133,9 @@ def open_sinks(
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
         more.append(JunitSink(decided.junit))
+    observers, takers = _report_sink(decided, log, more)
     if decided.export is None:
-        return status, TeeSink(first, more)
+        return status, TeeSink(first, more, decision_sinks=takers, observers=observers)
     from trajgrade.telemetry.export import EvaluationExporter
 
     try:
@@ -148,10 +150,31 @@ def open_sinks(
     tee = TeeSink(
         first,
         [*more, exporter],
-        decision_sinks=[exporter] if asked else [],
+        decision_sinks=[*takers, *([exporter] if asked else [])],
         collectors=[exporter],
+        observers=observers,
     )
     return status, tee
+
+
+def _report_sink(
+    decided: Plan, log: Any, more: list[Sink]
+) -> tuple[list[Any], list[Any]]:
+    """``--report``: its sink added to ``more``; it also observes the
+    events and takes the guard decisions (for its timelines)."""
+    if decided.report is None:
+        return [], []
+    from trajgrade.report import ReportSink
+
+    live = decided.options.follow or bool(decided.options.watch)
+    sink = ReportSink(decided.report, live=live, log=log)
+    try:
+        sink.write(live=live)  # a path that cannot be written: fail at start
+    except OSError as exc:
+        click.echo(f"error: cannot write --report {decided.report}: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    more.append(sink)
+    return [sink], [sink]
 
 
 def _stdout_sink(decided: Plan, paths: Sequence[str]) -> tuple[StatusLine | None, Sink]:
@@ -229,6 +252,8 @@ def _run(
         from trajgrade.runner.run import run
 
         runner = partial(run, status=status, actions=decided.actions)
+    from trajgrade.runtime.owner_lock import StateDirInUse
+
     fatal_kinds = (SourceError, StateError, SinkError, BindError)
     try:
         with status if status is not None else contextlib.nullcontext():
@@ -237,11 +262,16 @@ def _run(
                 if blocking
                 else _start_loop(runner, suite, options, sink, log)
             )
+    except StateDirInUse as exc:
+        _fail(exc, EXIT_STATE_IN_USE)
     except fatal_kinds as exc:
         _fail(exc)
     except (OSError, BaseExceptionGroup) as exc:
         # A state directory that fails mid-run (a full disk) surfaces from
         # inside the task group: the same error and status as at start-up.
+        in_use = _found(exc, (StateDirInUse,))
+        if in_use is not None:
+            _fail(in_use, EXIT_STATE_IN_USE)
         fatal = _found(exc, fatal_kinds)
         if fatal is not None:
             _fail(fatal)
@@ -281,11 +311,11 @@ def _start_loop(runner: Any, *args: Any) -> RunSummary:
     return summary
 
 
-def _fail(exc: Exception) -> NoReturn:
+def _fail(exc: Exception, status: int | None = None) -> NoReturn:
     from trajgrade.runtime.exit_status import fatal_status
 
     click.echo(f"error: {exc}", err=True)
-    sys.exit(fatal_status(exc))
+    sys.exit(fatal_status(exc) if status is None else status)
 
 
 def _dataset_notes(summary: RunSummary, policy: PolicyRequest, log: Any) -> list[str]:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import sys
 from typing import TYPE_CHECKING
 
 import click
 
+from trajgrade.cli.hook_command import (
+    hook_words,
+    passed_options,
+    passed_words,
+)
 from trajgrade.cli.http_options import edge_limits, http_limit_options
 from trajgrade.cli.options import (
     EXIT_USAGE,
@@ -119,6 +123,7 @@ _settings_option = click.option(
     is_flag=True,
     help="Pass --allow-code to the hook (graders/extractors named as path.py:function).",
 )
+@passed_options
 def install_cmd(
     agent: str,
     config_path: str | None,
@@ -130,6 +135,7 @@ def install_cmd(
     token_file: str | None,
     sandbox: bool,
     allow_code: bool,
+    **passed: str | float | None,
 ) -> None:
     """Register trajgrade as AGENT's hook (merged; other hooks are kept).
     The policy is compiled first: one the hook could not load is refused.
@@ -150,6 +156,10 @@ def install_cmd(
     suite = None
     if server_url is not None:
         check_server(server_url, config_path, state_dir, allow_code)
+        given = [f"--{k.replace('_', '-')}" for k, v in passed.items() if v is not None]
+        if given:
+            msg = f"{', '.join(given)} with --server: give them to `trajgrade serve`, which grades"
+            raise click.UsageError(msg)
         if token_file is None:
             msg = (
                 "--server needs --token-file FILE: start serve with a token "
@@ -165,7 +175,7 @@ def install_cmd(
         assert config_path is not None
         suite = _compiled(config_path, allow_code)
     states = os.path.abspath(state_dir or default_state_dir())
-    words = _hook_words(
+    words = hook_words(
         agent,
         config_path,
         server_url,
@@ -174,6 +184,7 @@ def install_cmd(
         given_state_dir=bool(state_dir or sandbox),
         allow_code=allow_code,
         dry_run=dry_run,
+        passed=passed_words(passed),
     )
     words.append("--fail-closed" if fail_closed else "--fail-open")
     command = shlex.join(words)
@@ -240,81 +251,6 @@ def _installed(
         )
 
 
-def _hook_words(
-    agent: str,
-    config_path: str | None,
-    server_url: str | None,
-    token_file: str | None,
-    states: str,
-    *,
-    given_state_dir: bool,
-    allow_code: bool,
-    dry_run: bool,
-) -> list[str]:
-    """The hook command's words, without the fail mode."""
-    from trajgrade.cli.hook_install import guard_words
-
-    if server_url is not None:
-        # The client run as a script imports nothing of trajgrade: a
-        # forwarded call costs little more than the interpreter start.
-        from trajgrade.hooks import client
-
-        assert token_file is not None
-        words = [sys.executable, os.path.abspath(client.__file__), agent]
-        words += ["--server", server_url.rstrip("/")]
-        words += ["--token-file", os.path.abspath(token_file)]
-    else:
-        assert config_path is not None
-        words = [*this_trajgrade(warn=True), "hook", agent]
-        words += ["-c", os.path.abspath(config_path)]
-        words += guard_words(config_path, states, dry_run=dry_run)
-        if given_state_dir:
-            words += ["--state-dir", states]
-        if allow_code:
-            words.append("--allow-code")
-    return words
-
-
-def this_trajgrade(executable: str | None = None, *, warn: bool = False) -> list[str]:
-    """The command of the trajgrade that is running, for the agent to run:
-    the console script beside the interpreter (a venv's or pipx's ``bin/``),
-    else ``python -m trajgrade`` (both take the hook's fast path). The
-    ``trajgrade`` on PATH may be another installation (an older release
-    first on PATH), whose hook would grade with other code than the policy
-    was checked with here; with ``warn``, say so when it is."""
-    executable = executable or sys.executable
-    beside = os.path.join(os.path.dirname(executable), "trajgrade")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        words = [beside]
-    else:
-        words = [executable, "-m", "trajgrade"]
-    found = shutil.which("trajgrade")
-    if warn and found is not None and not _same_installation(found, words):
-        click.echo(
-            f"warning: the `trajgrade` on PATH ({found}) is another installation "
-            f"than this one; the hook runs this one ({shlex.join(words)})",
-            err=True,
-        )
-    return words
-
-
-def _same_installation(script: str, words: list[str]) -> bool:
-    """Whether ``script`` runs the trajgrade that ``words`` run: the same
-    file, or a script whose interpreter is in the same ``bin/`` directory
-    (an interpreter's own path, resolved, is the base Python's for a venv)."""
-    if len(words) == 1:
-        return os.path.realpath(script) == os.path.realpath(words[0])
-    try:
-        with open(script, "rb") as f:
-            first = f.readline(4096)
-    except OSError:
-        return False
-    interpreter = first[2:].split(maxsplit=1)[:1] if first.startswith(b"#!") else []
-    return bool(interpreter) and os.path.realpath(
-        os.path.dirname(os.fsdecode(interpreter[0]))
-    ) == os.path.realpath(os.path.dirname(words[0]))
-
-
 @hook.command("uninstall")
 @click.argument("agent", type=click.Choice(_AGENTS))
 @_settings_option
@@ -360,6 +296,12 @@ def _compiled(config_path: str, allow_code: bool) -> Suite:
             err=True,
         )
         sys.exit(EXIT_USAGE)
+
+
+_FSYNC_HELP = (
+    "Each decision's journal record is on the device before its answer (default); "
+    "--no-fsync: it survives a killed daemon, not a power cut."
+)
 
 
 @click.command()
@@ -409,6 +351,7 @@ def _compiled(config_path: str, allow_code: bool) -> Suite:
     is_flag=True,
     help="Deny a call a rule cannot be evaluated on (default: it runs, with a warning).",
 )
+@click.option("--fsync/--no-fsync", default=True, help=_FSYNC_HELP)
 @allow_code_option
 @http_limit_options()
 def serve(
@@ -420,17 +363,21 @@ def serve(
     checkpoint_interval: float,
     decisions_path: str | None,
     fail_closed: bool,
+    fsync: bool,
     allow_code: bool,
     max_body: int,
     read_timeout: float,
     token_env: str | None,
 ) -> None:
     """Answer hook calls from a loopback daemon (POST /hook/<agent>)."""
+    from trajgrade.cli.http_options import serve_problem
     from trajgrade.graders import BuildContext
     from trajgrade.hooks.server import HookServer
     from trajgrade.hooks.server import serve as run
     from trajgrade.hooks.store import default_state_dir
+    from trajgrade.runtime.exit_status import EXIT_STATE_IN_USE
     from trajgrade.runtime.host_world import HostWorld
+    from trajgrade.runtime.owner_lock import StateDirInUse
 
     guard_files = (state_dir or default_state_dir(),)
     suite = load_policy(
@@ -463,14 +410,18 @@ def serve(
             fail_closed=fail_closed,
             limits=edge_limits(max_body, read_timeout, token_env),
             policy=config_path,
+            fsync=fsync,
         )
+    except StateDirInUse as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_STATE_IN_USE)
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except OSError as exc:
         from trajgrade.runtime.exit_status import EXIT_BIND, EXIT_STATE_ACCESS
 
-        click.echo(f"error: {_serve_problem(exc, host, port)}", err=True)
+        click.echo(f"error: {serve_problem(exc, host, port)}", err=True)
         # (a file name: the state directory; else the listening address)
         sys.exit(EXIT_STATE_ACCESS if exc.filename is not None else EXIT_BIND)
     bound = server.server_address[1]
@@ -486,19 +437,3 @@ def serve(
             err=True,
         )
         sys.exit(1)
-
-
-def _serve_problem(exc: OSError, host: str, port: int) -> str:
-    """What went wrong starting the daemon, and what to do about it."""
-    import errno
-
-    why = exc.strerror or str(exc)
-    if exc.filename is not None:
-        from trajgrade.hooks.invoke import STATE_DIR_HINT
-
-        return (
-            f"{exc.filename}: cannot use the state directory: {why}; {STATE_DIR_HINT}"
-        )
-    if exc.errno == errno.EADDRINUSE:
-        return f"cannot listen on {host}:{port}: the port is in use (another trajgrade serve?); stop that process, or pick another --port (0: any free port)"
-    return f"cannot listen on {host}:{port}: {why}; check --host and --port"

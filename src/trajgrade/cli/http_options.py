@@ -71,3 +71,19 @@ def edge_limits(max_body: int, read_timeout: float, token_env: str | None) -> Li
         body_timeout=read_timeout,
         token=token,
     )
+
+
+def serve_problem(exc: OSError, host: str, port: int) -> str:
+    """What went wrong starting ``trajgrade serve``, and what to do about it."""
+    import errno
+
+    why = exc.strerror or str(exc)
+    if exc.filename is not None:
+        from trajgrade.hooks.invoke import STATE_DIR_HINT
+
+        return (
+            f"{exc.filename}: cannot use the state directory: {why}; {STATE_DIR_HINT}"
+        )
+    if exc.errno == errno.EADDRINUSE:
+        return f"cannot listen on {host}:{port}: the port is in use (another trajgrade serve?); stop that process, or pick another --port (0: any free port)"
+    return f"cannot listen on {host}:{port}: {why}; check --host and --port"

@@ -4,6 +4,7 @@ Commands::
 
     trajgrade grade -c CONFIG [INPUT ...]   grade logs (stdin when no INPUT or '-')
     trajgrade check -c CONFIG               validate a config, report every error
+    trajgrade init [--agent AGENT] [PATH]   write a starting policy (a shipped example)
     trajgrade graders                       list grader types
     trajgrade formats                       list input formats
     trajgrade convert [INPUT ...]           write the canonical events of any log
@@ -39,11 +40,13 @@ def main() -> None:
 # The other commands live in their own modules; they are added here.
 from trajgrade.cli.grade import grade  # noqa: E402
 from trajgrade.cli.hooks import hook, serve  # noqa: E402  # hooks
+from trajgrade.cli.init import init  # noqa: E402
 from trajgrade.cli.inspect import check, convert, formats, graders, stats  # noqa: E402
 from trajgrade.cli.run import run  # noqa: E402  # wrapper
 
 main.add_command(grade)
 main.add_command(check)
+main.add_command(init)
 main.add_command(graders)
 main.add_command(formats)
 main.add_command(convert)

@@ -89,6 +89,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     verdicts_topic: str | None = None
     #: ``--junit``: the final verdicts as JUnit XML, teed beside stdout.
     junit: str | None = None
+    #: ``--report``: the run as an HTML page, teed beside stdout.
+    report: str | None = None
     export: Export | None = None
     actions: ActionOptions = msgspec.field(default_factory=ActionOptions)
     #: Say that stdin is read (a terminal waiting for input looks like a hang).
@@ -130,6 +132,7 @@ def plan(request: GradeRequest) -> Plan:
         color=pretty and term.stdout_tty,
         verdicts_topic=kafka.verdicts_topic if kafka is not None else None,
         junit=tel.junit,
+        report=tel.report,
         export=(
             Export(url=tel.export_url, headers=tel.export_headers)
             if tel.export_url is not None

@@ -127,7 +127,9 @@ def run(
 
     Exit status: 0 passed; 1 a verdict failed; 2 usage/config error or the
     agent could not start; 3 trajgrade stopped the agent; 4 the agent failed
-    on its own; 128+N a signal N to trajgrade (forwarded) ended the run.
+    on its own; 5 the agent exited 0 but its output held no events of the
+    format (nothing graded); 128+N a signal N to trajgrade (forwarded) ended
+    the run.
     """
     import contextlib
     import functools

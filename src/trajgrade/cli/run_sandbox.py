@@ -28,7 +28,7 @@ def run_sandbox(
 ) -> Iterator[Sandbox]:
     """The sandbox for one run, and its private directory while it lasts.
     Raises ConfigError (a bad ``protect:``) or SandboxUnavailable."""
-    from trajgrade.cli.hooks import this_trajgrade
+    from trajgrade.cli.hook_command import this_trajgrade
     from trajgrade.config.decode import load_config
     from trajgrade.config.protect import protect_of
     from trajgrade.graders.protect.config import ProtectConfig

@@ -89,6 +89,13 @@ _OPTIONS: Final = [
         default=None,
         help="Write the final verdicts as JUnit XML here (a suite per trace, a case per grader).",
     ),
+    click.option(
+        "--report",
+        "report",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Write the run as one self-contained HTML page here (failures first, their deciding calls, a timeline per trace); rewritten as a live run goes.",
+    ),
 ]
 _NAMES: Final = (
     "otlp",
@@ -100,6 +107,7 @@ _NAMES: Final = (
     "export_url",
     "export_headers",
     "junit",
+    "report",
 )
 
 #: Options that do nothing without another (a usage error, not ignored).
@@ -150,6 +158,7 @@ def telemetry_options(command: F) -> F:
             export_url=v["export_url"],
             export_headers=_headers(v["export_headers"]),
             junit=v["junit"],
+            report=v["report"],
         )
         return command(*args, **kwargs)
 

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from trajgrade.graders.matching._agents import AGENTS, MCP_PREFIX, UNION, Tool
+from trajgrade.graders.matching._agents import (
+    AGENTS,
+    MCP_PREFIX,
+    UNION,
+    Tool,
+    narrow_advice,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -115,7 +121,7 @@ def matcher_warnings(m: Matcher, agent: str) -> list[str]:
                 f"{where} filters on {view!r}, but {agent}'s {_names(lacking)} "
                 f"{'has' if len(lacking) == 1 else 'have'} no {view}: "
                 f"{'its' if len(lacking) == 1 else 'their'} calls get an error "
-                f"verdict (a configuration error); narrow the entry with kind: or name:"
+                f"verdict (a configuration error); {narrow_advice(m.kinds, view)}"
             )
     for key, _ in m.args:
         if _takes_none(selected, mcp, key):

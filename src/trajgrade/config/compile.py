@@ -118,9 +118,10 @@ class _Compilation:
             )
             return
         cpath: _Path = spec.path if spec.inline else (*spec.path, "config")
-        cfg, structural = convert_all(
-            spec.config or {}, gtype.config_type, config.locate, cpath
-        )
+        options = dict(spec.config or {})
+        if not spec.inline:
+            self.errors.extend(_misplaced(options, gtype, config, cpath))
+        cfg, structural = convert_all(options, gtype.config_type, config.locate, cpath)
         self.errors.extend(structural)
         if cfg is None:
             return
@@ -235,6 +236,30 @@ class _RuleLines:
         except ValueError:  # (msgspec's DecodeError of a quoted key too)
             rel = ()
         return self._config.locate((*self._cpath, *rel)).line
+
+
+#: Keys of a ``graders:`` entry itself (beside ``type:``), not grader options.
+_ENTRY_KEYS = frozenset(GraderSpec.__struct_fields__) - {"config", "path", "inline"}
+
+
+def _misplaced(
+    options: dict[str, Any], gtype: GraderType, config: SuiteConfig, cpath: _Path
+) -> list[ConfigError]:
+    """Entry keys written under ``config:`` (``on_fail:`` one level too deep):
+    removed from ``options`` and reported with the fix, to move them up,
+    instead of msgspec's "unknown field; remove it"."""
+    own = set(getattr(gtype.config_type, "__struct_fields__", ()))
+    errors = []
+    for key in sorted(k for k in options if k in _ENTRY_KEYS and k not in own):
+        del options[key]
+        errors.append(
+            ConfigError(
+                f"`{key}` belongs to the grader entry, not to its options: "
+                f"move it up one level, out of `config:`, beside `type:`",
+                location=config.locate((*cpath, key)),
+            )
+        )
+    return errors
 
 
 def _mark(grader: Grader[Any], on_fail: OnFail) -> None:

@@ -119,9 +119,7 @@ class Engine:
         self.anomalies: list[Anomaly] = []
         self._guard = Guard(suite, graders)
         judges = self._guard.judges
-        self._reporter = VerdictReporter(
-            graders, self._guard, guarding=guarding, policy=suite.fingerprint
-        )
+        self._reporter = VerdictReporter(graders, self._guard, guarding=guarding)
         # Per event type and tool name: the graders that can react.
         self._routing = Routes(graders, capabilities, judges)
         self._routes = self._routing.by_type

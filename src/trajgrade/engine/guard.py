@@ -65,6 +65,7 @@ class Guard:
         "judges",
         "judging",
         "names",
+        "policy",
         "telling",
     )
 
@@ -93,6 +94,8 @@ class Guard:
         self.decisions: list[GuardDecision] = []
         #: The policy's messages and rule lines, for verdicts and decisions.
         self.telling = Telling(suite, graders)
+        #: The policy's digest (``Suite.fingerprint``), for verdict ids.
+        self.policy = suite.fingerprint
 
     # ------------------------------------------------------------ engine hooks
     def verdict(

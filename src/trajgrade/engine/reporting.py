@@ -39,15 +39,14 @@ class VerdictReporter:
         guard: Guard,
         *,
         guarding: bool,
-        policy: str = "",
     ) -> None:
         self._graders = graders
         self._guard = guard
         #: False: nobody reads decisions, so verdicts do not go to the guard.
         self.guarding = guarding
-        #: Verdict ids include the policy's digest (``policy``): a changed
-        #: policy's verdict on the same trace is a new verdict, not a duplicate.
-        self._id_suffixes = tuple(id_suffixes(g.name, policy) for g in graders)
+        #: Verdict ids include the policy's digest: a changed policy's
+        #: verdict on the same trace is a new verdict, not a duplicate.
+        self._id_suffixes = tuple(id_suffixes(g.name, guard.policy) for g in graders)
         #: Verdicts stamped, and those of them given before their trace closed.
         self.n_verdicts = 0
         self.n_early = 0

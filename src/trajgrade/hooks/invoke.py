@@ -34,6 +34,9 @@ from trajgrade.hooks.hook_args import USAGE, HookOptions, UsageError, parse_args
 
 __all__ = ("USAGE", "HookOptions", "UsageError", "log_step", "main", "parse_args")
 
+#: Size at which ``hooks.log`` is moved to ``hooks.log.1`` (replacing it):
+#: the log takes at most about twice this much.
+LOG_MAX_BYTES: Final = 4 * 1024 * 1024
 #: Where the state directory comes from, for the messages about it.
 STATE_DIR_HINT: Final = (
     "check --state-dir (default: $XDG_STATE_HOME/trajgrade/hooks, "
@@ -167,7 +170,7 @@ def _grade(agent: str, opts: HookOptions, raw: bytes) -> int:
             store, suite, agent, session, payload, now, log, opts.fail_closed
         )
     except StateNotSaved as exc:
-        return _fail(agent, event, True, str(exc))
+        return _fail(agent, event, True, str(exc), outright=True)
     except Exception as exc:
         log.write(
             "error",
@@ -223,21 +226,10 @@ def _step_locked(
         try:
             store.save(state)  # an ended session's too: see step_keeping
         except OSError as exc:
-            # An allow whose count is not kept would be allowed again and
-            # again (an agent can fill the disk itself): fail-closed, the
-            # call is refused. Fail-open, it is answered as decided and the
-            # next call goes on from the last state saved.
-            log.write(
-                "error",
-                "state_not_saved",
-                session=session,
-                error=str(exc),
-                action="call denied (fail-closed)"
-                if fail_closed
-                else "answered as decided (fail-open)",
-            )
-            if fail_closed:
-                raise StateNotSaved(store.path(session), exc) from None
+            # An answer whose state is not saved would be forgotten by the
+            # next call (a budget overrun): denied whatever the mode.
+            log.write("error", "state_not_saved", session=session, error=str(exc))
+            raise StateNotSaved(store.dir, exc) from None
     return result
 
 
@@ -281,14 +273,13 @@ def _from_host(key_id: str, state_dir: str) -> bool:
 
 
 class StateNotSaved(Exception):
-    """The session's state could not be written (disk full, permission, I/O
-    error): fail-closed, the call is denied, since a decision whose state is
-    not kept would be made again from the old state (a budget never spent)."""
+    """A session's new state could not be saved: its call is denied."""
 
-    def __init__(self, path: str, exc: OSError) -> None:
-        why = exc.strerror or str(exc)
+    def __init__(self, directory: str, exc: OSError) -> None:
         super().__init__(
-            f"this session's guard state {path} cannot be saved ({why}); free space in the state directory or give --state-dir a writable one"
+            f"trajgrade could not save this session's guard state in {directory} "
+            f"({exc.strerror or exc}), so it denies the call (fail-closed): free "
+            "space or fix the state directory"
         )
 
 
@@ -442,8 +433,17 @@ class _Log:
             from trajgrade.hooks.store import private_dirs
 
             private_dirs(os.path.dirname(self.path))
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            fd = os.open(self.path, flags, 0o600)
             try:
+                if os.fstat(fd).st_size >= LOG_MAX_BYTES:
+                    # Bounded: one deny per call must not fill the disk
+                    # (which would then deny every call). The previous
+                    # file is kept as hooks.log.1. Concurrent hooks may
+                    # both rotate: lines of the old .1 are lost, no more.
+                    os.replace(self.path, self.path + ".1")
+                    os.close(fd)
+                    fd = os.open(self.path, flags, 0o600)
                 os.write(fd, line + b"\n")
             finally:
                 os.close(fd)

@@ -38,6 +38,7 @@ from trajgrade.engine.engine import Engine
 from trajgrade.hooks.decode import decode_payload, refused_outright
 from trajgrade.hooks.invoke import UnreadableState, _Log, log_step
 from trajgrade.hooks.payloads import AGENTS
+from trajgrade.hooks.serve_journal import DecisionJournal, StateNotDurable
 from trajgrade.hooks.session import SessionState, new_state, step_keeping
 from trajgrade.hooks.store import SessionStore
 from trajgrade.runtime.http_edge import (
@@ -47,6 +48,7 @@ from trajgrade.runtime.http_edge import (
     HttpError,
     Limits,
 )
+from trajgrade.runtime.owner_lock import OwnerLock
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -93,6 +95,7 @@ class HookServer(EdgeServer):
         limits: Limits | None = None,
         idle_sessions: float = IDLE_SESSIONS,
         policy: str | None = None,
+        fsync: bool = True,
     ) -> None:
         self.suite = suite
         #: The policy file and the digest of the bytes the daemon compiled:
@@ -111,6 +114,17 @@ class HookServer(EdgeServer):
         self.log = _Log(f"{state_dir}/hooks.log")
         self.report = lambda event, fields: self.log.write("warning", event, **fields)
         self._stores = {a: SessionStore(state_dir, a) for a in AGENTS}
+        # One owner (StateDirInUse names the other one's pid), then the
+        # decisions a killed daemon answered are replayed into the states.
+        self._owner: OwnerLock | None = OwnerLock(state_dir, what="trajgrade serve")
+        try:
+            self.journal = DecisionJournal(
+                state_dir, self._stores, fsync=fsync, log=self.log.write
+            )
+        except BaseException:
+            self._owner.release()
+            raise
+        self.fsync = fsync
         self._live: dict[tuple[str, str], _Live] = {}
         self._lock = threading.Lock()
         self._verdict_lock = threading.Lock()
@@ -119,6 +133,8 @@ class HookServer(EdgeServer):
         #: Sessions the last checkpoint could not save.
         self.unsaved = 0
         self._calls_done = threading.Condition()
+        #: Ended sessions whose last save failed (no longer in ``_live``).
+        self._ended_unsaved: list[tuple[str, _Live]] = []
         # Bound after the fields above: a bind that fails (port in use)
         # runs server_close, which checkpoints.
         super().__init__(
@@ -137,6 +153,11 @@ class HookServer(EdgeServer):
         """
         try:
             return self._handle(agent, body)
+        except StateNotDurable as exc:
+            # Fail-closed whatever the mode: a decision that is not durable
+            # would be forgotten by a restart (a budget overrun).
+            self.log.write("error", "state_not_saved", agent=agent, error=str(exc))
+            return self.deny(agent, body, str(exc)), 0
         except Exception as exc:
             outright = refused_outright(exc)  # what the agent wrote: denied
             if outright is None and not self.fail_closed:
@@ -198,14 +219,13 @@ class HookServer(EdgeServer):
                 )
                 live.dirty = True
                 live.used = time.monotonic()
+                # Durable before it is answered (StateNotDurable: denied).
+                self.journal.record(agent, live.state)
                 if live.state.ended:
                     live.gone = True
                     with self._lock:
                         self._live.pop((agent, session), None)
-                    store = self._stores[agent]
-                    with store.locked(session):  # kept: see step_keeping
-                        store.save(live.state)
-                    live.dirty = False
+                    self._save_ended(agent, live)
                 break
         for records, path in (
             (result.verdicts, self.verdicts_path),
@@ -223,6 +243,25 @@ class HookServer(EdgeServer):
                     )
         log_step(self.log, agent, session, result)
         return result.answer.stdout, result.answer.exit_code
+
+    def _save_ended(self, agent: str, live: _Live) -> None:
+        store = self._stores[agent]
+        try:
+            with store.locked(live.state.session):  # kept: see step_keeping
+                store.save(live.state)
+        except OSError as exc:
+            # Journaled: the next checkpoint (or a restart) saves it.
+            with self._lock:
+                self._ended_unsaved.append((agent, live))
+            self.log.write(
+                "error",
+                "checkpoint_failed",
+                agent=agent,
+                session=live.state.session,
+                error=str(exc),
+            )
+            return
+        live.dirty = False
 
     def _append(self, path: str, data: bytes) -> None:
         with self._verdict_lock:
@@ -279,8 +318,11 @@ class HookServer(EdgeServer):
         ``idle_sessions``; how many were saved. A session that cannot be
         saved is logged and kept in memory, changed (the next checkpoint
         tries again); :attr:`unsaved` counts them."""
+        segments = self.journal.rotate()
         with self._lock:
             lives = list(self._live.items())
+            lives += [((a, lv.state.session), lv) for a, lv in self._ended_unsaved]
+            self._ended_unsaved.clear()
         idle_since = time.monotonic() - self.idle_sessions
         n = unsaved = 0
         for key, live in lives:
@@ -290,9 +332,12 @@ class HookServer(EdgeServer):
                     store = self._stores[agent]
                     try:
                         with store.locked(session):
-                            store.save(live.state)
+                            store.save(live.state, fsync=self.fsync)
                     except OSError as exc:
                         unsaved += 1
+                        if live.gone:
+                            with self._lock:
+                                self._ended_unsaved.append((agent, live))
                         self.log.write(
                             "error",
                             "checkpoint_failed",
@@ -311,6 +356,9 @@ class HookServer(EdgeServer):
                         if self._live.get(key) is live:
                             del self._live[key]
         self.unsaved = unsaved
+        if not unsaved:
+            # Every answered decision is in a state file now.
+            self.journal.drop(segments)
         return n
 
     def sessions_in_memory(self) -> int:
@@ -351,8 +399,19 @@ class HookServer(EdgeServer):
         self._stopping.set()
         with self._calls_done:
             self._calls_done.wait_for(lambda: self._calls == 0, SHUTDOWN_GRACE)
-        self.checkpoint()
-        super().server_close()
+        saver = getattr(self, "_saver", None)
+        if saver is not None and saver is not threading.current_thread():
+            saver.join(SHUTDOWN_GRACE)
+        try:
+            self.checkpoint()
+        finally:
+            # A call that still arrives is refused (denied), not answered
+            # and then forgotten; what it would have changed is not saved.
+            self.journal.close()
+            super().server_close()
+            if self._owner is not None:
+                self._owner.release()
+                self._owner = None
 
 
 class _Handler(EdgeHandler):

@@ -3,7 +3,7 @@
 Layout of the state directory (default ``$XDG_STATE_HOME/trajgrade/hooks``,
 else ``~/.local/state/trajgrade/hooks``; ``--state-dir`` overrides)::
 
-    <agent>/<session>.state   msgpack SessionState, sealed (length + blake2b)
+    <agent>/<session>.state   msgpack SessionState, sealed (length + CRC-32)
     <agent>/<session>.lock    flock'ed while an invocation steps the session
     hooks.log                 one JSON line per logged problem or action
 
@@ -44,13 +44,12 @@ import msgspec
 from trajgrade._util.digest import blake2b
 from trajgrade._util.sealed import (
     DamagedError,
-    NotRegularError,
     is_sealed,
-    read_regular,
     seal,
     unseal,
 )
 from trajgrade.hooks.session import SessionState
+from trajgrade.runtime.regular_file import NotRegularError, read_regular
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -144,8 +143,14 @@ class SessionStore:
             msg = f"{path}: the session state is damaged ({exc})"
             raise msgspec.DecodeError(msg) from None
 
-    def save(self, state: SessionState) -> None:
-        """Write ``state`` atomically (temporary file, then rename)."""
+    def save(self, state: SessionState, *, fsync: bool = False) -> None:
+        """Write ``state`` atomically (temporary file, then rename); with
+        ``fsync``, on the device before it replaces the old one (serve's
+        checkpoint, before it drops the journal that holds the same state).
+
+        A write that fails (a full disk) removes its temporary file and
+        raises ``OSError``: the old state stays.
+        """
         path = self._base(state.session) + ".state"
         tmp = f"{path}.{os.getpid()}.tmp"
         # Owner-only, like --state checkpoints: a state may hold bound values
@@ -154,13 +159,20 @@ class SessionStore:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(seal(_ENC.encode(state)))
+                if fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, path)
-        except OSError:
-            # A full disk: the half-written file must not keep the space
-            # the next save needs.
+        except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        if fsync:
+            dfd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
     def drop(self, session: str) -> None:
         """Remove the session's state (its lock file is left to the sweep)."""

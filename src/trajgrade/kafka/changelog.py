@@ -6,8 +6,7 @@ changelog partition *p* (explicitly, not by key hash), so moving a partition
 to another consumer moves exactly its state. Records are keyed by trace id
 and compaction keeps the latest per trace. A value is a msgpack
 :class:`Entry`, sealed (:mod:`trajgrade._util.sealed`: its length and a
-blake2b checksum, so a damaged record is refused, not restored as other
-state):
+CRC-32, so a damaged record is refused, not restored as other state):
 
 * ``open``    the trace's :class:`~trajgrade.engine.engine.TraceSnapshot`;
 * ``closed``  the trace closed (its late events are dropped, as the engine

@@ -231,6 +231,8 @@ class _RunState:
             return  # (no lost connection; or no fetch went through yet)
         self.suspect = False
         for p, worker in sorted(self.workers.items()):
+            if p not in self.committed_at:
+                continue  # (nothing committed here yet: nothing to go back)
             tp = TopicPartition(self.topic, p)
             if not self.offsets_went_back(p, await self._committed(tp)):
                 continue

@@ -52,11 +52,8 @@ class _Run:
         self, suite: Suite, options: RunOptions, sink: RunSink, log: Any
     ) -> None:
         self.engine = Engine(suite, samples=options.samples)
-        self.grading = Grading(
-            self.engine,
-            decisions_inline=options.decisions == "-",
-            project_root=options.project_root,
-        )
+        inline, root = options.decisions == "-", options.project_root
+        self.grading = Grading(self.engine, decisions_inline=inline, project_root=root)
         self.suite = suite
         self.options = options
         self.sink = sink
@@ -127,8 +124,7 @@ class _Run:
         if actions is not None:
             actions.observe(verdicts)
             if actions.stop_requested and not self.summary.stopped:
-                # (Actions logs which verdict tripped it.)
-                self.summary.stopped = True
+                self.summary.stopped = True  # (Actions logs which verdict tripped it.)
                 self.reading.cancel()
 
     def _decide(self, verdicts: Sequence[Verdict]) -> None:
@@ -167,6 +163,7 @@ class _Run:
         self.bytes_read += len(data)
         grading = self.grading
         batch, now = tracked.feed(data), self.now()
+        self.sink.observe_events(tracked.source, batch.events)  # (--report)
         for verdicts in grading.feed_batches(tracked.decoder, batch, now=now):
             self.emit(verdicts)
         if grading.errors or grading.anomalies:
@@ -177,6 +174,7 @@ class _Run:
         end of input; a part line cut off by a stop is unread, not broken."""
         self._dirty = True
         batch = tracked.stop() if cut else tracked.close()
+        self.sink.observe_events(tracked.source, batch.events)
         for verdicts in self.grading.feed_batches(
             tracked.decoder, batch, now=self.now()
         ):
@@ -198,7 +196,10 @@ class _Run:
             max_line_bytes=self.options.max_line_bytes,
             tool_results=reads_tool_results(self.suite.capabilities),
         )
-        return TrackedInput(source, decoder, is_closed=self.engine.is_closed)
+        # Live inputs remember the traces they fed: a tail lost to a rotation
+        # taints those (a batch input is read again whole instead).
+        closed = self.engine.is_closed if self.options.live else None
+        return TrackedInput(source, decoder, is_closed=closed)
 
     async def read(self, src: StreamSource) -> None:
         tracked = self.begin_input(src)
@@ -397,7 +398,7 @@ class _Run:
         self.store = store
         ckpt = store.load(self.suite.fingerprint)
         if ckpt is not None:
-            self.engine.load(ckpt.engine)
+            store.restore_into(self.engine, ckpt)
             self.resume_from = {p.source: p for p in ckpt.positions}
             self.suppress = set(ckpt.suppress) | store.emitted_since(ckpt.sequence)
             s = self.summary

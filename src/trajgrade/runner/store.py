@@ -43,17 +43,19 @@ import msgspec
 from trajgrade._util.digest import blake2b
 from trajgrade._util.sealed import (
     DamagedError,
-    NotRegularError,
     is_sealed,
-    read_regular,
     seal,
     unseal,
 )
 from trajgrade.engine.engine import EngineState
-from trajgrade.errors import Location, StateAccessError, StateError
+from trajgrade.errors import InputError, Location, StateAccessError, StateError
+from trajgrade.runtime.journal import Journal, Journals
+from trajgrade.runtime.regular_file import NotRegularError, read_regular
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from trajgrade.engine.engine import Engine
 
 __all__ = (
     "HEAD_BYTES",
@@ -66,7 +68,7 @@ __all__ = (
 )
 
 #: Checkpoint format version; a checkpoint of another version is refused.
-#: Version 2 is sealed (:mod:`trajgrade._util.sealed`: length and blake2b);
+#: Version 2 is sealed (:mod:`trajgrade._util.sealed`: length and CRC-32);
 #: version 1 had no checksum and is refused, since a damaged one would be
 #: resumed with other verdicts.
 STATE_VERSION: Final = 2
@@ -147,14 +149,10 @@ class StateStore:
         except OSError as exc:
             msg = f"cannot create the state directory: {exc.strerror or exc}; pass a writable --state DIR"
             raise StateAccessError(msg, location=where) from None
-        import filelock
+        from trajgrade.runtime.owner_lock import OwnerLock
 
-        self._lock = filelock.FileLock(self.dir / "lock")
-        try:
-            self._lock.acquire(timeout=0)
-        except filelock.Timeout:
-            msg = "another trajgrade process is using this state directory; give each run its own --state DIR"
-            raise StateError(msg, location=where) from None
+        try:  # one owner: a second one is refused naming the first's pid
+            self._lock = OwnerLock(str(self.dir), what="run")
         except OSError as exc:
             msg = f"cannot lock the state directory: {exc.strerror or exc}; pass a writable --state DIR"
             raise StateAccessError(msg, location=where) from None
@@ -163,6 +161,9 @@ class StateStore:
         for stale in self.dir.glob(f".{_CHECKPOINT}.*.tmp"):
             stale.unlink(missing_ok=True)
         self._journal_fd: int | None = None
+        #: Journals of input answered since the last checkpoint.
+        self.input_journals = Journals()
+        self._rotated: dict[int, list[tuple[Journal, list[str]]]] = {}
         self.sequence = 0
         self._encoder = msgspec.msgpack.Encoder()
 
@@ -198,6 +199,17 @@ class StateStore:
         self.sequence = ckpt.sequence
         return ckpt
 
+    def restore_into(self, engine: Engine, ckpt: Checkpoint) -> None:
+        """Load ``ckpt``'s engine state into ``engine``. One this config's
+        graders cannot hold (sealed, so written so, or by a bug) is a
+        :class:`StateError` naming the file, never a traceback."""
+        try:
+            engine.load(ckpt.engine)
+        except (InputError, ValueError, TypeError, IndexError, KeyError) as exc:
+            path = self.dir / _CHECKPOINT
+            msg = f"the checkpoint does not fit this config's graders ({exc}); delete {path} to start over, or use another --state DIR"
+            raise StateError(msg, location=Location(file=str(path))) from None
+
     def emitted_since(self, sequence: int) -> set[str]:
         """Verdict ids journalled since checkpoint ``sequence``'s snapshot
         (including a newer journal whose checkpoint was never completed)."""
@@ -222,6 +234,10 @@ class StateStore:
         journal, so ids emitted after this snapshot go to the new one."""
         self.sequence += 1
         self._open_journal(self.sequence)
+        # Input journals (``grade --otlp --state``) too: the caller cuts the
+        # engine's state right after (no await between), so every record of
+        # the rotated segments is in this checkpoint; dropped by write().
+        self._rotated[self.sequence] = self.input_journals.rotate()
         return self.sequence
 
     def open_journal(self, fingerprint: str) -> set[str]:
@@ -306,6 +322,8 @@ class StateStore:
         for seq, old in self._journals():
             if seq < sequence:
                 old.unlink(missing_ok=True)
+        for seq in [s for s in self._rotated if s <= sequence]:
+            self.input_journals.drop(self._rotated.pop(seq))
         # The checkpoint names its config from now on.
         (self.dir / _OWNER).unlink(missing_ok=True)
 

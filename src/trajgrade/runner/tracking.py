@@ -72,7 +72,8 @@ class TrackedInput:
         self.head = bytearray()
         self.done = False
         #: The traces its records fed, oldest first (closed ones are dropped
-        #: when it is full), and whether some had to be forgotten.
+        #: when it is full), and whether some had to be forgotten; tracked
+        #: only given ``is_closed`` (live inputs, whose tails can be lost).
         self.traces: dict[str, None] = {}
         self.overflow = False
         self.is_closed = is_closed
@@ -100,24 +101,26 @@ class TrackedInput:
         return out or [self.decoder.default_trace]
 
     def _held(self, batch: Batch) -> Batch:
+        if self.is_closed is None or self.overflow:
+            return batch  # not tracked (batch inputs), or every trace counts
         traces, last = self.traces, None
         default = self.decoder.default_trace
         for event in batch.events:
             tid = event.trace_id or default  # (no id of its own: the file's trace)
             if tid is not last and tid not in traces:
                 if len(traces) >= MAX_HELD and not self._prune():
-                    self.overflow = True
-                else:
-                    traces[tid] = None
+                    self.overflow = True  # (and no more pruning: it costs)
+                    break
+                traces[tid] = None
             last = tid
         return batch
 
     def _prune(self) -> bool:
-        """Drop closed traces; whether that made room."""
-        if self.is_closed is not None:
-            closed = self.is_closed
-            self.traces = {t: None for t in self.traces if not closed(t)}
-        return len(self.traces) < MAX_HELD
+        """Drop closed traces; whether that left room for as many again."""
+        closed = self.is_closed
+        assert closed is not None
+        self.traces = {t: None for t in self.traces if not closed(t)}
+        return len(self.traces) < MAX_HELD // 2
 
     def position(self) -> Position | None:
         """Where a restart should continue (None: not a file, cannot resume)."""
@@ -135,7 +138,7 @@ class TrackedInput:
             head_len=len(self.head),
             done=self.done,
             trace=d.default_trace,
-            traces=[] if self.done else self.held(),
+            traces=[] if self.done else list(self.traces),
             traces_overflow=self.overflow,
         )
 

@@ -33,6 +33,7 @@ __all__ = (
     "EXIT_NOTHING",
     "EXIT_OK",
     "EXIT_STATE_ACCESS",
+    "EXIT_STATE_IN_USE",
     "EXIT_USAGE",
     "FailedTraces",
     "RunSummary",
@@ -56,6 +57,8 @@ EXIT_BROKER: Final = 7
 EXIT_STATE_ACCESS: Final = 9
 #: An unexpected exception (a bug; EX_SOFTWARE): never 1, which is a verdict.
 EXIT_INTERNAL: Final = 70
+#: Another live process owns the state directory (its pid is named).
+EXIT_STATE_IN_USE: Final = 8
 EXIT_FORCED: Final = 130
 #: Exit statuses of ``trajgrade grade`` and what they mean.
 EXIT_CODES: Final = {
@@ -67,6 +70,7 @@ EXIT_CODES: Final = {
     EXIT_BROKER: "the Kafka broker is unreachable at start-up, or an input topic is missing",
     EXIT_STATE_ACCESS: "the --state DIR, or a file in it, cannot be read or written at start-up (permission, not a directory, a FIFO)",
     EXIT_INTERNAL: "internal error: an unexpected exception (a trajgrade bug; the traceback is on stderr)",
+    EXIT_STATE_IN_USE: "the state directory is in use by another process (named by its pid): one owner per state directory",
     EXIT_FORCED: "a second SIGINT/SIGTERM forced an immediate exit",
 }
 

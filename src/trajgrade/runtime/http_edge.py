@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hmac
 import io
+import socket
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,7 +39,6 @@ import msgspec
 from trajgrade.errors import BindError
 
 if TYPE_CHECKING:
-    import socket
     from collections.abc import Callable
 
 __all__ = (
@@ -85,6 +85,12 @@ def check_host(host: str, *, allow_remote: bool, what: str) -> None:
     if not allow_remote and host not in LOOPBACK:
         msg = f"{what} listens on loopback only (got host {host!r}); use 127.0.0.1, or allow other addresses explicitly (and set a token)"
         raise ValueError(msg)
+
+
+#: How long, and for how many bytes, a connection whose body was refused
+#: with 413 is drained so that its client reads the answer.
+LINGER_SECONDS: Final = 2.0
+LINGER_BYTES: Final = 64 * 1024 * 1024
 
 
 class EdgeServer(ThreadingHTTPServer):
@@ -316,8 +322,45 @@ class EdgeHandler(BaseHTTPRequestHandler):
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         try:
             self.reply(exc.status, f"{exc.message}\n".encode(), headers=headers)
+            if exc.status == 413 and exc.close:
+                self._linger()
         except OSError:
             self.close_connection = True
+
+    def _linger(self) -> None:
+        """Read and drop what the peer still sends of a refused body, for a
+        bounded time and size, after the answer: closing a socket with
+        unread data makes the kernel send a reset, which throws away the
+        413 before the client, still uploading, has read it (EPIPE)."""
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_WR)
+        end = time.monotonic() + min(self.server.limits.timeout, LINGER_SECONDS)
+        left = LINGER_BYTES
+        while left > 0:
+            wait = end - time.monotonic()
+            if wait <= 0:
+                return
+            self.connection.settimeout(wait)
+            try:
+                got = self.connection.recv(min(left, 65536))
+            except OSError:
+                return
+            if not got:
+                return
+            left -= len(got)
+
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue`` with a body over the limit: the 413 at
+        once, so the client never uploads it."""
+        length = (self.headers.get("Content-Length") or "").strip()
+        if length.isdigit() and int(length) > self.server.limits.max_body:
+            limit = self.server.limits.max_body
+            msg = f"body of {length} bytes is over the limit of {limit}"
+            self.close_connection = True
+            self.refused(HttpError(413, msg, close=True))
+            self.reply(413, f"{msg}\n".encode())
+            return False
+        return super().handle_expect_100()
 
 
 def _gunzip(raw: bytes, limit: int) -> bytes:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from trajgrade.events import Event
     from trajgrade.verdicts import GuardDecision, Verdict
 
 __all__ = ("DecisionSink", "RunSink", "Sink")
@@ -57,6 +58,10 @@ class RunSink(Sink, DecisionSink, Protocol):
 
     @property
     def decision_sinks(self) -> Sequence[DecisionSink]: ...
+
+    def observe_events(self, source: str, events: Sequence[Event]) -> None:
+        """Decoded events and the input they came from (``--report``)."""
+        ...
 
     @property
     def collectors(self) -> Sequence[Any]: ...

@@ -4,15 +4,22 @@ builder gave it (takes guard decisions, has counters for ``/metrics``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from trajgrade.events import Event
     from trajgrade.sinks import DecisionSink, Sink
     from trajgrade.verdicts import GuardDecision, Verdict
 
-__all__ = ("TeeSink",)
+__all__ = ("EventObserver", "TeeSink")
+
+
+class EventObserver(Protocol):
+    """Shown the decoded events of each input (the run report)."""
+
+    def observe_events(self, source: str, events: Sequence[Event]) -> None: ...
 
 
 class TeeSink:
@@ -31,11 +38,13 @@ class TeeSink:
         *,
         decision_sinks: Sequence[DecisionSink] = (),
         collectors: Sequence[Any] = (),
+        observers: Sequence[EventObserver] = (),
     ) -> None:
         self.first = first
         self.more = list(more)
         self.decision_sinks = list(decision_sinks)
         self.collectors = list(collectors)
+        self.observers = list(observers)
 
     def send(self, verdicts: Sequence[Verdict]) -> None:
         self.first.send(verdicts)
@@ -46,6 +55,11 @@ class TeeSink:
         """Guard decisions (the engine's ``decisions``) to the sinks that take them."""
         for s in self.decision_sinks:
             s.send_decisions(decisions)
+
+    def observe_events(self, source: str, events: Sequence[Event]) -> None:
+        """Decoded events to the sinks that show them (``--report``)."""
+        for s in self.observers:
+            s.observe_events(source, events)
 
     def flush(self) -> None:
         self.first.flush()

@@ -328,7 +328,12 @@ class LiveFiles:
             yield from restart_if_truncated(tail, self._info)
             yield from drain(tail)
             return
-        # The path is gone or names another file: finish the old one.
+        yield from self._finish(tail, now)
+
+    def _finish(self, tail: Tail, now: os.stat_result | None) -> Iterator[Piece]:
+        """The path is gone (``now`` None) or names another file: finish the
+        old one, then what was rotated away unseen after it."""
+        assert tail.file is not None
         reason = "rotated" if now is not None else "deleted"
         last_write = 0
         if tail.fd is not None:

@@ -22,3 +22,5 @@ class Telemetry(msgspec.Struct, frozen=True, kw_only=True):
     export_headers: dict[str, str] = msgspec.field(default_factory=dict)
     #: ``--junit``: the final verdicts as JUnit XML.
     junit: str | None = None
+    #: ``--report``: the run as one self-contained HTML page.
+    report: str | None = None

@@ -52,6 +52,7 @@ from trajgrade.runtime.http_edge import (
     Limits,
     bind_error,
 )
+from trajgrade.runtime.journal import Journal, recover
 from trajgrade.telemetry.codec import (
     SIGNALS,
     BadPayload,
@@ -174,6 +175,7 @@ class OtlpReceiver(EdgeServer):
         # for byte once decoded, is answered and not graded twice. Records
         # carry nanosecond times, so two real requests are never equal.
         recent: OrderedDict[bytes, None] = OrderedDict()
+        journal = _replayed(run, tracked, recent, self.log)
         try:
             async for decoded, done in recv:
                 digest = hashlib.blake2b(decoded.line, digest_size=16).digest()
@@ -186,6 +188,22 @@ class OtlpReceiver(EdgeServer):
                 if len(recent) > _RECENT:
                     recent.popitem(last=False)
                 before = run.summary.input_errors
+                if journal is not None:
+                    try:
+                        # Durable before the 200 (and before the take: no
+                        # checkpoint can cut between the two).
+                        journal.append(decoded.line)
+                    except OSError as exc:
+                        self._dequeued(len(decoded.line))
+                        del recent[digest]
+                        self.log.error("otlp_not_journaled", error=str(exc))
+                        done.set_result(
+                            (
+                                -4,
+                                f"trajgrade cannot record this request in its --state directory ({exc.strerror or exc}); retry later",
+                            )
+                        )
+                        continue
                 run.take(tracked, decoded.line + b"\n")
                 self._dequeued(len(decoded.line))
                 rejected = run.summary.input_errors - before
@@ -203,6 +221,8 @@ class OtlpReceiver(EdgeServer):
                 await run.maybe_checkpoint()
         finally:
             self._send = None
+            if journal is not None:
+                journal.close()
             with anyio.CancelScope(shield=True):
                 send.close()
                 while True:
@@ -219,6 +239,41 @@ class OtlpReceiver(EdgeServer):
                 recv.close()
                 await anyio.to_thread.run_sync(self.shutdown)
                 self.server_close()
+
+
+#: ``grade --otlp --state``: the requests answered since the last checkpoint.
+JOURNAL_NAME: Final = "otlp.journal"
+
+
+def _replayed(
+    run: Any, tracked: Any, recent: OrderedDict[bytes, None], log: Any
+) -> Journal | None:
+    """With ``--state``, grade again the requests answered after the last
+    checkpoint (a killed run answered them 200), then journal new ones.
+
+    Records are written, not fsynced (as the verdicts journal): they
+    survive a killed process; the checkpoint itself is fsynced.
+    """
+    store = run.store
+    if store is None:
+        return None
+    where = str(store.dir)
+    found = recover(where, JOURNAL_NAME)
+    for damage in found.damage:
+        log.warning(
+            "journal_damaged",
+            path=damage.path,
+            offset=damage.offset,
+            reason=damage.reason,
+        )
+    for line in found.records:
+        recent[hashlib.blake2b(line, digest_size=16).digest()] = None
+        run.take(tracked, line + b"\n")
+    if found.records:
+        log.info("otlp_journal_replayed", requests=len(found.records))
+    journal = Journal(where, JOURNAL_NAME, fsync=False)
+    store.input_journals.append(journal)
+    return journal
 
 
 def bind(options: OtlpOptions, log: Any) -> OtlpReceiver:

@@ -52,6 +52,7 @@ __all__ = (
     "VIEWS",
     "Tool",
     "kinds_of_name",
+    "narrow_advice",
 )
 
 #: The argument views a matcher can filter on.
@@ -431,3 +432,18 @@ def kinds_of_name(name: str) -> frozenset[str]:
     if name.startswith(MCP_PREFIX):
         return frozenset(("mcp",))
     return frozenset()
+
+
+def narrow_advice(kinds: frozenset[str], view: str) -> str:
+    """The fix for an entry filtering on ``view`` that selects tools without
+    it: narrow it by kind, or, when its ``kind:`` already is the cause (a
+    ``kind: shell`` entry with ``path:``), split the filter off."""
+    having = sorted({t.kind for t in UNION.values() if getattr(t, view, ())})
+    if not kinds:
+        return f"narrow the entry with kind: ({', '.join(having)} have {view}) or name:"
+    lacking = sorted(kinds - set(having)) or sorted(kinds)
+    return (
+        f"its kind: {', '.join(lacking)} selects tools without {view}: filter "
+        f"them on a view they have, and give {view}: an entry of its own with "
+        f"a kind that has it ({', '.join(having)})"
+    )

@@ -26,7 +26,8 @@ class JSRegexError(ValueError):
         where = "" if position is None else f" at position {position}"
         super().__init__(
             f"invalid regular expression '{pattern}': {reason}{where}; "
-            "fix the pattern (JavaScript RegExp syntax, no flags)"
+            "fix the pattern (JavaScript RegExp syntax; no /.../flags: write (?i) "
+            "in the pattern for case-insensitive)"
         )
 
     def __reduce__(self) -> tuple[type[JSRegexError], tuple[str, int | None, str]]:

@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING, Final, Protocol
 import msgspec
 
 from trajgrade.graders._spec import ConfigBase, ErrorList
-from trajgrade.graders.matching._agents import KINDS, UNION, kinds_of_name
+from trajgrade.graders.matching._agents import (
+    KINDS,
+    UNION,
+    kinds_of_name,
+    narrow_advice,
+)
 from trajgrade.graders.matching._match import NameMatcher, Pattern
 from trajgrade.graders.matching._views import call_kind, project_paths, view_of
 
@@ -270,11 +275,7 @@ class Matcher:
                 if key == "program":
                     if not self._programs_match(pattern, found["command"][0]):
                         return False
-                elif key == "project_path":
-                    within = project_paths(found["path"], call.cwd)
-                    if not any(pattern.search(v) for v in within):
-                        return False
-                elif not any(pattern.search(v) for v in found[key]):
+                elif not any(pattern.search(v) for v in _seen(key, found, call)):
                     return False
             if self.capability is not None and not self.capability(found["command"][0]):
                 return False
@@ -325,8 +326,8 @@ class Matcher:
         has = "" if tool is None else _view_hint(call.name, key)
         return (
             f"configuration error: {self.where} filters on '{key}', but call "
-            f"{call.call_id or '?'} to {call.name!r} has no {key}{has}; narrow "
-            f"the entry with kind: or name: to tools that have one, or use "
+            f"{call.call_id or '?'} to {call.name!r} has no {key}{has}; "
+            f"{narrow_advice(self.kinds, key)}, or use "
             f"args: {{{key}: ...}} to skip tools without it"
         )
 
@@ -341,6 +342,14 @@ class Matcher:
         if self.at_step is not None:
             return self.at_step + 1
         return self.before_step
+
+
+def _seen(key: str, found: dict[str, list[str]], call: ToolCall) -> list[str]:
+    """The values filter ``key`` is matched against (``project_path``: the
+    paths relative to the call's directory)."""
+    if key == "project_path":
+        return project_paths(found["path"], call.cwd)
+    return found[key]
 
 
 def _view_hint(name: str, key: str) -> str:
@@ -381,12 +390,16 @@ def count_text(count: int, m: Matcher) -> str:
 _REQUIRED_ONLY: Final = ("min_count", "final", "at_step", "before_step")
 
 
-def validate(where: str, at: str, spec: ToolMatch, errors: ErrorList) -> None:
+def _validate_message(at: str, spec: ToolMatch, errors: ErrorList) -> None:
     if spec.message is not None and not spec.message.strip():
         errors.add(
             f"{at}.message",
             "`message` must be a non-empty string: the text the model and the user are told",
         )
+
+
+def validate(where: str, at: str, spec: ToolMatch, errors: ErrorList) -> None:
+    _validate_message(at, spec, errors)
     if spec.name is None and spec.kind is None:
         errors.add(at, "give name: (a tool-name regex) or kind: (e.g. shell, read)")
     if spec.kind == []:

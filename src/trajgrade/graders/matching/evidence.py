@@ -15,6 +15,7 @@ half a secret.
 from __future__ import annotations
 
 import functools
+import re
 from typing import TYPE_CHECKING, Final
 
 from trajgrade.graders.matching._views import view_of
@@ -23,7 +24,7 @@ from trajgrade.verdicts import Matched
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from trajgrade.events import ToolCall
+    from trajgrade.events import ToolCall, ToolResult
 
 __all__ = (
     "REDACTED",
@@ -34,6 +35,7 @@ __all__ = (
     "described",
     "quoted",
     "redacted",
+    "result_matched",
     "sentence",
     "shown",
 )
@@ -53,10 +55,24 @@ def _scanner() -> object:
     return SecretScanner()
 
 
+#: What every detector of :data:`~._secrets.DETECTORS` needs in a text to
+#: find anything: a token of 16 or more characters (every key format), a PEM
+#: header, a password in a URL, or one of the keyword detector's words. A
+#: text without any is shown as it is, and detect-secrets (0.1 s to import,
+#: with ``requests``) is not loaded: most evidence is a short path or command,
+#: and a hook's denial must stay cheap.
+_COULD_HOLD: Final = re.compile(
+    r"[A-Za-z0-9_\-+/=.]{16}|-----BEGIN|://[^\s/@:]+:[^\s/@]*@"
+    r"|(?i:key|pass|pwd|secret|contrase)"
+)
+
+
 @functools.lru_cache(maxsize=512)
 def redacted(text: str) -> str:
     """``text`` with every credential detect-secrets finds replaced by
     :data:`REDACTED` (memoised: a refused call is often retried)."""
+    if _COULD_HOLD.search(text) is None:
+        return text
     from trajgrade.graders.matching._secrets import SCAN_LIMIT, SecretScanner
 
     scanner = _scanner()
@@ -117,6 +133,17 @@ def call_matched(
         field=None if got is None else got[0],
         value=None if got is None else shown(got[1], redact),
         call_id=call_id or call.call_id,
+    )
+
+
+def result_matched(rule: str, result: ToolResult, text: str) -> Matched:
+    """What a ``result`` filter matched: the result's text, shown."""
+    return Matched(
+        rule=rule,
+        tool=result.name,
+        field="result",
+        value=shown(text),
+        call_id=result.call_id,
     )
 
 

@@ -128,6 +128,7 @@ class Loop(CallRule):
         self._by_name = config.same == "name"
         #: How the reasons name what repeats.
         self._what = "the same tool" if self._by_name else "the same call"
+        self._pair = "tools" if self._by_name else "calls"
         self.handlers: dict[type[Any], Any] = {ToolCall: self._on_call}
 
     def start(self) -> LoopState:
@@ -222,7 +223,7 @@ class Loop(CallRule):
         if hit is None and pinged:
             hit = (
                 "ping_pong",
-                f"{self._said(call)} makes the last {state.alt} calls alternate between two {'tools' if self._by_name else 'calls'} (ping_pong: {self._ping_pong})",
+                f"{self._said(call)} makes the last {state.alt} calls alternate between two {self._pair} (ping_pong: {self._ping_pong})",
             )
         if hit is None:
             return None

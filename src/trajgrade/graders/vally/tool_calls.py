@@ -47,8 +47,8 @@ from trajgrade.graders.matching._tool_match import (
 from trajgrade.graders.matching.evidence import (
     call_matched,
     quoted,
+    result_matched,
     sentence,
-    shown,
 )
 from trajgrade.graders.protect.capability_filter import (
     compile_capability,
@@ -56,6 +56,7 @@ from trajgrade.graders.protect.capability_filter import (
 )
 from trajgrade.graders.vally._name_plan import PLAN_CACHE_MAX, NamePlan
 from trajgrade.graders.vally._tool_calls_state import ToolCallsState, remember
+from trajgrade.graders.vally._tool_calls_text import pass_text, sequence_text
 from trajgrade.verdicts import Decision, Judgement, Matched, Outcome
 
 __all__ = (
@@ -132,7 +133,8 @@ class ToolCalls:
         if self._track_steps:
             self.handlers[TurnStart] = self._on_turn
         self.event_types: frozenset[type[Event]] = frozenset(self.handlers)
-        self._passed = self._pass_text()  # a pass's evidence: the same for every trace
+        # A pass's evidence: the same for every trace.
+        self._passed = pass_text(len(req), len(dis), len(seq))
 
     @staticmethod
     def _compile(
@@ -245,7 +247,7 @@ class ToolCalls:
             elif m.final and not (state.last_ok >> i) & 1:
                 problems.append(f"{m.where} {m.label}: not the final tool call")
         if state.cursor < len(self._sequence):
-            problems.append(self._sequence_text(state))
+            problems.append(sequence_text(state.cursor, self._sequence))
         if problems:
             return self._decide(state, Outcome.FAIL, "; ".join(problems))
         return self._decide(state, Outcome.PASS, self._passed)
@@ -436,15 +438,8 @@ class ToolCalls:
             text = sentence(matched)
         else:
             assert result is not None
-            value = shown(js_stringify(result.result))
-            matched = Matched(
-                rule=m.where,
-                tool=result.name,
-                field="result",
-                value=value,
-                call_id=result.call_id,
-            )
-            text = f"{m.where} matched the result of call {result.call_id or '?'}: {quoted(value)}"
+            matched = result_matched(m.where, result, js_stringify(result.result))
+            text = f"{m.where} matched the result of call {result.call_id or '?'}: {quoted(matched.value or '')}"
         step = state.turns - 1 if state.turns else 0
         at = f" at step {step}" if self._track_steps else ""
         return self._decide(
@@ -455,22 +450,6 @@ class ToolCalls:
             matched=matched,
             message=m.message,
         )
-
-    def _sequence_text(self, state: ToolCallsState) -> str:
-        n = len(self._sequence)
-        nxt = self._sequence[state.cursor]
-        return f"sequence matched {state.cursor} of {n} entries; missing {nxt.where} {nxt.label} after them"
-
-    def _pass_text(self) -> str:
-        parts = []
-        if self._required:
-            parts.append(f"{len(self._required)} required satisfied")
-        n_dis = len(self._dis_by_bit)
-        if n_dis:
-            parts.append(f"{n_dis} disallowed not called")
-        if self._sequence:
-            parts.append(f"sequence of {len(self._sequence)} in order")
-        return "; ".join(parts)
 
     def _decide(
         self,

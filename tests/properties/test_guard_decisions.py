@@ -224,6 +224,8 @@ def test_cold_hook_processes_deny_every_forbidden_call(
             check=False,
         )
         assert proc.returncode == 0, proc.stderr
+        if _is_deny(proc.stdout) and b"no policy can allow that" in proc.stdout:
+            continue  # the guard's built-in self-protection (`rm -rf /`)
         assert _is_deny(proc.stdout) == _denies(policy_text, name, args), (name, args)
 
 

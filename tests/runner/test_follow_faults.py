@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from trajgrade.runner.store import Checkpoint
+from trajgrade.errors import StateError
+from trajgrade.runner.store import decode_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -99,6 +99,12 @@ def test_an_identical_copy_while_down_is_not_counted_twice(tmp_path: Path) -> No
     )
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="open (issue 35 item 3): equal coarse mtimes of two rotations, and a "
+    "copy put in place then rotated away while stopped, can still lose or "
+    "double a few calls; benchmarks/faults.py measures how often",
+)
 @settings(
     max_examples=6,
     deadline=None,
@@ -179,8 +185,8 @@ def _wait_for_checkpoint(cwd: Path, offset: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            ckpt = msgspec.msgpack.decode(path.read_bytes(), type=Checkpoint)
-        except (OSError, msgspec.DecodeError):
+            ckpt = decode_checkpoint(path.read_bytes(), path)
+        except (OSError, StateError):
             ckpt = None
         if ckpt is not None and any(p.offset == offset for p in ckpt.positions):
             return

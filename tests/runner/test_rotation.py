@@ -151,6 +151,7 @@ async def test_a_log_rotated_between_the_resume_check_and_its_open(
     from trajgrade.runner.store import Position, head_digest
     from trajgrade.runtime.log import get_logger
     from trajgrade.sinks.jsonl import JsonlSink
+    from trajgrade.sinks.tee import TeeSink
     from trajgrade.sources.live import FileId, Opened
 
     log = tmp_path / "session.jsonl"
@@ -169,7 +170,9 @@ async def test_a_log_rotated_between_the_resume_check_and_its_open(
     )
     out = io.BytesIO()
     options = RunOptions(inputs=[str(log)], follow=True, trace_template="{name}")
-    run = _Run(compile_suite(POLICY), options, JsonlSink(out), get_logger())
+    run = _Run(
+        compile_suite(POLICY), options, TeeSink(JsonlSink(out), []), get_logger()
+    )
     # The checkpoint's state: the first run graded the file up to ``first``.
     run.take(run.tracked(str(log), str(log), "session.jsonl"), _events("view"))
     run.resume_from = {str(log): pos}

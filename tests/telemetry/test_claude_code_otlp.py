@@ -109,7 +109,9 @@ def test_claude_code_exports_to_trajgrade(
     policy.write_text(POLICY)
     junit = tmp_path / "junit.xml"
     sink = OtlpSink(fail_first=1)  # the first export is retried after a 503
-    grader = Grader(policy, "--export-otlp", sink.url, "--junit", str(junit))
+    grader = Grader(
+        policy, "--export-otlp", sink.url, "--export-decisions", "--junit", str(junit)
+    )
     try:
         _run_claude(exe, model_port, work, tmp_path / "home", grader.port, protocol)
         live = grader.wait_for(3)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from trajgrade import Engine, Suite, compile_suite, decode_config
@@ -55,3 +59,17 @@ def run(s: Suite, events: list[Event]) -> list[tuple[int, Verdict]]:
 def finals(s: Suite, events: list[Event]) -> dict[tuple[str, str], Verdict]:
     """The final verdict per (trace, grader)."""
     return {(v.trace_id, v.grader): v for _, v in run(s, events) if v.final}
+
+
+def converted(paths: list[Path]) -> bytes:
+    """The canonical events ``trajgrade convert`` reads these logs as (the
+    real CLI, in a subprocess), for hosts fed canonical records."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "trajgrade", "convert", *map(str, paths)],
+        capture_output=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+        timeout=120,
+    )
+    return done.stdout

@@ -10,13 +10,11 @@ and guard decisions must be byte-identical to ``trajgrade grade``'s
 from __future__ import annotations
 
 import gzip
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
 import pytest
+from tests._support import converted
 
 from trajgrade.api import HostOutput, TraceHost
 from trajgrade.errors import ConfigError, InputError
@@ -28,18 +26,6 @@ GUARD = ROOT / "tests" / "fixtures" / "guard-live" / "regex-guard.yaml"
 BENCH_EVENTS = ROOT / "tests" / "fixtures" / "bench" / "small_events.jsonl.gz"
 CORPUS = ROOT / "tests" / "fixtures"
 _ENC = msgspec.json.Encoder()
-
-
-def _converted(paths: list[Path]) -> bytes:
-    """The canonical events ``trajgrade convert`` reads the logs as."""
-    done = subprocess.run(
-        [sys.executable, "-m", "trajgrade", "convert", *map(str, paths)],
-        capture_output=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        timeout=120,
-    )
-    return done.stdout
 
 
 def _hosted(
@@ -96,7 +82,7 @@ def corpus() -> bytes:
     logs = sorted((CORPUS / "claude-code").glob("*.jsonl"))
     logs += sorted((CORPUS / "codex").glob("*.jsonl"))
     assert len(logs) >= 6
-    return _converted(logs)
+    return converted(logs)
 
 
 @pytest.mark.parametrize("policy", [SIX, GUARD], ids=["six", "guard"])

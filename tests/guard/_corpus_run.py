@@ -140,8 +140,10 @@ class Replay:
         shutil.copyfile(policy, self.policy)
         self._policy_text = self.policy.read_bytes()
         self.world = host_world()
-        context = BuildContext(
-            world=self.world, guard_files=(str(self.policy), str(self.state_dir))
+        context = BuildContext(  # as hooks.invoke builds it
+            world=self.world,
+            guard_files=(str(self.policy), str(self.state_dir)),
+            private_files=(str(self.state_dir),),
         )
         self.suite: Suite = load_suite(self.policy, context=context)
         #: Milliseconds per gate decision (every gate payload replayed).

@@ -24,6 +24,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert install(home, "-c", "policy.yaml").returncode == 0
     run_hook(home, payload("01-SessionStart", cwd=str(home)))
     assert (home / STATE / "host.key").exists()
+    (home / "k").symlink_to(home / STATE.parent)  # a link made earlier
     return home
 
 
@@ -57,6 +58,12 @@ READS = [
     ("Bash", lambda h: {"command": "cat ~/.local/state/trajgrade/hooks/host.k?y"}),
     ("Bash", lambda h: {"command": "base64 .local/state/trajgrade/*/host.key"}),
     ("Bash", lambda h: {"command": "grep -r . ~/.local"}),
+    ("Bash", lambda h: {"command": "cp -r ~/.local/state /tmp/copy"}),
+    ("Bash", lambda h: {"command": "tar czf /tmp/x.tgz .local"}),
+    (
+        "Bash",
+        lambda h: {"command": "cat k/hooks/host.key"},
+    ),  # k -> the state dir's parent
     ("Grep", lambda h: {"pattern": ".", "path": str(h / ".local/state")}),
     (
         "Bash",

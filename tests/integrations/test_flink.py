@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests._support import converted
 
 pyflink = pytest.importorskip(
     "pyflink",
@@ -70,23 +71,12 @@ _ENC = msgspec.json.Encoder()
 Graded = tuple[dict[str, list[bytes]], dict[str, list[bytes]]]
 
 
-def _converted(paths: list[Path]) -> bytes:
-    done = subprocess.run(
-        [sys.executable, "-m", "trajgrade", "convert", *map(str, paths)],
-        capture_output=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        timeout=120,
-    )
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def sessions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logs = sorted((ROOT / "tests" / "fixtures" / "claude-code").glob("*.jsonl"))
     logs += sorted((ROOT / "tests" / "fixtures" / "codex").glob("*.jsonl"))
     path = tmp_path_factory.mktemp("flink") / "sessions.jsonl"
-    path.write_bytes(_converted(logs))
+    path.write_bytes(converted(logs))
     return path
 
 

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +27,7 @@ import pytest
 from quixstreams import Application
 from quixstreams.models import MessageContext, Topic
 from quixstreams.models.topics.topic import TopicConfig
+from tests._support import converted
 
 from trajgrade.config.compile import compile_suite
 from trajgrade.config.decode import decode_config
@@ -204,22 +202,11 @@ def test_conformance_cases_in_a_quix_pipeline(name: str, pipelines: Any) -> None
     assert graded >= len(cases) // 2
 
 
-def _converted(paths: list[Path]) -> bytes:
-    done = subprocess.run(
-        [sys.executable, "-m", "trajgrade", "convert", *map(str, paths)],
-        capture_output=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        timeout=120,
-    )
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def sessions() -> bytes:
     logs = sorted((ROOT / "tests" / "fixtures" / "claude-code").glob("*.jsonl"))
     logs += sorted((ROOT / "tests" / "fixtures" / "codex").glob("*.jsonl"))
-    return _converted(logs)
+    return converted(logs)
 
 
 @pytest.mark.parametrize("policy", [SIX, GUARD], ids=["six", "guard"])

@@ -191,6 +191,7 @@ def _recover(run: Any, pos: Position, *, given: str) -> None:
         return
     moved = _find_source(pos)
     skip: set[tuple[int, int]] = set()
+    after: tuple[int, int] | None = None
     if moved is None:
         reason = (
             f"{given} was replaced while trajgrade was down and the file it was "
@@ -202,7 +203,8 @@ def _recover(run: Any, pos: Position, *, given: str) -> None:
         since = int(run.resumed_at * 1e9)
     else:
         st = os.stat(moved)
-        skip.add((st.st_dev, st.st_ino))
+        after = (st.st_dev, st.st_ino)
+        skip.add(after)
         since = st.st_mtime_ns  # the files rotated after it were written later
         tracked = _read(run, given, moved, trace, pos)
         run.log.info(
@@ -212,11 +214,16 @@ def _recover(run: Any, pos: Position, *, given: str) -> None:
             offset=pos.offset,
             bytes=tracked.decoder.offset - pos.offset,
         )
-    _read_unseen(run, pos, given, skip, since)
+    _read_unseen(run, pos, given, skip, since, after)
 
 
 def _read_unseen(
-    run: Any, pos: Position, given: str, skip: set[tuple[int, int]], since: int
+    run: Any,
+    pos: Position,
+    given: str,
+    skip: set[tuple[int, int]],
+    since: int,
+    after: tuple[int, int] | None = None,
 ) -> None:
     """Read the files rotated away since the checkpoint and never opened
     (two rotations while down; what a copytruncate moved from a file not
@@ -229,7 +236,7 @@ def _read_unseen(
         skip.add((now.st_dev, now.st_ino))
     except OSError:
         pass
-    for path in rotated_since(pos.source, since, skip):
+    for path in rotated_since(pos.source, since, skip, after):
         run.log.info("source_rotated_unseen", source=given, file=path)
         _read(run, given, path, trace, None)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -34,9 +35,29 @@ def find_copy(
     """A file beside ``real`` holding its content up to ``offset``: the same
     ``head`` at its start and ``mark`` just before ``offset``; the newest of
     several (the copy the last ``copytruncate`` made). The file itself
-    (``original``: device, inode) is not its copy. None if there is none."""
+    (``original``: device, inode) is not its copy. None if there is none.
+
+    ``copytruncate`` copies before it truncates, so a truncated file's copy
+    exists; a listing made while a rotation renames the copies (``x.1`` →
+    ``x.2``) can miss it, so a miss is looked at again, briefly."""
     if not head:
         return None
+    for attempt in range(_LOOKS):
+        if attempt:
+            time.sleep(_LOOK_AGAIN_S)
+        if (found := _copy_of(real, head, offset, mark, original)) is not None:
+            return found
+    return None
+
+
+#: Listings of a directory before a truncated file's copy is given up.
+_LOOKS: Final = 4
+_LOOK_AGAIN_S: Final = 0.005
+
+
+def _copy_of(
+    real: str, head: bytes, offset: int, mark: bytes, original: tuple[int, int]
+) -> str | None:
     best: tuple[int, str] | None = None
     for path, st in _siblings(real, prefix=""):
         if st.st_size < offset or (st.st_dev, st.st_ino) == original:
@@ -57,20 +78,67 @@ def find_copy(
 
 
 def rotated_since(
-    real: str, since_ns: int, skip: Collection[tuple[int, int]]
+    real: str,
+    since_ns: int,
+    skip: Collection[tuple[int, int]],
+    after: tuple[int, int] | None = None,
 ) -> list[str]:
     """Siblings of ``real`` named after it (``x.jsonl.1``, ``x.jsonl-2026…``),
     last written after ``since_ns``, oldest write first: the files a rename
     rotation moved away before they could be followed. ``skip`` holds the
-    (device, inode) of files already accounted for."""
-    found = [
-        (st.st_mtime_ns, path)
-        for path, st in _siblings(real, prefix=os.path.basename(real))
-        if st.st_mtime_ns > since_ns
-        and (st.st_dev, st.st_ino) not in skip
-        and not path.lower().endswith(_COMPRESSED)
-    ]
-    return [path for _, path in sorted(found)]
+    (device, inode) of files already accounted for.
+
+    ``after`` is the (device, inode) of the file last written at
+    ``since_ns``. File times are coarse (a kernel tick, about 4 ms), so two
+    rotations within one tick leave files with equal times: then their names
+    order them (``x.1`` was rotated after ``x.2``; ``x-20260102`` after
+    ``x-20260101``), and a tie with ``after`` that the names cannot settle
+    is read rather than lost."""
+    base = os.path.basename(real)
+    siblings = _siblings(real, prefix=base)
+    reference: _Rank | None = None
+    for path, st in siblings:
+        if (st.st_dev, st.st_ino) == after:
+            reference = _rank(base, path)
+    found: list[tuple[int, _Rank, str]] = []
+    for path, st in siblings:
+        if (st.st_dev, st.st_ino) in skip or path.lower().endswith(_COMPRESSED):
+            continue
+        rank = _rank(base, path)
+        if st.st_mtime_ns > since_ns or (
+            st.st_mtime_ns == since_ns and _rotated_later(rank, reference)
+        ):
+            found.append((st.st_mtime_ns, rank, path))
+    return [path for _, _, path in sorted(found)]
+
+
+#: Where a rotated name puts its file among its siblings, oldest first: a
+#: count counts back from the newest (``x.1`` is newer than ``x.2``), any
+#: other suffix (a date: logrotate's ``dateext`` ``-20260102``) forward.
+_Rank = tuple[int, int, str]
+#: Longer runs of digits are dates (``-%Y%m%d``), not rotation counts.
+_COUNT_DIGITS: Final = 5
+
+
+def _rank(base: str, path: str) -> _Rank:
+    suffix = os.path.basename(path)[len(base) :]
+    number = suffix[1:]
+    if (
+        suffix[:1] in ".-_"
+        and number.isascii()
+        and number.isdigit()
+        and len(number) <= _COUNT_DIGITS
+    ):
+        return (0, -int(number), "")
+    return (1, 0, suffix)
+
+
+def _rotated_later(rank: _Rank, reference: _Rank | None) -> bool:
+    """Whether a file with ``rank`` was rotated after the one at
+    ``reference``, given equal times; True when the names cannot tell."""
+    if reference is None or rank[0] != reference[0]:
+        return True
+    return rank > reference
 
 
 def _siblings(real: str, *, prefix: str) -> list[tuple[str, os.stat_result]]:

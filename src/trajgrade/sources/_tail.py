@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trajgrade.sources._lineage import HEAD_BYTES, MARK_BYTES, find_copy, rotated_since
 from trajgrade.sources.pieces import Closed, Data, FileId, Lost, Opened, Piece
 from trajgrade.sources.stream import CHUNK_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Generator, Iterator
 
 __all__ = (
     "HEAD_BYTES",
@@ -51,6 +51,8 @@ class Tail:
         "offset",
         "path",
         "real",
+        "rotated_after",
+        "unseen_after",
     )
 
     def __init__(self, path: str, real: str, *, given: bool) -> None:
@@ -63,24 +65,80 @@ class Tail:
         self.mark = b""  # the last bytes before offset, to notice a rewrite
         self.head = b""  # the file's first bytes, to recognise its copy
         self.complained: str | None = None  # the problem logged last, once each
+        # After a truncation: the copy its old content was read from, until
+        # the new content's first bytes tell which later copies are unseen.
+        self.unseen_after: _Copy | None = None
+        # After a rename rotation: when the file rotated away was last
+        # written, and its identity, until the next file at the path opens.
+        self.rotated_after: tuple[int, tuple[int, int]] | None = None
 
 
 def restart_if_truncated(tail: Tail, info: Info) -> Iterator[Piece]:
     """If the open file was truncated (see :func:`truncated`): the unread
     rest of its old content, ``Closed("truncated")``, and reading again
-    from its start."""
+    from its start (:func:`drain` first reads the copies made since, if it
+    was truncated more than once between two looks)."""
     if tail.file is None or not truncated(tail):
         return
     info("follow_truncated", path=tail.path, offset=tail.offset)
-    yield from old_content(tail, info)
+    tail.unseen_after = yield from old_content(tail, info)
     yield Closed(tail.path, "truncated")
     tail.offset, tail.mark, tail.head = 0, b"", b""
     yield Opened(tail.path, tail.file, 0)
 
 
-def old_content(tail: Tail, info: Info) -> Iterator[Piece]:
+def _copied_since(tail: Tail, copy: _Copy, now: bytes) -> list[str]:
+    """The copies ``copytruncate`` made after ``copy``, oldest first: each
+    of a content written and truncated away between two looks, so before
+    what the file holds now (``now``: its first bytes, read before this
+    look), whose own copy (made since) is not among them."""
+    assert tail.file is not None
+    skip = {copy.file, (tail.file.dev, tail.file.ino)}
+    unseen = []
+    for path in rotated_since(tail.real, copy.mtime_ns, skip, copy.file):
+        try:
+            with open(path, "rb") as f:
+                head = f.read(len(now))
+        except OSError:
+            continue
+        if head == now[: len(head)]:
+            break  # (what the file holds now: read there)
+        unseen.append(path)
+    return unseen
+
+
+def _read_copies(tail: Tail, paths: list[str], info: Info) -> Iterator[Piece]:
+    """Copies of contents never seen, each read whole, then the file again."""
+    assert tail.file is not None
+    yield Closed(tail.path, "truncated")  # (nothing of it was read yet)
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            file, end = FileId.of(os.fstat(fd)), 0
+            info("follow_copy_unseen", path=tail.path, file=path)
+            yield Opened(tail.path, file, 0)
+            while chunk := os.pread(fd, CHUNK_BYTES, end):
+                end += len(chunk)
+                yield Data(tail.path, chunk, end)
+            yield Closed(tail.path, "truncated")
+        finally:
+            os.close(fd)
+    yield Opened(tail.path, tail.file, 0)
+
+
+class _Copy(NamedTuple):
+    """The copy a truncated file's old content was read from."""
+
+    file: tuple[int, int]  # device, inode
+    mtime_ns: int
+
+
+def old_content(tail: Tail, info: Info) -> Generator[Piece, None, _Copy | None]:
     """A truncated file's unread rest: read from its copy (``copytruncate``
-    copies, then truncates), or reported ``Lost``."""
+    copies, then truncates), or reported ``Lost``; the copy read, if any."""
     assert tail.file is not None
     file = (tail.file.dev, tail.file.ino)
     copy = find_copy(tail.real, tail.head, tail.offset, tail.mark, file)
@@ -98,15 +156,17 @@ def old_content(tail: Tail, info: Info) -> Iterator[Piece]:
             f"{tail.path} was truncated with bytes from {tail.offset:,} on "
             "unread, and no copy of it beside it holds them",
         )
-        return
+        return None
     start = tail.offset
     try:
+        st = os.fstat(fd)
         while chunk := os.pread(fd, CHUNK_BYTES, tail.offset):
             tail.offset += len(chunk)
             yield Data(tail.path, chunk, tail.offset)
     finally:
         os.close(fd)
     info("follow_tail_copied", path=tail.path, copy=copy, start=start, end=tail.offset)
+    return _Copy((st.st_dev, st.st_ino), st.st_mtime_ns)
 
 
 def switch_to_copy(tail: Tail, info: Info) -> bool:
@@ -136,11 +196,17 @@ def switch_to_copy(tail: Tail, info: Info) -> bool:
 
 
 def skipped(
-    tail: Tail, since_ns: int, skip: set[tuple[int, int]], info: Info
+    tail: Tail,
+    since_ns: int,
+    skip: set[tuple[int, int]],
+    info: Info,
+    *,
+    after: tuple[int, int],
 ) -> Iterator[Piece]:
     """Files rotated away from a ``--follow`` path before they were opened
-    (rotated twice between two looks), oldest first, each read whole."""
-    for path in rotated_since(tail.real, since_ns, skip):
+    (rotated twice between two looks), oldest first, each read whole;
+    ``after`` is the file last read, written last at ``since_ns``."""
+    for path in rotated_since(tail.real, since_ns, skip, after):
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
@@ -157,30 +223,67 @@ def skipped(
             os.close(fd)
 
 
-def drain(tail: Tail) -> Iterator[Data]:
+def drain(tail: Tail, info: Info) -> Iterator[Piece]:
     fd = tail.fd
     assert fd is not None
-    while chunk := os.pread(fd, CHUNK_BYTES, tail.offset):
+    chunk = _read(fd, tail.offset)
+    if chunk and tail.unseen_after is not None and tail.offset == 0:
+        # Read from the start after a truncation: the copies made since the
+        # one read (truncated again before this look) come first. Looked for
+        # once these first bytes are read, so a copy made later is of them,
+        # and their own truncation is seen as one (the mark).
+        if unseen := _copied_since(tail, tail.unseen_after, chunk[:HEAD_BYTES]):
+            yield from _read_copies(tail, unseen, info)
+        tail.unseen_after = None
+    while chunk:
+        if tail.offset and truncated(tail):
+            # Truncated and rewritten while this was read: the bytes are not
+            # the continuation of what was read; the next look reads on.
+            return
         if len(tail.head) < HEAD_BYTES:
             tail.head += chunk[: HEAD_BYTES - len(tail.head)]
         tail.offset += len(chunk)
         tail.mark = (tail.mark + chunk[-MARK_BYTES:])[-MARK_BYTES:]
         yield Data(tail.path, chunk, tail.offset)
+        chunk = _read(fd, tail.offset)
+
+
+def _read(fd: int, offset: int) -> bytes:
+    """The next bytes at ``offset``, up to a NUL byte.
+
+    A read that overlaps a truncation can copy a page being dropped: the
+    old content, then zeros up to the new size (``copytruncate`` truncates
+    while the follower reads, and the writer appends at once). A log has no
+    NUL bytes (JSON escapes them), so the bytes before one are taken and the
+    rest read again at the next look, which then sees the truncation. NULs
+    at ``offset`` that a second read confirms are the file's own (a hole a
+    writer without ``O_APPEND`` left): taken, for the decoder to report."""
+    chunk = os.pread(fd, CHUNK_BYTES, offset)
+    nul = chunk.find(b"\0")
+    if nul > 0:
+        return chunk[:nul]
+    if nul == 0 and os.pread(fd, len(chunk), offset) != chunk:
+        return b""
+    return chunk
 
 
 def truncated(tail: Tail) -> bool:
     """Whether the open file no longer holds what we read before ``offset``.
 
-    Shorter than the offset is the usual sign; the last bytes we read having
-    changed also catches a file truncated and rewritten past the offset
-    before we looked (a writer that truncates and appends at once).
+    Shorter than the offset is the usual sign; the first bytes or the last
+    bytes we read having changed also catches a file truncated and
+    rewritten past the offset before we looked (a writer that truncates
+    and appends at once). Both are compared: log lines share most of their
+    bytes, and the last 64 of two lines of other traces can be equal.
     """
     fd = tail.fd
     assert fd is not None
     if os.fstat(fd).st_size < tail.offset:
         return True
-    mark = tail.mark
-    return bool(mark) and os.pread(fd, len(mark), tail.offset - len(mark)) != mark
+    mark, head = tail.mark, tail.head
+    if mark and os.pread(fd, len(mark), tail.offset - len(mark)) != mark:
+        return True
+    return bool(head) and os.pread(fd, len(head), 0) != head
 
 
 def close_tail(tail: Tail) -> None:

@@ -326,7 +326,7 @@ class LiveFiles:
             ):
                 return  # parked and unchanged (the cheap re-check), or replaced
             yield from restart_if_truncated(tail, self._info)
-            yield from drain(tail)
+            yield from drain(tail, self._info)
             return
         yield from self._finish(tail, now)
 
@@ -340,13 +340,15 @@ class LiveFiles:
             # (Truncated before it was renamed away: logrotate's copytruncate
             # and a rotation between two looks.)
             yield from restart_if_truncated(tail, self._info)
-            yield from drain(tail)
+            yield from drain(tail, self._info)
             if self._writer_may_return(tail, now):
                 return
             old = os.fstat(tail.fd)
             last_write = old.st_mtime_ns
             if tail.given and old.st_nlink == 0 and switch_to_copy(tail, self._info):
-                yield from drain(tail)  # replaced by a copy of itself: read on
+                yield from drain(
+                    tail, self._info
+                )  # replaced by a copy of itself: read on
                 return
             if now is None and old.st_nlink > 0:
                 reason = "rotated"  # renamed away; the new file is not there yet
@@ -359,8 +361,9 @@ class LiveFiles:
         if now is None and not tail.given:
             del self._tails[tail.real]
         elif tail.given and now is not None and last_write:
-            skip = {(old.st_dev, old.st_ino), (now.st_dev, now.st_ino)}
-            yield from skipped(tail, last_write, skip, self._info)
+            # What was rotated after it is read once the file now at the
+            # path is open: that may be newer than ``now`` already.
+            tail.rotated_after = (last_write, (old.st_dev, old.st_ino))
 
     def _writer_may_return(self, tail: Tail, now: os.stat_result | None) -> bool:
         """Whether to keep reading a file renamed away a while longer.
@@ -430,8 +433,15 @@ class LiveFiles:
                 tail.head = os.pread(fd, min(tail.offset, HEAD_BYTES), 0)
             else:
                 self._info("follow_resume_from_start", path=tail.path)
+        if tail.rotated_after is not None:
+            # Rotated away before this open (twice between two looks, or
+            # again between the look and the open): read before it.
+            since, after = tail.rotated_after
+            tail.rotated_after = None
+            skip = {after, (st.st_dev, st.st_ino)}
+            yield from skipped(tail, since, skip, self._info, after=after)
         yield Opened(tail.path, tail.file, tail.offset)
-        yield from drain(tail)
+        yield from drain(tail, self._info)
 
     def _park_idle(self) -> None:
         """Close the least recently active ``--watch`` files beyond the cap."""

@@ -1,0 +1,93 @@
+"""Reading one followed file: what counts as a truncation, and what a read
+racing one may take (issue 35: the 2 k lines/s copytruncate soak)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from trajgrade.sources._tail import Tail, drain, truncated
+from trajgrade.sources.pieces import Data, FileId
+
+LINE = (
+    '{"trace_id": "%s", "type": "tool_call", "name": "bash", '
+    '"args": {"command": "ls -la"}, "call_id": "c4"}\n'
+)
+
+
+def _tail(path: Path) -> Tail:
+    tail = Tail(str(path), str(path), given=True)
+    tail.fd = os.open(path, os.O_RDONLY)
+    tail.file = FileId.of(os.fstat(tail.fd))
+    return tail
+
+
+def _read_all(tail: Tail) -> bytes:
+    return b"".join(
+        p.data for p in drain(tail, lambda *a, **k: None) if isinstance(p, Data)
+    )
+
+
+def test_a_rewrite_whose_last_bytes_match_is_a_truncation(tmp_path: Path) -> None:
+    """Three lines, truncated and three other traces' lines written: as
+    long, and the last 64 bytes alike (the trace id is near the start of a
+    line). The first bytes tell it (was: read on at byte 231, the first
+    lines of the new content skipped and its copy never found)."""
+    log = tmp_path / "x.jsonl"
+    log.write_text("".join(LINE % t for t in ("t0014", "t0015", "t0016")))
+    tail = _tail(log)
+    try:
+        before = _read_all(tail)
+        assert tail.offset == len(before)
+        rewritten = "".join(LINE % t for t in ("t0024", "t0025", "t0026"))
+        assert rewritten.encode()[-64:] == before[-64:]
+        with open(log, "r+b") as f:
+            f.truncate(0)
+            f.write(rewritten.encode())
+        assert truncated(tail)
+    finally:
+        os.close(tail.fd)  # type: ignore[arg-type]
+
+
+def test_an_unchanged_file_is_not_truncated(tmp_path: Path) -> None:
+    log = tmp_path / "x.jsonl"
+    log.write_text(LINE % "t1")
+    tail = _tail(log)
+    try:
+        _read_all(tail)
+        with open(log, "a") as f:
+            f.write(LINE % "t2")
+        assert not truncated(tail)
+        assert _read_all(tail) == (LINE % "t2").encode()
+    finally:
+        os.close(tail.fd)  # type: ignore[arg-type]
+
+
+def test_bytes_after_a_nul_are_read_again(tmp_path: Path) -> None:
+    """A read racing a truncation copies zeros where the old content ended;
+    JSON lines have no NUL bytes, so what comes before one is a piece of
+    its own, and the rest is read again (after the truncation check)."""
+    log = tmp_path / "x.jsonl"
+    log.write_bytes((LINE % "t1").encode() + b"\0" * 100)
+    tail = _tail(log)
+    try:
+        pieces = [p for p in drain(tail, lambda *a, **k: None) if isinstance(p, Data)]
+        assert pieces[0].data == (LINE % "t1").encode()
+        assert pieces[0].end == len(LINE % "t1")
+    finally:
+        os.close(tail.fd)  # type: ignore[arg-type]
+
+
+def test_a_hole_that_stays_is_read(tmp_path: Path) -> None:
+    """NULs at the read position that a second read confirms are the
+    file's own (a writer without O_APPEND after a truncation): taken, so
+    the decoder reports them and reading goes on."""
+    log = tmp_path / "x.jsonl"
+    log.write_bytes(b"\0" * 50 + (LINE % "t1").encode())
+    tail = _tail(log)
+    try:
+        got = _read_all(tail)
+        assert got.startswith(b"\0" * 50)
+        assert tail.offset == 50 + len(LINE % "t1")
+    finally:
+        os.close(tail.fd)  # type: ignore[arg-type]

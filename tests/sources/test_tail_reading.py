@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trajgrade.sources._tail import Tail, drain, truncated
+from trajgrade.sources._tail import Tail, drain, read_up_to, remember_read, truncated
 from trajgrade.sources.pieces import Data, FileId
 
 LINE = (
@@ -89,5 +89,48 @@ def test_a_hole_that_stays_is_read(tmp_path: Path) -> None:
         got = _read_all(tail)
         assert got.startswith(b"\0" * 50)
         assert tail.offset == 50 + len(LINE % "t1")
+    finally:
+        os.close(tail.fd)  # type: ignore[arg-type]
+
+
+def test_a_copy_of_what_was_read_is_read_from_where_reading_stopped(
+    tmp_path: Path,
+) -> None:
+    """`cp log tmp; mv tmp log`, then rotated away before the next look:
+    the copy is found among the rotated files, and only what was written
+    to it after the copy counts (was: read whole again, every call twice)."""
+    log = tmp_path / "x.jsonl"
+    log.write_text(LINE % "t1" + LINE % "t2")
+    tail = _tail(log)
+    try:
+        read = _read_all(tail)
+        remember_read(tail, tail.fd, tail.offset)  # type: ignore[arg-type]
+    finally:
+        os.close(tail.fd)  # type: ignore[arg-type]
+    copy = tmp_path / "x.jsonl.1"
+    copy.write_bytes(read + (LINE % "t3").encode())
+    other = tmp_path / "x.jsonl.2"
+    other.write_text(LINE % "t9" + LINE % "t2")  # other first bytes: unread
+    for path, want in ((copy, len(read)), (other, 0)):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert read_up_to(tail, fd) == want
+        finally:
+            os.close(fd)
+
+
+def test_a_reused_inode_with_other_content_is_unread(tmp_path: Path) -> None:
+    """A file deleted frees its inode number; the next file given it (by a
+    rotation soon after a replacement) is not taken for the one read."""
+    log = tmp_path / "x.jsonl"
+    log.write_text(LINE % "t1")
+    tail = _tail(log)
+    try:
+        _read_all(tail)
+        remember_read(tail, tail.fd, tail.offset)  # type: ignore[arg-type]
+        with open(log, "r+b") as f:  # (the same inode, as a reuse leaves it)
+            f.truncate(0)
+            f.write((LINE % "t5").encode())
+        assert read_up_to(tail, tail.fd) == 0  # type: ignore[arg-type]
     finally:
         os.close(tail.fd)  # type: ignore[arg-type]

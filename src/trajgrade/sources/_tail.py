@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from trajgrade.sources._lineage import HEAD_BYTES, MARK_BYTES, find_copy, rotated_since
-from trajgrade.sources.pieces import Closed, Data, FileId, Lost, Opened, Piece
+from trajgrade.sources.pieces import (
+    Closed,
+    CloseReason,
+    Data,
+    FileId,
+    Lost,
+    Opened,
+    Piece,
+)
 from trajgrade.sources.stream import CHUNK_BYTES
 
 if TYPE_CHECKING:
@@ -28,12 +37,18 @@ __all__ = (
     "close_tail",
     "drain",
     "old_content",
+    "read_up_to",
+    "remember_read",
     "restart_if_truncated",
     "skipped",
     "switch_to_copy",
     "truncated",
 )
 
+#: Files a tail remembers having read (a few rotations' worth), and how
+#: many of their first bytes tell them from a file given their inode later.
+CONSUMED_MAX: Final = 32
+_ID_BYTES: Final = 1024
 #: How the reader logs (``LiveFiles._info``).
 Info = Callable[..., Any]
 
@@ -43,6 +58,7 @@ class Tail:
 
     __slots__ = (
         "complained",
+        "consumed",
         "fd",
         "file",
         "given",
@@ -71,6 +87,11 @@ class Tail:
         # After a rename rotation: when the file rotated away was last
         # written, and its identity, until the next file at the path opens.
         self.rotated_after: tuple[int, tuple[int, int]] | None = None
+        # Files read lately (copies, rotated files): never read again as
+        # "unseen", whatever their times and names say. By device, inode
+        # and first bytes: a file deleted frees its inode number for the
+        # next one (a replacement's old file, soon reused by a rotation).
+        self.consumed: deque[_Read] = deque(maxlen=CONSUMED_MAX)
 
 
 def restart_if_truncated(tail: Tail, info: Info) -> Iterator[Piece]:
@@ -97,14 +118,89 @@ def _copied_since(tail: Tail, copy: _Copy, now: bytes) -> list[str]:
     unseen = []
     for path in rotated_since(tail.real, copy.mtime_ns, skip, copy.file):
         try:
-            with open(path, "rb") as f:
-                head = f.read(len(now))
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             continue
-        if head == now[: len(head)]:
-            break  # (what the file holds now: read there)
-        unseen.append(path)
+        try:
+            head = os.pread(fd, len(now), 0)
+            if head == now[: len(head)]:
+                break  # (what the file holds now: read there)
+            if read_up_to(tail, fd) < os.fstat(fd).st_size:
+                unseen.append(path)
+        finally:
+            os.close(fd)
     return unseen
+
+
+def _at_path(tail: Tail) -> bool:
+    try:
+        st = os.stat(tail.real)
+    except OSError:
+        return False
+    return FileId.of(st) == tail.file
+
+
+def remember_read(tail: Tail, fd: int, end: int) -> None:
+    """Note the file open at ``fd`` as read up to ``end`` (see
+    ``Tail.consumed``); nothing read is nothing to note."""
+    if end <= 0:
+        return
+    st = os.fstat(fd)
+    head = os.pread(fd, min(end, _ID_BYTES), 0)
+    mark = os.pread(fd, min(end, MARK_BYTES), end - min(end, MARK_BYTES))
+    tail.consumed.append(_Read(st.st_dev, st.st_ino, head, end, mark))
+
+
+def read_up_to(tail: Tail, fd: int) -> int:
+    """How far the content of the file open at ``fd`` was read already: as
+    that file (its device and inode, and the same first bytes), or as a
+    copy of one (``cp``, then ``mv`` over the log: the same first bytes,
+    and the same bytes before where reading stopped). 0: never read."""
+    st = os.fstat(fd)
+    for seen in reversed(tail.consumed):
+        if os.pread(fd, len(seen.head), 0) != seen.head:
+            continue
+        if (seen.dev, seen.ino) == (st.st_dev, st.st_ino):
+            return seen.end
+        at = seen.end - len(seen.mark)
+        if st.st_size >= seen.end and os.pread(fd, len(seen.mark), at) == seen.mark:
+            return seen.end
+    return 0
+
+
+class _Read(NamedTuple):
+    """A file read up to ``end``, and the bytes that tell its content."""
+
+    dev: int
+    ino: int
+    head: bytes  # its first bytes (up to _ID_BYTES)
+    end: int
+    mark: bytes  # the bytes before ``end``
+
+
+def _read_rest(
+    tail: Tail, path: str, reason: CloseReason, event: str, info: Info
+) -> Iterator[Piece]:
+    """``path`` read to its end from where its content was read up to (from
+    its start, if never), as a file of its own: Opened, Data, Closed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        end = read_up_to(tail, fd)
+        if end >= st.st_size:
+            return  # (read already: a copy of what was read, or itself)
+        info(event, path=tail.path, file=path, start=end)
+        yield Opened(tail.path, FileId.of(st), end)
+        while chunk := os.pread(fd, CHUNK_BYTES, end):
+            end += len(chunk)
+            yield Data(tail.path, chunk, end)
+        remember_read(tail, fd, end)
+        yield Closed(tail.path, reason)
+    finally:
+        os.close(fd)
 
 
 def _read_copies(tail: Tail, paths: list[str], info: Info) -> Iterator[Piece]:
@@ -112,20 +208,7 @@ def _read_copies(tail: Tail, paths: list[str], info: Info) -> Iterator[Piece]:
     assert tail.file is not None
     yield Closed(tail.path, "truncated")  # (nothing of it was read yet)
     for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
-            continue
-        try:
-            file, end = FileId.of(os.fstat(fd)), 0
-            info("follow_copy_unseen", path=tail.path, file=path)
-            yield Opened(tail.path, file, 0)
-            while chunk := os.pread(fd, CHUNK_BYTES, end):
-                end += len(chunk)
-                yield Data(tail.path, chunk, end)
-            yield Closed(tail.path, "truncated")
-        finally:
-            os.close(fd)
+        yield from _read_rest(tail, path, "truncated", "follow_copy_unseen", info)
     yield Opened(tail.path, tail.file, 0)
 
 
@@ -163,6 +246,7 @@ def old_content(tail: Tail, info: Info) -> Generator[Piece, None, _Copy | None]:
         while chunk := os.pread(fd, CHUNK_BYTES, tail.offset):
             tail.offset += len(chunk)
             yield Data(tail.path, chunk, tail.offset)
+        remember_read(tail, fd, tail.offset)
     finally:
         os.close(fd)
     info("follow_tail_copied", path=tail.path, copy=copy, start=start, end=tail.offset)
@@ -207,20 +291,7 @@ def skipped(
     (rotated twice between two looks), oldest first, each read whole;
     ``after`` is the file last read, written last at ``since_ns``."""
     for path in rotated_since(tail.real, since_ns, skip, after):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
-            continue
-        try:
-            file, end = FileId.of(os.fstat(fd)), 0
-            info("follow_rotated_unseen", path=tail.path, file=path)
-            yield Opened(tail.path, file, 0)
-            while chunk := os.pread(fd, CHUNK_BYTES, end):
-                end += len(chunk)
-                yield Data(tail.path, chunk, end)
-            yield Closed(tail.path, "rotated")
-        finally:
-            os.close(fd)
+        yield from _read_rest(tail, path, "rotated", "follow_rotated_unseen", info)
 
 
 def drain(tail: Tail, info: Info) -> Iterator[Piece]:
@@ -232,7 +303,12 @@ def drain(tail: Tail, info: Info) -> Iterator[Piece]:
         # one read (truncated again before this look) come first. Looked for
         # once these first bytes are read, so a copy made later is of them,
         # and their own truncation is seen as one (the mark).
-        if unseen := _copied_since(tail, tail.unseen_after, chunk[:HEAD_BYTES]):
+        # Only while the path still names this file: renamed away since,
+        # what it holds is older than any copy made at the path since, and
+        # those are read as rotated files, after it.
+        if _at_path(tail) and (
+            unseen := _copied_since(tail, tail.unseen_after, chunk[:HEAD_BYTES])
+        ):
             yield from _read_copies(tail, unseen, info)
         tail.unseen_after = None
     while chunk:

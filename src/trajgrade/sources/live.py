@@ -59,6 +59,7 @@ from trajgrade.sources._tail import (
     Tail,
     close_tail,
     drain,
+    remember_read,
     restart_if_truncated,
     skipped,
     switch_to_copy,
@@ -345,6 +346,7 @@ class LiveFiles:
                 return
             old = os.fstat(tail.fd)
             last_write = old.st_mtime_ns
+            remember_read(tail, tail.fd, tail.offset)
             if tail.given and old.st_nlink == 0 and switch_to_copy(tail, self._info):
                 yield from drain(
                     tail, self._info

@@ -96,12 +96,6 @@ def test_an_identical_copy_while_down_is_not_counted_twice(tmp_path: Path) -> No
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open (issue 35 item 3): equal coarse mtimes of two rotations, and a "
-    "copy put in place then rotated away while stopped, can still lose or "
-    "double a few calls; benchmarks/faults.py measures how often",
-)
 @settings(
     max_examples=6,
     deadline=None,

@@ -12,20 +12,17 @@ own). The same session under ``protect: {profile: strict}`` is
 and path rules are not on main yet (``No module named
 'trajgrade.graders.protect.paths'``).
 
-``run --sandbox`` binds only the agent program's file into the sandbox,
-whose ``/tmp`` is a fresh one: an npm agent installed under ``/tmp`` (the
-suite's default ``$TRAJGRADE_AGENTS_DIR``) starts without its package
-(Codex: "Missing optional dependency @openai/codex-linux-x64").
-``test_an_agent_installed_under_tmp_starts`` records that bug
-(``xfail(strict=True)``); the sessions use a hard-linked copy of the
-install outside ``/tmp`` meanwhile.
+The agents run from where the suite installed them (``$TRAJGRADE_AGENTS_DIR``,
+under ``/tmp`` by default): ``run --sandbox`` binds the program's npm
+installation read-only over the sandbox's fresh ``/tmp``
+(``test_an_agent_installed_under_tmp_starts``; it started without its
+package before: "Missing optional dependency @openai/codex-linux-x64").
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,15 +43,10 @@ from tests.sandbox._sandbox import require_bwrap
 
 pytestmark = pytest.mark.slow
 
-OUTSIDE_TMP = Path("/var/tmp/trajgrade-agents")
 NEEDS_PROTECT = (
     "under the strict profile `run` stops the agent at its first refused call "
     "(`cat .e*`), and Codex cannot be asked for `python3 -c`: the later benign "
     "calls never run"
-)
-TMP_BIND_BUG = (
-    "run --sandbox binds only the agent program's file; the sandbox's fresh "
-    "/tmp hides the rest of an npm package installed under /tmp"
 )
 #: The shell classes: (name, command); ``{url}`` is the listener's.
 SHELL_STEPS = (
@@ -78,23 +70,6 @@ SHELL_STEPS = (
 )
 _RUN = (sys.executable, "-m", "trajgrade", "run")
 ATTACKS = ("glob", "quote", "interpreter", "program-glob", "write-then-run", "link")
-
-
-def _outside_tmp(exe: Path, prefix: str) -> Path:
-    """``exe`` from a hard-linked copy of its install outside /tmp."""
-    installed = next(p for p in exe.parents if p.name == prefix)
-    if not str(installed).startswith("/tmp/"):
-        return exe
-    target = OUTSIDE_TMP / prefix
-    if not target.exists():
-        OUTSIDE_TMP.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            ["cp", "-al", str(installed), str(target)], check=False
-        ).returncode
-        if done != 0:
-            shutil.rmtree(target, ignore_errors=True)
-            pytest.skip(f"cannot copy {installed} outside /tmp ({TMP_BIND_BUG})")
-    return target / exe.relative_to(installed)
 
 
 def _codex_turn(name: str, command: str) -> dict[str, Any]:
@@ -121,8 +96,8 @@ class Agent:
 
     def exe(self) -> Path:
         if self.name == "codex":
-            return _outside_tmp(_codex(), "codex")
-        return _outside_tmp(_gemini(), "gemini")
+            return _codex()
+        return _gemini()
 
     def script(self, work: Path, url: str) -> dict[str, Any]:
         steps = [(n, c.replace("{url}", url)) for n, c in SHELL_STEPS]
@@ -290,7 +265,6 @@ def test_the_strict_policy_under_the_sandbox(agent: str, sessions: dict) -> None
     assert "42" in session["by_class"]["benign-python"][0]
 
 
-@pytest.mark.xfail(strict=True, reason=TMP_BIND_BUG)
 def test_an_agent_installed_under_tmp_starts(tmp_path: Path) -> None:
     require_bwrap()
     exe = _codex()

@@ -78,7 +78,7 @@ def prepare(
     # and PATH inside must not find another program of the same name.
     program = os.path.realpath(program)
     command = [program, *command[1:]]
-    read_only = [*read_only, program]
+    read_only = [*read_only, program, *_installation_of(program)]
     home = environ.get("HOME") or os.path.expanduser("~")
     agent = agent_of(original)
     layout = plan_layout(
@@ -189,3 +189,17 @@ async def wrap_sandboxed(
     if refused:
         log.warning("sandbox_refused_total", connections=len(refused))
     return summary
+
+
+def _installation_of(program: str) -> list[str]:
+    """What the program needs of its installation beside its own file: the
+    outermost ``node_modules`` above it (an npm agent's package and its
+    optional platform packages, its siblings there), else its directory
+    when it lies under ``/tmp`` (which the sandbox replaces by a fresh one).
+    Bound read-only: the agent may run its code, not change it."""
+    parts = program.split(os.sep)
+    if "node_modules" in parts:
+        return [os.sep.join(parts[: parts.index("node_modules") + 1])]
+    if program.startswith("/tmp/"):
+        return [os.path.dirname(program)]
+    return []

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 from pyflink.common import Duration, Types, WatermarkStrategy
@@ -59,7 +59,8 @@ _NO_TIMESTAMP: Final = -(2**62)
 Output = tuple[str, str, str]
 _STATE: Final = "trajgrade"
 _CANONICAL: Final = object()  # (grade()'s default timestamps: event_time())
-_DEADLINE: Final = "trajgrade-deadline"
+#: The stored deadline of a trace that has none (it ended).
+_NO_DEADLINE: Final = -(2**63)
 
 
 class _Timed(msgspec.Struct):
@@ -139,33 +140,35 @@ class FlinkGrader(KeyedProcessFunction):  # type: ignore[misc]
         _compile(self.policy, allow_code, format)  # (its errors here, at job build)
         self._host: TraceHost | None = None
         self._state: Any = None
-        self._deadline: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Shipped to the workers as the policy's name: each compiles it in open().
-        return {**self.__dict__, "_host": None, "_state": None, "_deadline": None}
+        return {**self.__dict__, "_host": None, "_state": None}
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self._host = _compile(self.policy, self.allow_code, self.format)
-        # PICKLED_BYTE_ARRAY, not PRIMITIVE_ARRAY(BYTE): read back from the
-        # state backend (a miss in the Python worker's state cache), the
-        # latter lost states (a restore test with cache-size 1 showed it).
+        # One value per trace, its deadline and snapshot together: one state
+        # read and one write per record, and nothing for a cache to hold
+        # apart (two states per key, read back through a one-entry state
+        # cache, lost an early verdict after a restore). PICKLED_BYTE_ARRAY,
+        # not PRIMITIVE_ARRAY(BYTE): read back from the state backend, the
+        # latter lost states.
         snapshot = ValueStateDescriptor(_STATE, Types.PICKLED_BYTE_ARRAY())
         self._state = runtime_context.get_state(snapshot)
-        self._deadline = runtime_context.get_state(
-            ValueStateDescriptor(_DEADLINE, Types.LONG())
-        )
 
     def process_element(self, value: Any, ctx: Any) -> Iterator[Output]:
         trace_id: str = ctx.get_current_key()
         if not trace_id:
             return
         host = self._live_host()
-        raw = self._state.value()
-        trace = host.open(trace_id) if raw is None else host.restore(bytes(raw))
+        stored = _Stored.read(self._state.value())
+        if stored is None:
+            trace, deadline = host.open(trace_id), None
+        else:
+            trace, deadline = host.restore(stored.snapshot), stored.deadline
         if trace.closed:  # (a late record: dropped, the closed snapshot kept)
             return
-        ts, deadline = _timestamp(ctx), self._deadline.value()
+        ts = _timestamp(ctx)
         if ts is not None and deadline is not None and ts > deadline:
             # Idle before this record came, though no watermark said so yet
             # (watermarks are periodic): ended as the timer would have, and
@@ -174,26 +177,23 @@ class FlinkGrader(KeyedProcessFunction):  # type: ignore[misc]
             yield from self._end(trace, "idle")
             return
         outputs = host.feed(trace, _line(value))
-        self._state.update(host.snapshot(trace))
-        if not trace.closed:
-            self._move_deadline(ctx, ts)
+        # (Ended by its own last event: its timer finds no deadline.)
+        deadline = None if trace.closed else self._move_deadline(ctx, ts, deadline)
+        self._state.update(_Stored(deadline, host.snapshot(trace)).write())
         yield from _outputs(outputs)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Output]:
-        if self._deadline.value() != timestamp:  # (a deadline since moved on)
-            return
-        raw = self._state.value()
-        if raw is None:
-            return
-        trace = self._live_host().restore(bytes(raw))
+        stored = _Stored.read(self._state.value())
+        if stored is None or stored.deadline != timestamp:
+            return  # (a deadline since moved on, or the trace ended)
+        trace = self._live_host().restore(stored.snapshot)
         if not trace.closed:
             yield from self._end(trace, "end" if timestamp == END_OF_INPUT else "idle")
 
     def _end(self, trace: TraceState, reason: str) -> Iterator[Output]:
         host = self._live_host()
         outputs = host.finish(trace, reason=reason)
-        self._state.update(host.snapshot(trace))
-        self._deadline.clear()
+        self._state.update(_Stored(None, host.snapshot(trace)).write())
         yield from _outputs(outputs)
 
     def _live_host(self) -> TraceHost:
@@ -202,18 +202,38 @@ class FlinkGrader(KeyedProcessFunction):  # type: ignore[misc]
             raise RuntimeError(msg)
         return self._host
 
-    def _move_deadline(self, ctx: Any, ts: int | None) -> None:
+    def _move_deadline(self, ctx: Any, ts: int | None, before: int | None) -> int:
         deadline = END_OF_INPUT
         if ts is not None:
             deadline = min(END_OF_INPUT - 1, ts + self.idle_ms)
-        before = self._deadline.value()
-        if before == deadline:
-            return
-        timers = ctx.timer_service()
-        if before is not None:
-            timers.delete_event_time_timer(before)
-        timers.register_event_time_timer(deadline)
-        self._deadline.update(deadline)
+        if before != deadline:
+            timers = ctx.timer_service()
+            if before is not None:
+                timers.delete_event_time_timer(before)
+            timers.register_event_time_timer(deadline)
+        return deadline
+
+
+class _Stored(NamedTuple):
+    """A trace's value in the ``ValueState``: its idle deadline (ms of event
+    time; None once ended) and its :class:`TraceHost` snapshot, as bytes:
+    an 8-byte signed deadline (:data:`_NO_DEADLINE` for none), then the
+    snapshot."""
+
+    deadline: int | None
+    snapshot: bytes
+
+    @classmethod
+    def read(cls, raw: Any) -> _Stored | None:
+        if raw is None:
+            return None
+        data = bytes(raw)
+        deadline = int.from_bytes(data[:8], "big", signed=True)
+        return cls(None if deadline == _NO_DEADLINE else deadline, data[8:])
+
+    def write(self) -> bytes:
+        deadline = _NO_DEADLINE if self.deadline is None else self.deadline
+        return deadline.to_bytes(8, "big", signed=True) + self.snapshot
 
 
 def _timestamp(ctx: Any) -> int | None:

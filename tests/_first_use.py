@@ -68,12 +68,19 @@ def _upstream(name: str) -> Callable[[], object]:
     return install
 
 
+def _flink() -> object:
+    from tests.integrations._flink_venv import flink_python
+
+    return flink_python()
+
+
 CLAUDE = ("Claude Code", _claude("CLAUDE_VERSION"))
 CLAUDE_LATEST = ("Claude Code (latest)", _claude("LATEST_CLAUDE"))
 CODEX = ("Codex", _npm("codex"))
 GEMINI = ("Gemini CLI", _npm("gemini"))
 AGENTV = ("@agentv/core", _upstream("agentv"))
 LETTA = ("letta-evals", _upstream("letta"))
+FLINK = ("apache-flink (a virtualenv of its own)", _flink)
 
 #: Test files (a path prefix under the repository) -> the installs they use.
 NEEDS: dict[str, tuple[tuple[str, Callable[[], object]], ...]] = {
@@ -81,6 +88,7 @@ NEEDS: dict[str, tuple[tuple[str, Callable[[], object]], ...]] = {
     "tests/telemetry/test_claude_code_otlp.py": (CLAUDE,),
     "tests/telemetry/test_agents_otlp.py": (CODEX, GEMINI),
     "tests/differential/": (AGENTV, LETTA),
+    "tests/integrations/test_flink_venv.py": (FLINK,),
 }
 
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from trajgrade.graders.protect.config import ProtectConfig
 
 #: The permissive policy of the control run: no protect: section, nothing
 #: but a budget no session reaches.
@@ -193,60 +192,6 @@ def step_results(
     for turn, step in enumerate(steps):
         out.setdefault(step.name, []).append(results.get(ids.get(turn, ""), ""))
     return out
-
-
-def _absolute(pattern: str, project: Path, home: Path) -> str:
-    if pattern.startswith("~/"):
-        return str(home / pattern[2:])
-    if pattern.startswith("/"):
-        return pattern
-    return str(project / pattern)
-
-
-def claude_sandbox_settings(
-    hook: str,
-    *,
-    protect: ProtectConfig,
-    policy: Path,
-    project: Path,
-    home: Path,
-    state_dir: Path,
-) -> dict[str, Any]:
-    """What ``trajgrade hook install claude-code --sandbox`` is to write (not
-    on main yet): the fail-closed hooks, and Claude Code's sandbox compiled
-    from ``protect``. Switching the test to the install command replaces
-    this call and nothing else.
-
-    Claude Code 2.1.197 ignores a relative ``denyRead`` entry (``.env``,
-    ``./.env``, ``**/.env`` all left ``cat .e*`` reading the file here) and
-    honours an absolute one (with globs), so the secrets are written as
-    absolute paths from the project and the home directory."""
-    from trajgrade.hooks.install import merged
-
-    settings = merged({}, "claude-code", command=hook, fail_closed=True)
-    claude = home / ".claude"
-    settings["sandbox"] = {
-        "enabled": True,
-        "allowUnsandboxedCommands": False,
-        "filesystem": {
-            "denyRead": [_absolute(s, project, home) for s in protect.secrets or ()],
-            "denyWrite": [
-                str(policy),
-                str(state_dir),
-                str(claude / "settings.json"),
-                str(claude / "settings.local.json"),
-                str(home / ".claude.json"),
-                # Not the project's .claude/: Claude Code's sandbox keeps it
-                # read-only itself, and naming it here breaks every Bash
-                # command ("bwrap: Can't create file at …/.claude: Is a
-                # directory", 2.1.197).
-            ],
-        },
-        "network": {"allowedDomains": list(protect.network.allow or ())}
-        if protect.network is not None
-        else {"allowedDomains": []},
-    }
-    return settings
 
 
 def hook_line(

@@ -75,7 +75,9 @@ def test_claude_code_gets_exactly_the_sandbox_keys_merged(tmp_path: Path) -> Non
     assert box["network"] == {"allowLocalBinding": True, "allowedDomains": []}
     fs = box["filesystem"]
     states = "~/.local/state/trajgrade/hooks"
-    assert fs["denyRead"] == [*SECRETS, states]
+    # (the project is the home here: its relative secrets read as ~/…)
+    in_project = [s if s.startswith(("~/", "/")) else f"~/{s}" for s in SECRETS]
+    assert fs["denyRead"] == [*in_project, states]
     # denyWrite globs are skipped on Linux by Claude Code: literal paths only
     assert "~/.git/hooks" in fs["denyWrite"] and "~/.git/config" in fs["denyWrite"]
     assert "~/.git/hooks" in fs["denyWrite"] and "~/policy.yaml" in fs["denyWrite"]
@@ -161,8 +163,11 @@ def test_fail_closed_is_the_default_and_fail_open_warns(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("user", [False, True], ids=["project", "user"])
 def test_the_section_is_compiled_as_written(tmp_path: Path, user: bool) -> None:
-    """Globs stay globs for denyRead (Claude Code expands them per command);
-    denyWrite gets literal paths (its globs are skipped on Linux); a
+    """Globs stay globs for denyRead (Claude Code expands them per command),
+    a project-relative one made absolute under the project (the only form
+    Claude Code 2.1.197 honours); denyWrite gets literal paths (its globs
+    are skipped on Linux) and the project's settings files, never its
+    ``.claude/`` directory (that breaks every sandboxed command); a
     project-relative secret cannot be named from the user's settings."""
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "a.pem").write_text("x")
@@ -180,10 +185,13 @@ def test_the_section_is_compiled_as_written(tmp_path: Path, user: bool) -> None:
         read_only=["/p/policy.yaml"],
     )
     fs = plan.settings["filesystem"]
-    relative = [] if user else [".env"]
+    relative = [] if user else [f"{tmp_path}/.env"]
     assert fs["denyRead"] == [*relative, "~/.ssh/**", "/etc/secret", "/state"]
     assert plan.left_to_hooks == ([".env"] if user else [])
     assert f"{tmp_path}/.git/hooks" in fs["denyWrite"]
     assert f"{tmp_path}/config/a.pem" in fs["denyWrite"]
     assert "/p/policy.yaml" in fs["denyWrite"]
+    assert f"{tmp_path}/.claude" not in fs["denyWrite"]
+    if not user:
+        assert f"{tmp_path}/.claude/settings.json" in fs["denyWrite"]
     assert plan.settings["network"] == {"allowedDomains": ["pypi.org", "*.npmjs.org"]}

@@ -7,11 +7,17 @@ Claude Code (keys verified in the 2.1.197 bundle, ``claude`` binary of
 ``network.allowedDomains``, ``filesystem.{denyRead,denyWrite,allowRead,allowWrite}``),
 and how it reads the paths (same bundle):
 
-* ``~/x`` is the home, ``/x`` is absolute (``//x`` too), anything else is
-  relative to the settings file's root: the project for
-  ``.claude/settings.json``, ``~/.claude`` for the user's file. So a
-  project-relative secret can only be written into the project's file; a
-  ``--user`` install leaves those to the hook layer (and says so).
+* ``~/x`` is the home, ``/x`` is absolute (``//x`` too). A relative entry
+  (``.env``, ``./.env``, ``**/.env``) is *not* honoured by 2.1.197: with
+  one, ``cat .e*`` in the sandbox still read the file (the real-CLI test,
+  tests/hooks/test_real_agents_sandbox.py). So a project install writes
+  the project's secrets as absolute globs under the project root; a
+  ``--user`` install (no one project) leaves them to the hook layer, and
+  says so.
+* The project's ``.claude/`` directory must not be named in ``denyWrite``:
+  Claude Code mounts files inside it (``.claude/commands``) and every Bash
+  command then fails (``bwrap: Can't create file at …/.claude/commands:
+  Read-only file system``). Its settings files are named instead.
 * ``denyRead`` globs (``*``, ``?``, ``**/``) are expanded on Linux at every
   sandboxed command, from their literal prefix; a trailing ``/**`` is the
   directory itself. ``denyWrite`` globs are *skipped* on Linux, so they are
@@ -107,9 +113,12 @@ def _read_paths(
         if pattern.startswith(("~/", "/")):
             out.append(pattern)
         elif user:
-            left.append(pattern)  # would be read relative to ~/.claude
+            left.append(pattern)  # no one project root to anchor it to
         else:
-            out.append(pattern)  # relative to the project root, as the policy means
+            # Relative to the project root, as the policy means it; written
+            # absolute, the one form Claude Code honours.
+            relative = pattern.removeprefix("./")
+            out.append(_home_form(os.path.join(project, relative), home))
     return out, left
 
 
@@ -160,7 +169,10 @@ def claude_sandbox(
         os.path.join(home, ".claude.json"),
     ]
     if not user:
-        agent_files.append(os.path.join(project, ".claude"))
+        agent_files += [
+            os.path.join(project, ".claude", "settings.json"),
+            os.path.join(project, ".claude", "settings.local.json"),
+        ]
     deny_write = _write_paths(protect.read_only or (), project=project, home=home)
     deny_write += [
         _home_form(os.path.abspath(p), home) for p in (*read_only, *agent_files)

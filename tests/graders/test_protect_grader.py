@@ -53,6 +53,13 @@ class DiskWorld:
     def forget(self) -> None:
         pass  # nothing is kept
 
+    def command_of(self, pid: int) -> tuple[str, ...] | None:
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        return tuple(w.decode() for w in raw.rstrip(b"\0").split(b"\0"))
+
 
 def write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "policy.yaml"

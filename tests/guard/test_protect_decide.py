@@ -3,6 +3,10 @@ as the analysis reports them."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import pytest
 from tests.guard._protect_support import (
     CWD,
@@ -20,7 +24,9 @@ from tests.guard._protect_support import (
 
 from trajgrade.graders.protect.decide import decide
 from trajgrade.graders.protect.facts import CallFacts, Run
+from trajgrade.graders.protect.self_guard import is_trajgrade
 from trajgrade.graders.protect.state import ProtectState
+from trajgrade.runtime.host_world import HostWorld
 from trajgrade.verdicts import Action, Outcome
 
 STRICT = {"profile": "strict"}
@@ -478,3 +484,48 @@ def test_most_severe_wins_over_the_order():
     # Two denies: the first in precedence (self before secrets).
     both = shell(run("mv"), touches=(d(f"{CWD}/.env"), w(f"{CWD}/policy.yaml")))
     assert rule_of(STANDARD, both) == "protect.self"
+
+
+@pytest.mark.parametrize(
+    "argv0",
+    [
+        ("bash", "-c", "exec -a trajgrade sleep 60"),
+        ("bash", "-c", "exec -a /opt/venv/bin/trajgrade sleep 60"),
+        (sys.executable, "-c", "import time; time.sleep(60)", "-m", "trajgrade"),
+    ],
+    ids=["trajgrade", "a-path-to-trajgrade", "python-m-trajgrade"],
+)
+def test_a_kill_of_a_live_trajgrade_pid_is_denied_in_guard_modes(argv0):
+    """In guard modes the host's /proc tells what a literal pid is: a kill
+    of trajgrade's (``serve``, a hook, ``run``) is refused by the built-in
+    rule, under any policy; another process's follows the capability map."""
+    permissive = {"default": "allow", "capabilities": {"signal": "allow"}}
+    proc = subprocess.Popen(argv0)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        world = HostWorld()
+        # (the shell's exec has replaced its argv once /proc shows it)
+        deadline = time.monotonic() + 60
+        while not is_trajgrade(world.command_of(proc.pid) or ()):
+            assert time.monotonic() < deadline, world.command_of(proc.pid)
+            time.sleep(0.01)
+        for argv in (("kill", str(proc.pid)), ("kill", "-9", "1", str(proc.pid))):
+            facts = shell(run(*argv, caps=("signal",)))
+            j = ruling(permissive, facts, world=world)
+            assert j is not None and j.rule == "protect.self", argv
+            assert "is trajgrade" in j.reason, j.reason
+        facts = shell(run("kill", str(other.pid), caps=("signal",)))
+        assert ruling(permissive, facts, world=world) is None
+        # Without a world (a recorded log) a literal pid cannot be told.
+        facts = shell(run("kill", str(proc.pid), caps=("signal",)))
+        assert ruling(permissive, facts) is None
+    finally:
+        for p in (proc, other):
+            p.kill()
+            p.wait()
+
+
+def test_a_pid_that_is_gone_is_not_trajgrade():
+    assert HostWorld().command_of(2**22 + 7) is None
+    assert not is_trajgrade(("python3", "app.py"))
+    assert not is_trajgrade(())

@@ -129,8 +129,9 @@ def test_serve_fail_closed_denies_a_body_the_edge_refuses(tmp_path: Path) -> Non
         status, body = _post(url, "claude-code", big)
     assert status == 200
     assert "fail-closed" in str(_denied("claude-code", body))
-    # Without --fail-closed the edge's 413 stands (the call runs: fail-open).
-    with serving(policy, tmp_path / "state2", "--max-body", "64") as (url, _):
+    # With --fail-open the edge's 413 stands (the call runs).
+    open_flags = ("--fail-open", "--max-body", "64")
+    with serving(policy, tmp_path / "state2", *open_flags) as (url, _):
         assert _post(url, "claude-code", big)[0] == 413
 
 

@@ -195,3 +195,38 @@ def test_the_section_is_compiled_as_written(tmp_path: Path, user: bool) -> None:
     if not user:
         assert f"{tmp_path}/.claude/settings.json" in fs["denyWrite"]
     assert plan.settings["network"] == {"allowedDomains": ["pypi.org", "*.npmjs.org"]}
+
+
+def test_a_server_install_gets_the_sandbox_of_the_policy_the_daemon_runs(
+    tmp_path: Path,
+) -> None:
+    """``--server`` with ``--sandbox``: ``-c`` names the daemon's policy (its
+    protect: section is the sandbox, the file read-only in it) and
+    ``--state-dir`` the daemon's state (hidden); the hook command is the thin
+    client, without either."""
+    (tmp_path / "policy.yaml").write_text(PROTECT)
+    (tmp_path / "token").write_text("t\n")
+    server = ["--server", "http://127.0.0.1:8787", "--token-file", "token"]
+    proc = _install(tmp_path, "claude-code", *server, "--sandbox")
+    assert proc.returncode == 2
+    assert "--sandbox with --server needs -c POLICY" in proc.stderr, proc.stderr
+    daemon_state = tmp_path / "daemon-state"
+    proc = _install(
+        tmp_path,
+        "claude-code",
+        *server,
+        "--sandbox",
+        "-c",
+        "policy.yaml",
+        "--state-dir",
+        str(daemon_state),
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    fs = got["sandbox"]["filesystem"]
+    assert "~/daemon-state" in fs["denyRead"] and "~/token" in fs["denyRead"]
+    assert "~/policy.yaml" in fs["denyWrite"]
+    (entry,) = got["hooks"]["PreToolUse"]
+    command = entry["hooks"][0]["command"]
+    assert "--server http://127.0.0.1:8787" in command
+    assert "policy.yaml" not in command and "daemon-state" not in command

@@ -7,10 +7,8 @@ breaking the policy), with benign calls between them.
 Each session runs twice: the control (``trajgrade run`` without
 ``--sandbox``: the canary leaks, so the checks can fail) and under
 ``--sandbox`` with a permissive policy (what the sandbox layer holds on its
-own). The same session under ``protect: {profile: strict}`` is
-``xfail(strict=True)``: ``run`` compiles the protect grader, whose analysis
-and path rules are not on main yet (``No module named
-'trajgrade.graders.protect.paths'``).
+own). The same session runs under ``protect: {profile: strict}`` with the
+sandbox too: the per-run hooks refuse calls before they run.
 
 The agents run from where the suite installed them (``$TRAJGRADE_AGENTS_DIR``,
 under ``/tmp`` by default): ``run --sandbox`` binds the program's npm
@@ -43,11 +41,6 @@ from tests.sandbox._sandbox import require_bwrap
 
 pytestmark = pytest.mark.slow
 
-NEEDS_PROTECT = (
-    "under the strict profile `run` stops the agent at its first refused call "
-    "(`cat .e*`), and Codex cannot be asked for `python3 -c`: the later benign "
-    "calls never run"
-)
 #: The shell classes: (name, command); ``{url}`` is the listener's.
 SHELL_STEPS = (
     ("benign-ls", "ls"),
@@ -255,14 +248,43 @@ def test_the_sandbox_session_as_a_whole(agent: str, sessions: dict) -> None:
     assert sessions[agent, "control"]["policy_changed"]  # the check can fail
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_PROTECT)
-@pytest.mark.parametrize("agent", AGENTS)
-def test_the_strict_policy_under_the_sandbox(agent: str, sessions: dict) -> None:
-    session = sessions[agent, "strict"]
+def test_the_strict_policy_under_the_sandbox_codex(sessions: dict) -> None:
+    """Both layers with Codex: the per-run hooks refuse each call before it
+    runs and the agent goes on (every call of the script is made, ``run``
+    exits 0: Codex's output shows no refused call, so the wrapper has
+    nothing to stop); nothing leaks; the benign listing works. The strict
+    profile asks before an interpreter runs code, and Codex cannot ask its
+    user from a hook: that benign call is refused, saying so (the known
+    cost of strict on a host that cannot ask)."""
+    session = sessions["codex", "strict"]
     assert session["proc"].returncode == 0, session["proc"].stderr[-2000:]
     assert session["calls"] == len(SHELL_STEPS)
+    _assert_held(session)
+    assert "README.md" in session["by_class"]["benign-ls"][0]
+    (python,) = session["by_class"]["benign-python"]
+    assert "cannot ask the user" in python, python
+
+
+def test_the_strict_policy_under_the_sandbox_gemini(sessions: dict) -> None:
+    """Both layers with Gemini CLI: the per-run hook refuses ``cat .e*``
+    before it runs, and since Gemini's stream reports the refused call,
+    the wrapper then stops the agent too (exit 3, stopped by ``protect``): the later calls never run
+    and nothing leaks."""
+    session = sessions["gemini", "strict"]
+    proc = session["proc"]
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert '"stopped_by":"protect"' in proc.stderr, proc.stderr[-2000:]
+    assert "read .e*, a secret" in proc.stderr, proc.stderr[-2000:]
+    assert session["calls"] < len(SHELL_STEPS)
+    _assert_held(session)
+
+
+def _assert_held(session: dict) -> None:
     assert session["canary"] not in session["requests"]
-    assert "42" in session["by_class"]["benign-python"][0]
+    assert session["canary"] not in session["listener"]
+    assert not session["policy_changed"]
+    for name in ATTACKS:
+        assert not _leaks(session, name), f"{name} leaked"
 
 
 def test_an_agent_installed_under_tmp_starts(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""``trajgrade serve`` refuses bad HTTP framing with a status, never a traceback
-(issue 15, item 5): the shared edge of :mod:`trajgrade.runtime.http_edge`."""
+"""``trajgrade serve --fail-open`` refuses bad HTTP framing with a status, never
+a traceback (issue 15, item 5): the shared edge of
+:mod:`trajgrade.runtime.http_edge`."""
 
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ def serve_fixture(
             "100000",
             "--read-timeout",
             "0.5",
+            # The edge's own statuses; fail-closed (the default) answers
+            # each with a denial instead (tests/hooks/test_hostile_payloads.py).
+            "--fail-open",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -134,11 +134,19 @@ def _codex() -> tuple[str, str]:
 
 
 def check_server(
-    url: str, config_path: str | None, state_dir: str | None, allow_code: bool
+    url: str,
+    config_path: str | None,
+    state_dir: str | None,
+    allow_code: bool,
+    *,
+    sandbox: bool = False,
 ) -> None:
     """Usage errors for a ``--server`` install the hook could never use: a
     URL the client refuses (every call would fail open), or options that
-    belong to the daemon (they would be dropped without a word)."""
+    belong to the daemon (they would be dropped without a word). With
+    ``--sandbox``, ``-c`` names the policy the daemon runs (its ``protect:``
+    section becomes the agent's sandbox, and the file is made read-only
+    there) and ``--state-dir`` the daemon's state (hidden there)."""
     from trajgrade.hooks.client import server_address
 
     try:
@@ -152,8 +160,8 @@ def check_server(
     daemon = [
         flag
         for flag, given in (
-            ("-c", config_path),
-            ("--state-dir", state_dir),
+            ("-c", config_path and not sandbox),
+            ("--state-dir", state_dir and not sandbox),
             ("--allow-code", allow_code),
         )
         if given
@@ -162,5 +170,12 @@ def check_server(
         msg = (
             f"{', '.join(daemon)} with --server: the daemon has the policy and the "
             f"state; give them to `trajgrade serve`, and drop them here"
+        )
+        raise click.UsageError(msg)
+    if sandbox and config_path is None:
+        msg = (
+            "--sandbox with --server needs -c POLICY: the policy the daemon runs, "
+            "whose protect: section the agent's sandbox is made from (and "
+            "--state-dir DIR: the daemon's, to hide it from the sandbox)"
         )
         raise click.UsageError(msg)

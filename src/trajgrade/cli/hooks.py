@@ -155,7 +155,7 @@ def install_cmd(
         raise click.UsageError(msg)
     suite = None
     if server_url is not None:
-        check_server(server_url, config_path, state_dir, allow_code)
+        check_server(server_url, config_path, state_dir, allow_code, sandbox=sandbox)
         given = [f"--{k.replace('_', '-')}" for k, v in passed.items() if v is not None]
         if given:
             msg = f"{', '.join(given)} with --server: give them to `trajgrade serve`, which grades"
@@ -167,9 +167,6 @@ def install_cmd(
                 "without one any process on the machine, the agent's shell included, "
                 "can post to the daemon"
             )
-            raise click.UsageError(msg)
-        if sandbox:
-            msg = "--sandbox with --server: give the policy to a cold install (-c POLICY --sandbox) for now"
             raise click.UsageError(msg)
     else:
         assert config_path is not None
@@ -347,9 +344,11 @@ _FSYNC_HELP = (
     help="Append every guard decision as a JSON line here.",
 )
 @click.option(
-    "--fail-closed",
-    is_flag=True,
-    help="Deny a call a rule cannot be evaluated on (default: it runs, with a warning).",
+    "--fail-closed/--fail-open",
+    default=True,
+    show_default=True,
+    help="Deny a call a rule cannot be evaluated on (default), or let it run "
+    "(--fail-open: a tripwire, with a warning).",
 )
 @click.option("--fsync/--no-fsync", default=True, help=_FSYNC_HELP)
 @allow_code_option
@@ -379,6 +378,10 @@ def serve(
     from trajgrade.runtime.host_world import HostWorld
     from trajgrade.runtime.owner_lock import StateDirInUse
 
+    if not fail_closed:
+        from trajgrade.cli.hook_install import FAIL_OPEN_WARNING
+
+        click.echo(FAIL_OPEN_WARNING.replace("a hook", "serve"), err=True)
     guard_files = (state_dir or default_state_dir(),)
     suite = load_policy(
         config_path,

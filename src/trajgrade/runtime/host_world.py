@@ -34,8 +34,10 @@ from typing import Any, Final
 from trajgrade.graders.protect.aliases import UNKNOWABLE, unalias
 from trajgrade.graders.protect.facts import Found
 
-__all__ = ("EXPAND_MAX", "FRESH_S", "READ_MAX", "HostWorld")
+__all__ = ("CMDLINE_MAX", "EXPAND_MAX", "FRESH_S", "READ_MAX", "HostWorld")
 
+#: Bytes of a process's command line read to tell whether it is trajgrade.
+CMDLINE_MAX: Final = 4096
 #: Names one glob expands to, at most.
 EXPAND_MAX: Final = 256
 #: Bytes of a secret file read, at most (a larger file is not a .env).
@@ -89,6 +91,16 @@ class HostWorld:
 
     def forget(self) -> None:
         self._cache.clear()
+
+    def command_of(self, pid: int) -> tuple[str, ...] | None:
+        # Not cached: a pid is reused, and a kill is rare.
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                raw = f.read(CMDLINE_MAX)
+        except (OSError, ValueError):
+            return None
+        words = raw.rstrip(b"\0").split(b"\0")
+        return tuple(w.decode("utf-8", "replace") for w in words) if raw else ()
 
     def read_secret(self, path: str) -> bytes | None:
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC

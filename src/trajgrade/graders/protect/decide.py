@@ -154,7 +154,7 @@ def _self(
                 f"{facts.tool} would {_VERB[touch.mode]} {touch.path}, which is the guard's own ({hit}); no policy can allow that",
             )
     for run in facts.runs:
-        why = signal_threat(run)
+        why = signal_threat(run, world)
         if why is not None:
             yield Ruling(
                 "deny",

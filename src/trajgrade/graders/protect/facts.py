@@ -131,6 +131,12 @@ class World(Protocol):
         their values can be recognised (only digests are kept)."""
         ...
 
+    def command_of(self, pid: int) -> tuple[str, ...] | None:
+        """The argv of live process ``pid`` as this host sees it (a
+        ``kill PID`` is judged by what it would reach); None: no such
+        process, or it cannot be read."""
+        ...
+
     def forget(self) -> None:
         """Drop what earlier decisions learnt: the next one must see the
         file system as it is now (the call before may have made the link

@@ -26,6 +26,7 @@ a World resolved the call's paths, by real path and by (device, inode).
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 import sys
@@ -41,6 +42,7 @@ __all__ = (
     "AGENT_DIRS",
     "ProtectedTrees",
     "installation",
+    "is_trajgrade",
     "signal_threat",
 )
 
@@ -251,20 +253,22 @@ _KILLALL_VALUED: Final = frozenset("sunoyYZ") | {
 _SIGNUM: Final = re.compile(r"^-(\d+|[A-Z]{2}[A-Z0-9+-]*)$")
 
 
-def signal_threat(run: Run) -> str | None:
+def signal_threat(run: Run, world: World | None = None) -> str | None:
     """Why ``run`` could signal a trajgrade process, or None.
 
-    A plain ``kill PID`` cannot be resolved to a process name without I/O:
-    a literal positive pid is let through here (the strict profile asks for
-    every ``signal``), anything else -- ``0``, ``-1``, a process group, a
-    ``$(pgrep ...)`` that was not resolved, pids from stdin -- is refused.
+    A literal positive pid in ``kill PID`` is looked up in ``world`` (guard
+    modes: the host's ``/proc``): one that is trajgrade's is refused.
+    Without a world (recorded logs) it is let through (the strict profile
+    asks for every ``signal``). Anything else -- ``0``, ``-1``, a process
+    group, a ``$(pgrep ...)`` that was not resolved, pids from stdin -- is
+    refused.
     """
     name = run.name
     if name is None:
         return None
     argv = run.argv[1:]
     if name == "kill":
-        return _kill(argv)
+        return _kill(argv, world)
     if name == "pkill":
         return _pkill(argv)
     if name == "killall":
@@ -278,7 +282,7 @@ def signal_threat(run: Run) -> str | None:
     return None
 
 
-def _kill(argv: tuple[str, ...]) -> str | None:
+def _kill(argv: tuple[str, ...], world: World | None) -> str | None:
     targets: list[str] = []
     skip = done = signalled = False
     for word in argv:
@@ -303,7 +307,19 @@ def _kill(argv: tuple[str, ...]) -> str | None:
             continue  # a job of the agent's own shell
         if not t.isdigit() or int(t) <= 0:
             return f"kill {t} could reach a trajgrade process (only a literal positive pid is let through)"
+        argv_of = None if world is None else world.command_of(int(t))
+        if argv_of is not None and is_trajgrade(argv_of):
+            return f"kill {t}: process {t} is trajgrade ({' '.join(argv_of)[:120]})"
     return None
+
+
+def is_trajgrade(argv: tuple[str, ...]) -> bool:
+    """Whether a process's argv runs trajgrade: its program or script is
+    named ``trajgrade``, or it is ``python -m trajgrade``."""
+    names = [posixpath.basename(w) for w in argv[:3]]
+    if "trajgrade" in names:
+        return True
+    return any(a == "-m" and b == "trajgrade" for a, b in itertools.pairwise(argv))
 
 
 def _pkill(argv: tuple[str, ...]) -> str | None:

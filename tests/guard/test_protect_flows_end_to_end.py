@@ -3,6 +3,8 @@ roads to a secret's value that no single rule names."""
 
 from __future__ import annotations
 
+import subprocess
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from trajgrade.config.compile import compile_suite
 from trajgrade.config.decode import decode_config
 from trajgrade.graders import BuildContext
+from trajgrade.graders.protect.self_guard import is_trajgrade
 from trajgrade.hooks.session import new_state, step
 from trajgrade.runtime.host_world import HostWorld
 
@@ -76,3 +79,43 @@ def test_apply_patch_from_a_pipe_could_write_the_guards_files(project: Path) -> 
     assert '"deny"' in denied
     here = "apply_patch <<'P'\n*** Begin Patch\n*** Add File: src/a.py\n+x\n*** End Patch\nP"
     assert '"deny"' not in call("Bash", {"command": here})
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "kill {pid}",
+        "kill -9 {pid}",
+        "/bin/kill -s KILL {pid}",
+        "/usr/bin/kill -TERM -- {pid}",
+        "env kill {pid}",
+        "timeout 5 kill -9 {pid}",
+        "nohup kill {pid}",
+        "sh -c 'kill -9 {pid}'",
+        'bash -c "kill {pid}"',
+        "true && kill {pid}",
+        "kill 1 {pid}",
+        "kill $(echo {pid})",
+    ],
+)
+def test_every_spelling_of_a_kill_of_a_live_trajgrade_pid_is_denied(
+    project: Path, command: str
+) -> None:
+    """Through the hook path (payload, shell analysis, the host's /proc):
+    a process whose argv is trajgrade's cannot be signalled, however the
+    kill is wrapped; under a policy that allows signals otherwise."""
+    proc = subprocess.Popen(["bash", "-c", "exec -a trajgrade sleep 60"])
+    try:
+        world = HostWorld()
+        deadline = time.monotonic() + 60
+        while not is_trajgrade(world.command_of(proc.pid) or ()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        answer = _session(project)("Bash", {"command": command.format(pid=proc.pid)})
+        assert '"deny"' in answer, answer
+        assert "trajgrade" in answer and "guard does not let the agent" in answer, (
+            answer
+        )
+    finally:
+        proc.kill()
+        proc.wait()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -239,3 +240,25 @@ def claude_env(home: Path, port: int) -> dict[str, str]:
     if "PYTHONPATH" in os.environ:  # the hook runs this checkout's trajgrade
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
+
+
+def run_claude_p(
+    exe: Path, work: Path, home: Path, port: int, tools: str
+) -> subprocess.CompletedProcess[str]:
+    """``claude -p`` in ``work`` against the fake model on ``port``, its
+    stream-json output checked to end in a result."""
+    argv = [str(exe), "-p", "do the task", "--output-format", "stream-json"]
+    argv += ["--verbose", "--allowedTools", tools, "--permission-mode", "acceptEdits"]
+    proc = subprocess.run(
+        argv,
+        cwd=work,
+        env=claude_env(home, port),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert out and out[-1].get("type") == "result", proc.stderr[-2000:]
+    return proc

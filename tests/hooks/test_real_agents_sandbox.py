@@ -48,10 +48,10 @@ from tests.hooks._guard_session import (
     STRICT_POLICY,
     Step,
     attack_steps,
-    claude_env,
     hook_line,
     loopback_listener,
     new_canary,
+    run_claude_p,
     script,
     step_results,
 )
@@ -159,32 +159,11 @@ def _run_session(root: Path, *, policy_text: str, sandbox: bool) -> Session:
             HARNESS / "fake_anthropic.py", root / "script.json", srv
         ) as port:
             start = time.monotonic()
-            proc = subprocess.run(
-                [
-                    str(exe),
-                    "-p",
-                    "do the task",
-                    "--output-format",
-                    "stream-json",
-                    "--verbose",
-                    "--allowedTools",
-                    "Bash Write Edit Read Grep",
-                    "--permission-mode",
-                    "acceptEdits",
-                ],
-                cwd=work,
-                env=claude_env(home, port),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
+            proc = run_claude_p(exe, work, home, port, "Bash Write Edit Read Grep")
             seconds = time.monotonic() - start
         got = requests(srv)
         log = listener.log()
     out = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
-    assert out and out[-1].get("type") == "result", proc.stderr[-2000:]
     assert out[-1].get("result") == "done", out[-1]
     decisions = root / "decisions.jsonl"
     return Session(

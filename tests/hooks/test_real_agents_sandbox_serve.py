@@ -33,8 +33,8 @@ from tests.hooks._guard_session import (
     STRICT_POLICY,
     Step,
     bash,
-    claude_env,
     new_canary,
+    run_claude_p,
     script,
     step_results,
 )
@@ -95,21 +95,7 @@ def _claude_session(
     srv = root / "srv"
     (root / "script.json").write_text(json.dumps(script(steps)))
     with fake_server(HARNESS / "fake_anthropic.py", root / "script.json", srv) as port:
-        argv = [str(_claude()), "-p", "do the task", "--output-format", "stream-json"]
-        argv += ["--verbose", "--allowedTools", "Bash Read"]
-        argv += ["--permission-mode", "acceptEdits"]
-        proc = subprocess.run(
-            argv,
-            cwd=work,
-            env=claude_env(home, port),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    out = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
-    assert out and out[-1].get("type") == "result", proc.stderr[-2000:]
+        run_claude_p(_claude(), work, home, port, "Bash Read")
     got = requests(srv)
     results = step_results(got, steps)
     results["_requests"] = [json.dumps(got)]

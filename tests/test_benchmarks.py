@@ -248,3 +248,40 @@ def test_the_flink_benchmark_prints_every_figure() -> None:
     assert re.search(r"^Flink job \(mini-cluster\): +\d+ events/s", out, re.MULTILINE)
     assert re.search(r"^state per open trace: \d+ B largest", out, re.MULTILINE)
     assert "verdicts: identical to trajgrade grade in every round" in out
+
+
+def test_the_call_facts_probe_prices_the_spared_handler_calls() -> None:
+    """`python benchmarks/call_facts.py --size small --rounds 1`: the handler
+    calls of six.yaml, a share of them spared (the count-only and idle call
+    handlers, the results of calls a tool-calls grader cannot match), and
+    the engine's CPU both ways."""
+    if not (SHARED / "bench" / "gen_traces.py").is_file():
+        pytest.skip(f"shared bench scripts not found at {SHARED}; set TRAJGRADE_SHARED")
+    done = subprocess.run(
+        [
+            *(sys.executable, "benchmarks/call_facts.py", "--size", "small"),
+            *("--rounds", "1", "--shared", str(SHARED)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    m = re.search(
+        r"handler calls: ([\d,]+) \(.*\); spared by engine-owned call facts: ([\d,]+)",
+        out,
+    )
+    assert m is not None, out
+    total, spared = (int(g.replace(",", "")) for g in m.groups())
+    assert 0 < spared < total
+    # The count-only handlers of the name-only graders are spared, the
+    # trajectory's calls are not (it reads every call).
+    assert re.search(r"^  forbidden +_count_call +ToolCall +spared", out, re.MULTILINE)
+    assert re.search(r"^  exact +_call +ToolCall +kept", out, re.MULTILINE)
+    assert re.search(r"^  exact +kept +[\d,]+ +spared +0$", out, re.MULTILINE)
+    assert re.search(r"today [\d.]+ s .*spared calls not made [\d.]+ s", out)
+    assert re.search(r"beyond today's open call ids: [+-][\d.]+ s", out)

@@ -10,8 +10,8 @@ read them (``matching._views``):
   pattern reads;
 * ``search`` -- a content search (``Grep``) reads every file it searches: a
   pattern read of ``<path>/**``, or of ``<path>/<glob>`` (a glob without a
-  ``/`` matches at any depth); a name search (``Glob``) a pattern read of
-  ``<path>/<pattern>``;
+  ``/`` matches at any depth); a name search (``Glob``) reads no file: it
+  prints names, never contents (a read of what it found is judged);
 * ``write``/``edit`` -- a write of each path, with the text written
   (``content``, ``new_string``, each ``edits[].new_string``,
   ``new_source``); ``apply_patch``: every file it adds, updates, deletes or
@@ -236,8 +236,10 @@ def _add_viewed(parts: _Parts, call: ToolCall, kind: str, cwd: str | None) -> No
 
 
 def _add_search(parts: _Parts, call: ToolCall, searches: str, cwd: str | None) -> None:
-    if not searches:
-        return  # not a file search (ToolSearch)
+    if searches != "contents":
+        # Not a file search (ToolSearch), or a name search (Glob): it prints
+        # paths, not what the files hold; `**/*.js` is no read of `.env.js`.
+        return
     # Grep listing only file names still reads every file it searches: a
     # match is an oracle on a secret's text (`KEY=a`, `KEY=b`, ...).
     roots = [p for p in _values(call, "path") if not p.startswith("./")]

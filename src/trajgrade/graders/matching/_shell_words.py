@@ -23,6 +23,7 @@ __all__ = (
     "static",
     "word_nodes",
     "words",
+    "zsh_groups",
 )
 
 _ESCAPED: Final = re.compile(r"\\(.?)", re.DOTALL)
@@ -176,3 +177,17 @@ def heredoc_substitutions(body: str) -> list[str] | None:
         found.append("".join(inner))
         i += 1
     return found
+
+
+#: A zsh glob group inside a word: after a name character, no space,
+#: quote, expansion or operator within (``f()``, ``$(x)``, ``<(x)`` are not).
+_ZSH_GROUP: Final = re.compile(r"(?<=[\w./+@%-])\(([\w./+@%,|*?-]+)\)")
+
+
+def zsh_groups(command: str) -> str:
+    """``command`` with zsh's glob groups inside words (``app/(protected)/x``,
+    ``src/(a|b).ts``: Codex on macOS runs zsh) made a ``*``. Bash cannot
+    parse them; read as ``*`` each such word is a pattern naming at least
+    every path zsh makes of it (``.(e)nv`` is ``.*nv``, which names
+    ``.env``). For a command bash cannot parse, never one it can."""
+    return _ZSH_GROUP.sub("*", command)

@@ -6,8 +6,9 @@ read through the per-agent tool tables (``matching._agents``: which
 argument holds the path, the glob, the URL, the content) and the views that
 read them (``matching._views``):
 
-* ``read``/``list`` -- a read of each path; ``read_many_files``' globs are
-  pattern reads;
+* ``read``/``list`` -- a read of each path (one with glob characters is a
+  pattern read too: ``Read .e?v``); ``read_many_files``' globs are pattern
+  reads;
 * ``search`` -- a content search (``Grep``) reads every file it searches: a
   pattern read of ``<path>/**``, or of ``<path>/<glob>`` (a glob without a
   ``/`` matches at any depth); a name search (``Glob``) reads no file: it
@@ -212,15 +213,20 @@ def _add_viewed(parts: _Parts, call: ToolCall, kind: str, cwd: str | None) -> No
         urls = _values(call, "url")
         parts.urls.extend(urls)
         parts.contents.extend(urls)
-        if kind != "web_search":
+        if kind != "web_search" or urls:
             # The host runs a web search, not the agent: its query is
-            # content (secret values are looked for there), not egress.
+            # content (secret values are looked for there), not egress;
+            # a URL it is given is egress, judged by the allow list.
             parts.capabilities.add("network")
     if kind == "search":
         _add_search(parts, call, tool.searches if tool else "", cwd)
     elif kind in ("read", "list"):
         for path in _values(call, "path"):
             _touch(parts, path, "read")
+            if has_magic(path):
+                # A tool that expands globs (or a host that will) reads what
+                # `.e?v` names; the literal file is judged as well.
+                _touch(parts, path, "read", pattern=True)
         for glob in _values(call, "glob"):
             _touch(parts, glob, "read", pattern=has_magic(glob))
     elif kind in _WRITE_KINDS:

@@ -16,10 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.guard._corpus import CANARY
 from tests.guard._corpus_render import AGENTS, Session
 from tests.guard._corpus_run import Replay
 
+from trajgrade.graders.matching._shell_words import zsh_groups
+from trajgrade.graders.protect.shell import analyze_command
 from trajgrade.hooks.session import new_state
 
 if TYPE_CHECKING:
@@ -117,6 +121,11 @@ ATTACKS = [
     "cat .(e|x)nv",
     "sed -n 1p .e(n)v",
     "ls x; cat ./(.e)nv",
+    # A group ending a word is zsh's glob qualifiers, which can run code:
+    # never read as a glob, so the command stays unreadable.
+    "ls *(e,./run.sh,)",
+    "ls *(+evil)",
+    "ls src/*(e:cat:)",
     # An expansion at the start of a word may be an absolute directory.
     "cat $(pwd)/.env",
     "cat `pwd`/.env",
@@ -197,3 +206,29 @@ def test_a_test_run_over_code_the_agent_wrote_is_not_let_run(
     got = answers(replay, agent, write, sh(agent, "mix test"))
     assert got[0] == "allow"
     assert got[1] == ("ask" if agent == "claude-code" else "deny")
+
+
+_NAME = st.text(alphabet="abcdefgh.-_", min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    program=st.sampled_from(["cat", "sed -n 1p", "ls", "curl -d @-", "sh"]),
+    before=_NAME.map("d{}".format),  # not an option
+    group=st.lists(_NAME, min_size=1, max_size=3).map("|".join),
+    after=_NAME,
+)
+def test_a_zsh_group_is_a_pattern_and_hides_no_program(
+    program: str, before: str, group: str, after: str
+) -> None:
+    """However a group sits inside a word, the rewritten reading starts the
+    same programs and the word is a pattern naming what zsh could name
+    (every alternative of the group fits the ``*``)."""
+    word = f"{before}/({group})/{after}"
+    facts = analyze_command(f"{program} {word}", "/p")
+    assert facts.unreadable is None
+    assert program.split()[0] in [r.name for r in facts.runs]
+    if program.split()[0] != "curl":
+        assert any(t.pattern for t in facts.touches), facts.touches
+    # A command bash can read is never rewritten: only its groups change.
+    assert zsh_groups(f"x {before}/{after}") == f"x {before}/{after}"

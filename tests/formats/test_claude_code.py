@@ -521,3 +521,43 @@ def test_lines_are_counted_only_for_a_location_and_stay_right_around_blank_lines
     assert err.trace_id == SID
     assert [batch.line_of(i) for i in range(len(batch.events))][:1] == [2]
     assert batch.line_of(len(batch.events) - 1) == 6
+
+
+def _line_cwds(data: bytes) -> dict[str, str | None]:
+    """tool_use id -> the ``cwd`` of the transcript line that holds it."""
+    out: dict[str, str | None] = {}
+    for line in data.splitlines():
+        rec = json.loads(line) if line.strip() else {}
+        content = (rec.get("message") or {}).get("content")
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                out[block["id"]] = rec.get("cwd")
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_each_call_carries_the_cwd_its_line_recorded(name: str) -> None:
+    """A call's relative paths are the project's: the guard anchors them at
+    ``ToolCall.cwd``, which is the recorded line's ``cwd`` (absolute only)."""
+    data = _raw(name)
+    recorded = _line_cwds(data)
+    calls = _of(_read(data), ToolCall)
+    assert calls
+    for call in calls:
+        cwd = recorded[call.call_id]
+        assert call.cwd == (cwd if isinstance(cwd, str) and cwd[:1] == "/" else None)
+    if "stream" not in name:  # transcripts record a cwd on every line
+        assert all(c.cwd is not None and c.cwd.startswith("/") for c in calls)
+
+
+def test_a_relative_word_is_judged_in_the_recorded_project() -> None:
+    """codemie's ``rm hello.js`` ran in ``/tmp/private``: graded with the
+    standard profile it deletes a project file, not a path that could lie
+    under ``~/.ssh`` (the reading before calls kept their cwd)."""
+    data = _raw("codemie_v2.0.64_small.jsonl")
+    rm = next(c for c in _of(_read(data), ToolCall) if "rm hello.js" in str(c.args))
+    assert rm.cwd == "/tmp/private"
+    policy = FIXTURES.parents[2] / "src/trajgrade/examples/guard-standard.yaml"
+    verdicts = grade_bytes(suite(policy.read_text()), data, source="s.jsonl").verdicts
+    protect = [v for v in verdicts if v.grader == "protect" and v.final]
+    assert [v.outcome.value for v in protect] == ["pass"], protect

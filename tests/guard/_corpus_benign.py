@@ -130,6 +130,9 @@ def _payloads(
             )
             p = {
                 **base,
+                # A transcript line's own cwd (Claude Code records one per
+                # line) is where the call ran; the session's otherwise.
+                "cwd": e.cwd or cwd,
                 "hook_event_name": _GATE[agent],
                 "tool_name": name,
                 "tool_input": tool_input,

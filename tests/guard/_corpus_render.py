@@ -205,9 +205,9 @@ def _codex(call: Call) -> list[ToolCall]:
     kind = call.kind
     q = shlex.quote
     if kind == "read":
-        return [("Bash", {"command": f"cat {q(a)}"})]
+        return [("Bash", {"command": f"cat {_shell_path(a)}"})]
     if kind == "read_many":
-        return [("Bash", {"command": "cat " + " ".join(q(p) for p in a)})]
+        return [("Bash", {"command": "cat " + " ".join(_shell_path(p) for p in a)})]
     if kind == "grep":
         include = f" --include={q(a['glob'])}" if "glob" in a else ""
         path = q(a.get("path", "."))
@@ -224,6 +224,15 @@ def _codex(call: Call) -> list[ToolCall]:
         patch = f"*** Begin Patch\n*** Update File: {a['path']}\n{hunks}*** End Patch\n"
         return [("apply_patch", {"command": patch})]
     return [("apply_patch", {"command": a})]
+
+
+def _shell_path(path: str) -> str:
+    """A path as Codex's shell read names it: quoted, except that a glob
+    stays a glob (``cat '.e?v'`` would read a file named ``.e?v``: the
+    entry means the files the glob names)."""
+    if re.fullmatch(r"[\w@./*?~\[\]-]+", path) and re.search(r"[*?\[]", path):
+        return path
+    return shlex.quote(path)
 
 
 def add_file_patch(path: str, content: str) -> str:

@@ -46,8 +46,9 @@ def test_commands_run(block: str) -> None:
         if words[1] == "check":
             assert proc.returncode == 0, proc.stderr
             assert "warning" not in proc.stderr  # the example is clean
-        else:  # the demo grade: the guard refuses the hostname call
-            assert proc.returncode == 1, proc.stderr
+        else:  # the demo grade: the recorded session breaks no rule
+            assert proc.returncode == 0, proc.stderr
             assert (
-                '"grader":"guard","kind":"tool-calls","outcome":"fail"' in proc.stdout
+                '"grader":"guard","kind":"tool-calls","outcome":"pass"' in proc.stdout
             )
+            assert '"outcome":"fail"' not in proc.stdout

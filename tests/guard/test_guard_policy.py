@@ -5,8 +5,9 @@ transcripts, stream-json, ``codex exec --json`` and rollouts.
 
 One policy, every form: each call is mapped to the scripted model turn that
 made it, and every form of every run must judge that turn's call the same
-way -- ``cat /etc/hostname`` denied by the host-files rule, everything else
-allowed, and no call a configuration error.
+way -- every scripted call allowed (``cat /etc/hostname`` too: the host
+name is no secret, see docs/guard-matching.md), and no call a
+configuration error.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ TURNS = {
     "/nonexistent-trajgrade-path": 4,
 }
 #: What the guard decides per turn: the disallowed rules that match it.
-EXPECTED = {1: [], 2: ["disallowed[5]"], 3: [], 4: []}
+EXPECTED: dict[int, list[str]] = {1: [], 2: [], 3: [], 4: []}
 
 
 def _policy() -> dict[str, Any]:
@@ -126,18 +127,14 @@ def test_every_recording_is_covered() -> None:
 
 @pytest.mark.parametrize("run", RUNS)
 def test_the_policy_grades_each_log_as_the_guard_decides(run: str) -> None:
-    """Through the engine: a log with the hostname call fails ``guard`` at
-    that call; every log passes the call budget."""
+    """Through the engine: every log passes ``guard`` (the hostname call
+    included) and the call budget."""
     policy = suite(POLICY.read_text())
     for form, events in _forms(LIVE / run).items():
         verdicts = finals(policy, events)
         guard = [v for (_, grader), v in verdicts.items() if grader == "guard"]
-        has_hostname = any(isinstance(e, ToolCall) and _turn(e) == 2 for e in events)
         assert len(guard) == 1, (run, form, verdicts)
-        want = Outcome.FAIL if has_hostname else Outcome.PASS
-        assert guard[0].outcome is want, (run, form, guard[0].evidence)
-        if has_hostname:
-            assert "disallowed[5]" in guard[0].evidence
+        assert guard[0].outcome is Outcome.PASS, (run, form, guard[0].evidence)
         count = [v for (_, g), v in verdicts.items() if g == "tool-call-count"]
         assert [v.outcome for v in count] == [Outcome.PASS]
 
@@ -150,8 +147,9 @@ _LOGS["gemini-cli"] = "transcript.jsonl"
 @pytest.mark.parametrize("agent", sorted(HOOK_AGENT))
 def test_cold_hook_processes_refuse_the_same_call(agent: str, tmp_path: Path) -> None:
     """The base run's payloads, each answered by a fresh `trajgrade hook`
-    process under the example policy: only `cat /etc/hostname` is refused,
-    by the `guard` rule, on every agent."""
+    process under the example policy, with the hostname call made a read of
+    `/etc/shadow`: that call alone is refused, by the `guard` rule, on every
+    agent (the recorded `cat /etc/hostname` runs: test_every_recorded_call_runs)."""
     from tests.hooks._replay import run_hook
 
     run = LIVE / agent / "base"
@@ -161,7 +159,8 @@ def test_cold_hook_processes_refuse_the_same_call(agent: str, tmp_path: Path) ->
     gate = "BeforeTool" if hook_agent == "gemini" else "PreToolUse"
     refused: list[str] = []
     for path in sorted((run / "hooks").glob("*.json")):
-        payload = json.loads(path.read_text())
+        text = path.read_text().replace("/etc/hostname", "/etc/shadow")
+        payload = json.loads(text)
         payload["transcript_path"] = str(log)
         proc = run_hook(
             hook_agent, payload, "-c", POLICY, "--state-dir", tmp_path / "state"
@@ -170,7 +169,27 @@ def test_cold_hook_processes_refuse_the_same_call(agent: str, tmp_path: Path) ->
         if payload["hook_event_name"] == gate and proc.stdout:
             refused.append(json.dumps(payload["tool_input"]) + proc.stdout)
     assert len(refused) == 1, refused
-    assert "/etc/hostname" in refused[0] and "guard" in refused[0]
+    assert "/etc/shadow" in refused[0] and "guard" in refused[0]
+
+
+@pytest.mark.parametrize("agent", sorted(HOOK_AGENT))
+def test_every_recorded_call_runs(agent: str, tmp_path: Path) -> None:
+    """The base run as recorded, through the hook path in-process: no call
+    refused or asked, `cat /etc/hostname` included (no secret: `uname -n`
+    prints the same name without a file)."""
+    from trajgrade import load_suite
+    from trajgrade.hooks.session import new_state, step
+
+    policy = load_suite(POLICY)
+    hook_agent = HOOK_AGENT[agent]
+    payloads = [
+        json.loads(p.read_text())
+        for p in sorted((LIVE / agent / "base" / "hooks").glob("*.json"))
+    ]
+    state = new_state(hook_agent, payloads[0]["session_id"], policy, 0.0)
+    answered = [step(policy, state, p, now=0.0, fail_closed=True) for p in payloads]
+    assert any("/etc/hostname" in json.dumps(p) for p in payloads)
+    assert [(d.deny, d.ask) for d in answered if d.deny or d.ask] == []
 
 
 _VIEW_PATTERNS = {

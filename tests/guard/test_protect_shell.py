@@ -46,8 +46,13 @@ def test_every_literal_spelling_names_the_file(command: str) -> None:
         ("cat .e*", "/repo/.e*"),
         ("cat .en?", "/repo/.en?"),
         ("cat .[e]nv", "/repo/.[e]nv"),
-        ("cat $(echo .env)", "/repo/*"),
-        ("cat ${X}nv", "/repo/*nv"),
+        # An expansion that starts a word may be an absolute directory.
+        ("cat $(echo .env)", "/**/*"),
+        ("cat ${X}nv", "/**/*nv"),
+        ("cat $(pwd)/.env", "/**/*/.env"),
+        ("cat `pwd`/.env", "/**/*/.env"),
+        ('cat "$D"/id_rsa', "/**/*/id_rsa"),
+        ("cat sub/$X", "/repo/sub/*"),
         ("tac < .e?v", "/repo/.e?v"),
     ],
 )

@@ -54,11 +54,17 @@ def test_grep_reads_every_file_it_searches() -> None:
     assert not secret_hit(facts("Grep", pattern="x", path="/repo/src"))
 
 
-def test_glob_patterns_are_pattern_reads() -> None:
-    assert touches("Glob", pattern="**/.e*") == {("/repo/**/.e*", "read", True)}
-    assert secret_hit(facts("Glob", pattern="**/.e*"))
-    assert secret_hit(facts("glob", pattern=".en?", dir_path="/repo"))
+def test_name_searches_read_no_file_but_reading_what_they_found_is_judged() -> None:
+    """Glob/glob print paths, never contents: no read (`assets/**/*.js` is no
+    read of a `.env.js`); a read tool given a glob is a pattern read, so
+    `Read .e?v` after `Glob .e*` is refused as `.env`'s."""
+    assert touches("Glob", pattern="**/.e*") == set()
+    assert touches("glob", pattern=".en?", dir_path="/repo") == set()
     assert not secret_hit(facts("Glob", pattern="src/**/*.ts"))
+    assert secret_hit(facts("Read", file_path="/repo/.e?v"))
+    assert secret_hit(facts("read_file", file_path=".en[v]"))
+    assert ("/repo/.e?v", "read", False) in touches("Read", file_path=".e?v")
+    assert not secret_hit(facts("Read", file_path="app/[id]/page.tsx"))
     assert secret_hit(facts("read_many_files", include=[".e*"]))
     assert facts("ToolSearch", query="select:Read").touches == ()
 

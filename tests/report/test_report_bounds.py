@@ -18,17 +18,22 @@ from trajgrade.report import ReportSink, RunReport
 from trajgrade.report.collector import RING
 
 ROOT = Path(__file__).resolve().parents[2]
-SESSION = ROOT / "tests" / "fixtures" / "claude-code" / "codemie_v2.0.64_small.jsonl"
-POLICY = ROOT / "src" / "trajgrade" / "examples" / "guard-standard.yaml"
+FIXTURES = ROOT / "tests" / "fixtures" / "claude-code"
+SESSION = FIXTURES / "codemie_v2.0.64_small.jsonl"
+#: A session the strict profile fails for a real reason: its WebFetch of a
+#: GitHub issue is network egress. (codemie's session passes since its
+#: calls keep their recorded cwd: `rm hello.js` was taken for a ~/.ssh path.)
+FAILING = FIXTURES / "spotter_v2.1.38_tool_heavy.jsonl"
+POLICY = ROOT / "src" / "trajgrade" / "examples" / "guard.yaml"
 
 
-def _events() -> list[Event]:
-    decoder = SourceDecoder(str(SESSION), default_trace="session")
-    return decoder.feed(SESSION.read_bytes()).events + decoder.close().events
+def _events(session: Path = SESSION) -> list[Event]:
+    decoder = SourceDecoder(str(session), default_trace="session")
+    return decoder.feed(session.read_bytes()).events + decoder.close().events
 
 
 def test_a_large_corpus_keeps_a_bounded_report() -> None:
-    events = _events()
+    events = _events(FAILING)
     engine = Engine(load_suite(POLICY))
     report = RunReport(max_passing=20, max_failing=30)
     copies = 60_000 // len(events)  # ~60,000 events
@@ -44,7 +49,7 @@ def test_a_large_corpus_keeps_a_bounded_report() -> None:
     snap = report.snapshot()
     assert snap["events"] == copies * len(events)
     assert snap["traces"] == copies
-    assert snap["failed"] == copies  # the recorded session fails the guard
+    assert snap["failed"] == copies  # the recorded WebFetch fails the guard
     # Failing rows past max_failing are counted, not kept; each kept one
     # holds a bounded window of calls.
     assert len(report.rows) <= 30 + 1  # (+ the open one)

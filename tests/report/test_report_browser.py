@@ -2,8 +2,14 @@
 (Debian's headless Chromium, driven by Playwright; never a downloaded one).
 
 The run grades recorded Claude Code sessions (tests/fixtures/claude-code,
-provenance in its SOURCES.md) with the shipped guard policy; one session
-is given twice under two names, which the page must warn about.
+provenance in its SOURCES.md) with the shipped strict guard profile, which
+fails the session that fetches a GitHub issue page (``WebFetch``: network
+egress the strict profile denies). Every other call of the three sessions
+is judged with its own recorded ``cwd`` and passes: until the transcript
+reader kept it, ``mix phx.server`` and ``rm hello.js`` (relative words with
+no project root) were taken for reads of ``~/.ssh``, and the report showed
+those false failures. One session is given twice under two names, which the
+page must warn about.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "claude-code"
-POLICY = ROOT / "src" / "trajgrade" / "examples" / "guard-standard.yaml"
+POLICY = ROOT / "src" / "trajgrade" / "examples" / "guard.yaml"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 SESSIONS = (
@@ -53,7 +59,7 @@ def _graded(tmp_path: Path) -> tuple[Path, list[dict[str, object]], str]:
         check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )
-    assert done.returncode == 1, done.stderr  # the shipped policy fails two
+    assert done.returncode == 1, done.stderr  # the strict profile fails one
     verdicts = [json.loads(line) for line in done.stdout.splitlines()]
     return report, verdicts, done.stderr
 
@@ -68,7 +74,10 @@ def test_the_report_of_a_real_run_in_chromium(tmp_path: Path) -> None:
     final = [v for v in verdicts if v.get("final")]
     traces = {str(v["trace_id"]) for v in final}
     failed = {str(v["trace_id"]) for v in final if v["outcome"] != "pass"}
-    assert failed, "the recorded run must have a failure to show"
+    # The WebFetch session fails, for its egress and nothing else.
+    assert failed == {"d6e0bada-1959-4eec-a9d2-0bfade768d8f"}, final
+    reasons = {str(v["evidence"]) for v in final if v["outcome"] != "pass"}
+    assert all("WebFetch would reach github.com" in r for r in reasons), reasons
 
     fetched: list[str] = []
     with sync_playwright() as pw:

@@ -27,6 +27,7 @@ __all__ = (
     "Record",
     "TokenCounts",
     "call_args",
+    "call_directory",
     "counts",
     "field_of",
     "human_prompt",
@@ -194,6 +195,14 @@ def usage_event(
 def counts(u: Usage) -> tuple[int, int, int, int]:
     """The token fields of a usage event, in a fixed order."""
     return (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
+
+
+def call_directory(rec: Record) -> str | None:
+    """The directory a line's tool calls ran in: transcripts record ``cwd``
+    on every line (the session's project, or where ``cd`` left the shell).
+    Only an absolute one anchors paths; anything else is not a directory."""
+    cwd = rec.cwd
+    return cwd if isinstance(cwd, str) and cwd.startswith("/") else None
 
 
 def init_metadata(rec: Record) -> dict[str, Any] | None:

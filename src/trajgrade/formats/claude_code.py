@@ -13,7 +13,9 @@ Mapping (line ``type``):
 * ``assistant`` (one content block per line): ``text`` → ``message`` role
   ``assistant``; ``thinking`` → ``message`` role ``reasoning``; ``tool_use``
   → ``tool_call`` (``id``, ``name`` as written, MCP names included; an object
-  ``input`` is ``args``, a string one is kept in ``args_raw`` and parsed once).
+  ``input`` is ``args``, a string one is kept in ``args_raw`` and parsed once;
+  the line's ``cwd``, when absolute, is the call's: its relative paths are
+  the project's).
   An API-error line (``isApiErrorMessage``) → ``error`` (code: its ``error``).
 * ``user``: each ``tool_result`` block → ``tool_result`` paired by
   ``tool_use_id`` (``content`` as written, string or blocks; ``is_error``,
@@ -105,6 +107,7 @@ from trajgrade.formats._claude_records import (
     KIND_DECODER,
     Record,
     call_args,
+    call_directory,
     counts,
     field_of,
     human_prompt,
@@ -354,6 +357,7 @@ class ClaudeCodeReader(DecodedFeed):
                         args=args,
                         args_raw=raw,
                         agent=agent,
+                        cwd=call_directory(rec),
                     )
                 )
 

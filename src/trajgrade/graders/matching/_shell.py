@@ -46,6 +46,7 @@ from trajgrade.graders.matching._shell_words import (
     static,
     word_nodes,
     words,
+    zsh_groups,
 )
 from trajgrade.graders.matching._shell_wrappers import (
     COMMAND_LOOKUP,
@@ -156,9 +157,8 @@ class _Acc:
             self.unknown = self.unknown or other.unknown
 
     def _parse(self, text: str, depth: int) -> None:
-        data = text.encode("utf-8", "surrogatepass")
-        root = _parser().parse(data).root_node
-        if root.has_error and _unreadable(root):
+        data, root, broken = _parsed(text)
+        if broken:
             self.unknown = True
         observer = self.observer
         for node in nodes(root):
@@ -418,8 +418,24 @@ _OBSERVED: Final = frozenset(
 
 def parse_tree(command: str) -> tuple[Any, bool]:
     """The parse tree of ``command`` and whether it holds a real parse error."""
-    root = _parser().parse(command.encode("utf-8", "surrogatepass")).root_node
-    return root, bool(root.has_error and _unreadable(root))
+    _, root, broken = _parsed(command)
+    return root, broken
+
+
+def _parsed(text: str) -> tuple[bytes, Any, bool]:
+    """(source, tree, broken) of ``text``; one bash cannot parse is read with
+    its zsh glob groups as ``*`` when that reading parses (``zsh_groups``)."""
+    data = text.encode("utf-8", "surrogatepass")
+    root = _parser().parse(data).root_node
+    if not (root.has_error and _unreadable(root)):
+        return data, root, False
+    grouped = zsh_groups(text)
+    if grouped != text:
+        other = grouped.encode("utf-8", "surrogatepass")
+        tree = _parser().parse(other).root_node
+        if not (tree.has_error and _unreadable(tree)):
+            return other, tree, False
+    return data, root, True
 
 
 def observe(command: str, observer: Any) -> Programs:

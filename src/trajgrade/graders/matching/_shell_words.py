@@ -23,6 +23,7 @@ __all__ = (
     "static",
     "word_nodes",
     "words",
+    "zsh_groups",
 )
 
 _ESCAPED: Final = re.compile(r"\\(.?)", re.DOTALL)
@@ -176,3 +177,21 @@ def heredoc_substitutions(body: str) -> list[str] | None:
         found.append("".join(inner))
         i += 1
     return found
+
+
+#: A zsh glob group inside a word: between name characters, no space,
+#: quote, expansion or operator within (``f()``, ``$(x)``, ``<(x)`` are
+#: not). Never at a word's end: there zsh reads glob *qualifiers*, and
+#: ``*(e,./x.sh,)`` or ``*(+cmd)`` runs code.
+_ZSH_GROUP: Final = re.compile(r"(?<=[\w./@%-])\(([\w./@%,|*?-]+)\)(?=[\w./@%-])")
+
+
+def zsh_groups(command: str) -> str:
+    """``command`` with zsh's glob groups inside words (``app/(protected)/x``,
+    ``src/(a|b).ts``: Codex on macOS runs zsh) made a ``*`` (a group that
+    ends a word may be glob qualifiers, which can run code: it stays
+    unreadable). Bash cannot
+    parse them; read as ``*`` each such word is a pattern naming at least
+    every path zsh makes of it (``.(e)nv`` is ``.*nv``, which names
+    ``.env``). For a command bash cannot parse, never one it can."""
+    return _ZSH_GROUP.sub("*", command)

@@ -6,12 +6,13 @@ read through the per-agent tool tables (``matching._agents``: which
 argument holds the path, the glob, the URL, the content) and the views that
 read them (``matching._views``):
 
-* ``read``/``list`` -- a read of each path; ``read_many_files``' globs are
-  pattern reads;
+* ``read``/``list`` -- a read of each path (one with glob characters is a
+  pattern read too: ``Read .e?v``); ``read_many_files``' globs are pattern
+  reads;
 * ``search`` -- a content search (``Grep``) reads every file it searches: a
   pattern read of ``<path>/**``, or of ``<path>/<glob>`` (a glob without a
-  ``/`` matches at any depth); a name search (``Glob``) a pattern read of
-  ``<path>/<pattern>``;
+  ``/`` matches at any depth); a name search (``Glob``) reads no file: it
+  prints names, never contents (a read of what it found is judged);
 * ``write``/``edit`` -- a write of each path, with the text written
   (``content``, ``new_string``, each ``edits[].new_string``,
   ``new_source``); ``apply_patch``: every file it adds, updates, deletes or
@@ -212,15 +213,20 @@ def _add_viewed(parts: _Parts, call: ToolCall, kind: str, cwd: str | None) -> No
         urls = _values(call, "url")
         parts.urls.extend(urls)
         parts.contents.extend(urls)
-        if kind != "web_search":
+        if kind != "web_search" or urls:
             # The host runs a web search, not the agent: its query is
-            # content (secret values are looked for there), not egress.
+            # content (secret values are looked for there), not egress;
+            # a URL it is given is egress, judged by the allow list.
             parts.capabilities.add("network")
     if kind == "search":
         _add_search(parts, call, tool.searches if tool else "", cwd)
     elif kind in ("read", "list"):
         for path in _values(call, "path"):
             _touch(parts, path, "read")
+            if has_magic(path):
+                # A tool that expands globs (or a host that will) reads what
+                # `.e?v` names; the literal file is judged as well.
+                _touch(parts, path, "read", pattern=True)
         for glob in _values(call, "glob"):
             _touch(parts, glob, "read", pattern=has_magic(glob))
     elif kind in _WRITE_KINDS:
@@ -236,8 +242,10 @@ def _add_viewed(parts: _Parts, call: ToolCall, kind: str, cwd: str | None) -> No
 
 
 def _add_search(parts: _Parts, call: ToolCall, searches: str, cwd: str | None) -> None:
-    if not searches:
-        return  # not a file search (ToolSearch)
+    if searches != "contents":
+        # Not a file search (ToolSearch), or a name search (Glob): it prints
+        # paths, not what the files hold; `**/*.js` is no read of `.env.js`.
+        return
     # Grep listing only file names still reads every file it searches: a
     # match is an oracle on a secret's text (`KEY=a`, `KEY=b`, ...).
     roots = [p for p in _values(call, "path") if not p.startswith("./")]

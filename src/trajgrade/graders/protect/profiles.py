@@ -62,10 +62,22 @@ _PROGRAMS: Final[tuple[str | dict[str, str], ...]] = (
     "dirname", "realpath", "readlink", "which", "type", "date", "env", "cd",
     "nl", "rg", "sleep", "xargs", "awk", "apply_patch",
     "jq", "less", "more", "nl", "column", "sha256sum", "md5sum",
+    # What the host and its processes are: no file words, no effects.
+    "ps", "pgrep", "uname", "whoami", "id", "hostname", "nproc", "arch",
     # Changing the tree: their file words are judged as writes.
     "mkdir", "touch", "cp", "mv", "rm", "ln", "chmod", "sed",
     # Version control for what is local.
     {"program": "git", "args": r"^(status|diff|log|show|branch|add|commit|restore|checkout|switch|stash|rev-parse|ls-files|blame|grep|mv|rm|init|tag|merge|rebase|reset|fetch|pull)\b"},
+)  # fmt: skip
+
+
+#: Tool kinds the strict profile lets run (their paths, URLs and contents
+#: are judged all the same). Subagents' calls come through the same hooks;
+#: asking the user is already asking; a web search is run by the model's
+#: host (its query is judged as content, for secret values).
+_STRICT_KINDS: Final = (
+    "read", "list", "search", "edit", "write", "todo", "plan",
+    "task", "ask", "think", "finish", "web_search",
 )  # fmt: skip
 
 
@@ -89,7 +101,7 @@ PROFILE: Final[dict[str, ProtectConfig]] = {
             "runs-agent-code": "ask",
         },
         allow=AllowConfig(
-            kinds=("read", "list", "search", "edit", "write", "todo", "plan"),
+            kinds=_STRICT_KINDS,
             programs=_programs(),
         ),
     ),

@@ -96,7 +96,7 @@ PROGRAMS: Final[dict[str, frozenset[str]]] = _table(
         _RW | _C,
         "make gmake cmake ninja meson gradle gradlew mvn mvnw ant bazel "
         "pytest py.test tox nox jest vitest mocha ava karma playwright cypress "
-        "rspec rake phpunit ctest xargs parallel watch",
+        "rspec rake phpunit ctest xargs parallel watch mix",
     ),
     (
         _RW,
@@ -269,6 +269,9 @@ CODE_OPTIONS: Final[dict[str, tuple[str, ...]]] = {
     "find": ("-exec", "-execdir", "-ok", "-okdir"),
     "vim": ("+",),
     "vi": ("+",),
+    # `less '+!cmd' f`: an initial command, and `!` runs a shell.
+    "less": ("+",),
+    "more": ("+",),
     "nvim": ("+",),
     "ex": ("+",),
     "emacs": ("--eval", "-l", "--load", "--script", "-f", "--funcall"),

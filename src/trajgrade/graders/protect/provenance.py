@@ -56,6 +56,8 @@ TREE_SUBCOMMANDS: Final[dict[str, frozenset[str]]] = {
     "pip": frozenset({"install", "wheel"}),
     "pip3": frozenset({"install", "wheel"}),
     "dotnet": frozenset({"test", "run", "build"}),
+    # Every mix task compiles the project first (its macros run then).
+    "mix": frozenset(),
     "mvn": frozenset(),
     "gradle": frozenset(),
     "./gradlew": frozenset(),

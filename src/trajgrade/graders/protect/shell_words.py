@@ -6,8 +6,10 @@ expansion done (``{.e,x}nv`` is ``.env`` and ``xnv``, ``.e{m..o}v`` is
 ``.emv .env .eov``, quoted parts included: ``{'.e',x}nv``), ``$HOME`` and
 ``~`` the home marker ``~``, ``$PWD`` the working directory (``.``),
 ``~user`` any home (``/**``), and whatever cannot be known (``$X``,
-``$(...)``, backticks) a ``*``, so that the word is a *pattern* that names
-every path the shell could make of it. A word with an unquoted ``*``, ``?``
+``$(...)``, backticks) a ``*`` -- at the start of a word ``/**/*``, since
+it may expand to an absolute directory (``$(pwd)/.env``, ``$D/id_rsa``) --
+so that the word is a *pattern* that names every path the shell could make
+of it. A word with an unquoted ``*``, ``?``
 or ``[`` is a pattern too. Conservative by design: a pattern that could
 name a protected path is judged as if it did.
 
@@ -30,6 +32,9 @@ __all__ = ("GlobWord", "expand_braces", "glob_word", "glob_words")
 _GLOB_CHARS: Final = re.compile(r"(?<!\\)(?:\\\\)*[*?\[]")
 _SPECIAL: Final = re.compile(r"([*?\[\]{},\\~])")
 _SEQUENCE: Final = re.compile(r"^(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])$")
+#: What a word that starts with an unknowable expansion can be: any path,
+#: absolute ones included (``$(pwd)/.env`` is not under the cwd's ``*``).
+_UNKNOWN_HEAD: Final = "/**/*"
 #: At most this many words from one brace expansion (``{a,b}{c,d}...``).
 MAX_BRACE_WORDS: Final = 64
 
@@ -176,7 +181,8 @@ def _source(node: Any, *, first: bool) -> str:
             _source(c, first=first and i == 0)
             for i, c in enumerate(node.named_children)
         )
-    return "*"  # $( ), backticks, arithmetic, process substitution
+    # $( ), backticks, arithmetic, process substitution
+    return _UNKNOWN_HEAD if first else "*"
 
 
 def _variable(name: str, *, first: bool) -> str:
@@ -184,4 +190,4 @@ def _variable(name: str, *, first: bool) -> str:
         return "~"
     if first and name == "PWD":
         return "."
-    return "*"
+    return _UNKNOWN_HEAD if first else "*"

@@ -65,6 +65,7 @@ __all__ = (
     "Reader",
     "ResumesMidFile",
     "SkipsToolResults",
+    "SkipsUsageFold",
     "SniffsDocuments",
     "TakesDecoded",
     "detect",
@@ -98,7 +99,7 @@ class Reader(Protocol):
         ...
 
     # Optional: the reader Protocols below (FlushesTrace, TakesDecoded,
-    # SkipsToolResults, BreaksWhole) and, on the FormatType, SniffsDocuments
+    # SkipsToolResults, SkipsUsageFold, BreaksWhole) and, on the FormatType, SniffsDocuments
     # and ResumesMidFile; each says what is assumed without it.
 
 
@@ -116,14 +117,15 @@ class FlushesTrace(Protocol):
         ...
 
 
-#: Reader classes -> (SkipsToolResults, TakesDecoded, a whole document's):
-#: a host opens a reader per record (trajgrade.api.trace_host).
-_TRAITS: dict[type, tuple[bool, bool, bool]] = {}
+#: Reader classes -> (SkipsToolResults, TakesDecoded, a whole document's,
+#: SkipsUsageFold): a host opens a reader per record (trajgrade.api.trace_host).
+_TRAITS: dict[type, tuple[bool, bool, bool, bool]] = {}
 
 
-def reader_traits(reader: object) -> tuple[bool, bool, bool]:
+def reader_traits(reader: object) -> tuple[bool, bool, bool, bool]:
     """Whether ``reader`` is a :class:`SkipsToolResults`, a
-    :class:`TakesDecoded`, and a whole document's (asked once per class)."""
+    :class:`TakesDecoded`, a whole document's, and a
+    :class:`SkipsUsageFold` (asked once per class)."""
     kind = type(reader)
     known = _TRAITS.get(kind)
     if known is None:
@@ -131,6 +133,7 @@ def reader_traits(reader: object) -> tuple[bool, bool, bool]:
             issubclass(kind, SkipsToolResults),
             issubclass(kind, TakesDecoded),
             issubclass(kind, DocumentReader),
+            issubclass(kind, SkipsUsageFold),
         )
     return known
 
@@ -190,6 +193,16 @@ class SkipsToolResults(Protocol):
     reads it (trajgrade.events)."""
 
     def skip_tool_results(self) -> None: ...
+
+
+@runtime_checkable
+class SkipsUsageFold(Protocol):
+    """A reader that can decode ``usage`` events as
+    :class:`~trajgrade.events.LeanUsage` when no grader routes them.
+
+    Default (absent): usage events are :class:`~trajgrade.events.Usage`."""
+
+    def skip_usage_fold(self) -> None: ...
 
 
 @runtime_checkable

@@ -354,7 +354,10 @@ def _all_options() -> set[str]:
     def walk(cmd: click.Command) -> None:
         names.update(_options(cmd))
         if isinstance(cmd, click.Group):
-            for sub in cmd.commands.values():
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):  # (imported on demand)
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None, name
                 walk(sub)
 
     walk(cli_main)

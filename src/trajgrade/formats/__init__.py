@@ -88,8 +88,8 @@ class Reader(Protocol):
         ...
 
     # Optional: the reader Protocols below (FlushesTrace, TakesDecoded,
-    # SkipsToolResults, SkipsUsageFold, BreaksWhole) and, on the FormatType, SniffsDocuments
-    # and ResumesMidFile; each says what is assumed without it.
+    # SkipsToolResults, SkipsUsageFold, BreaksWhole) and, on the FormatType,
+    # SniffsDocuments and ResumesMidFile; each says what is assumed without it.
 
 
 @runtime_checkable

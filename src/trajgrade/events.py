@@ -256,6 +256,8 @@ _CLASSES: Final = tuple(EVENT_TYPES.values())
 _FREE: Final = ("args", "metadata", "result")
 _JSON: Final = msgspec.json.Encoder()
 _FIELD: Final = re.compile(r"`\$\.([^`]+)`")
+#: A projected event's class -> its event class (filled below, with PROJECTED).
+_PROJECTED_AS: dict[type[Any], type[Any]] = {}
 
 
 def checked(event: object) -> Event:
@@ -276,7 +278,9 @@ def checked(event: object) -> Event:
     """
     cls: type[Any] = type(event)
     if cls not in _CLASSES:
-        base = next((c for c in _CLASSES if isinstance(event, c)), None)
+        base = _PROJECTED_AS.get(cls) or next(
+            (c for c in _CLASSES if isinstance(event, c)), None
+        )
         if base is None:
             names = ", ".join(c.__name__ for c in _CLASSES)
             msg = (
@@ -386,6 +390,7 @@ PROJECTED: Final[dict[type[Any], type[Event]]] = {
     LeanResult: ToolResult,
     LeanUsage: Usage,
 }
+_PROJECTED_AS.update(PROJECTED)
 
 
 class Projection(NamedTuple):

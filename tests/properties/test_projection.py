@@ -27,7 +27,14 @@ import trajgrade
 from trajgrade.config.compile import compile_suite
 from trajgrade.config.decode import decode_config
 from trajgrade.engine.engine import Anomaly, Engine
-from trajgrade.events import LeanResult, LeanUsage, Projection, ToolResult, Usage
+from trajgrade.events import (
+    LeanResult,
+    LeanUsage,
+    Projection,
+    ToolResult,
+    Usage,
+    checked,
+)
 from trajgrade.formats.native import NativeReader
 from trajgrade.graders.capabilities import Capabilities, reads_tool_results
 from trajgrade.pipeline.decoder import SourceDecoder
@@ -231,6 +238,9 @@ def test_usage_is_decoded_without_its_fold_only_when_no_grader_routes_it() -> No
         0.5,
         {"input": 30, "output": 4},
     )
+    # Given back to the API (StreamGrader.feed checks events), it is a Usage.
+    again = checked(lean)
+    assert type(again) is Usage and (again.input_tokens, again.tokens) == (30, None)
     full = decoded(budget)
     assert type(full) is Usage
     assert (full.input_tokens, full.output_tokens, full.tokens) == (30, 4, None)

@@ -18,9 +18,16 @@ For each corpus size this runs, alternating for N rounds,
   bound trajgrade owes its users),
 * ``hand_loop.py --bounded --decode-only``: the file read, bounded and
   decoded, nothing graded (what any Python grader pays before its checks),
+* ``_phases.py``: six.yaml through the real command line in process, with
+  a timer per phase (start-up, decode, grader handlers, verdicts, output),
+* six.yaml with ``--jobs N`` (N: the usable cores) when ``grade`` has the
+  option (else the forms line says "not built", as it says of a compiled
+  form when the installed package has no compiled modules),
 
 and measures each child's wall time, CPU time and peak RSS (``os.wait4``:
-that child's own resource usage). Every trace's verdict of the three
+that child's own resource usage). The machine is printed first: the
+processor, the Python build (``CONFIG_ARGS``, PGO, LTO) and the load.
+Every trace's verdict of the three
 trajgrade configs and of both hand-written loops is checked against the
 ``stream_ref`` floor's in the same run. Under each speed target it prints
 what the target leaves for grading once reading, bounding, decoding and
@@ -42,7 +49,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -51,11 +57,11 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine
 from _budget import budget, describe
 from _procs import Cost, run_child
 
@@ -82,7 +88,14 @@ AGENTV = "agentv"
 HAND = "hand_loop"
 HAND_BOUNDED = "hand_loop_bounded"
 DECODE_BOUNDED = "decode_bounded"
-OURS = (TRAJGRADE, SIX, ONE)
+#: six.yaml in process with a timer per phase (_phases.py): its CPU time
+#: split into start-up, decode, handlers, verdicts and output.
+PHASES = "trajgrade_six_phases"
+#: six.yaml with ``--jobs`` (every usable core), when grade has the option.
+SIX_JOBS = "trajgrade_six_jobs"
+OURS = (TRAJGRADE, SIX, ONE, PHASES, SIX_JOBS)
+#: The three configs, as a user runs them (the memory targets are theirs).
+CONFIGS = (TRAJGRADE, SIX, ONE)
 HANDS = (HAND, HAND_BOUNDED)
 #: The programs that write verdict lines (JSONL) on stdout, checked per trace.
 VERDICT_WRITERS = (*OURS, *HANDS)
@@ -95,6 +108,7 @@ ALL_PROGRAMS = (
     HAND,
     HAND_BOUNDED,
     DECODE_BOUNDED,
+    PHASES,
     AGENTV,
 )
 _SIX_CHECKS = (
@@ -110,6 +124,8 @@ CHECKS = {
     TRAJGRADE: ("in_order", "forbidden", "arg_regex"),
     SIX: _SIX_CHECKS,
     ONE: ("forbidden",),
+    PHASES: _SIX_CHECKS,
+    SIX_JOBS: _SIX_CHECKS,
     HAND: _SIX_CHECKS,
     HAND_BOUNDED: _SIX_CHECKS,
 }
@@ -124,6 +140,7 @@ RATIOS = {
     TRAJGRADE: (MSGSPEC, STREAM_REF, AGENTV),
     SIX: (MSGSPEC, STREAM_REF, AGENTV, HAND_BOUNDED),
     ONE: (MSGSPEC, AGENTV),
+    SIX_JOBS: (SIX, MSGSPEC, AGENTV),
     HAND: (MSGSPEC, AGENTV),
     HAND_BOUNDED: (MSGSPEC, AGENTV),
     DECODE_BOUNDED: (MSGSPEC,),
@@ -198,6 +215,8 @@ class SizeReport:
     disagreements: dict[str, dict[str, int]] = field(default_factory=dict)
     verdicts_agree: bool = False
     crashed: bool = False
+    #: phase -> median CPU seconds of the in-process run (_phases.py).
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- #
@@ -310,13 +329,21 @@ def command(program: str, shared: Path, corpus: Path, out: Path) -> list[str]:
     """The argv of one program; ``out`` is where its result lands."""
     events = str(corpus / "events.jsonl")
     if program in OURS:
+        six = ("--allow-code", "-c", str(SIX_CONFIG))
         config = {
-            SIX: ("--allow-code", "-c", str(SIX_CONFIG)),
+            SIX: six,
+            PHASES: six,
+            SIX_JOBS: (*six, "--jobs", str(_usable_cpus())),
             ONE: ("-c", str(ONE_CONFIG)),
         }.get(program, ("-c", str(CONFIG)))
+        entry = (
+            (str(BENCH_DIR / "_phases.py"),)
+            if program == PHASES
+            else ("-m", "trajgrade")
+        )
         return [
             sys.executable,
-            *("-m", "trajgrade", "grade", "-q", *config),
+            *(*entry, "grade", "-q", *config),
             *("--output", "jsonl", events),
         ]
     if program in (*HANDS, DECODE_BOUNDED):
@@ -340,6 +367,13 @@ def command(program: str, shared: Path, corpus: Path, out: Path) -> list[str]:
         sys.executable,
         *(floor, "--mode", program, "--corpus", str(corpus), "--out", str(out)),
     ]
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def interpreter_baseline(rounds: int) -> dict[str, float]:
@@ -522,6 +556,42 @@ def check_verdicts(report: SizeReport, tmp: Path) -> None:
     report.verdicts_agree = agree
 
 
+#: The phases _phases.py reports, in the order printed.
+PHASE_NAMES = ("startup", "decode", "handlers", "verdicts", "output", "other")
+
+
+def collect_phases(report: SizeReport, tmp: Path) -> None:
+    """The median of each phase over the in-process rounds (their stderr)."""
+    rows: list[dict[str, float]] = []
+    for run in report.runs:
+        if run.program != PHASES or not run.ok:
+            continue
+        err = (tmp / f"{PHASES}-{run.round}.stderr").read_text(errors="replace")
+        marker = err.rfind("\nPHASES ")
+        if marker >= 0:
+            rows.append(json.loads(err[marker + len("\nPHASES ") :]))
+    if rows:
+        keys = [f"{p}_s" for p in PHASE_NAMES] + ["total_cpu_s", "n_verdicts"]
+        report.phases = {k: statistics.median(r[k] for r in rows) for k in keys}
+
+
+def phase_line(phases: dict[str, float], whole_cpu: float | None) -> str:
+    """One line: each phase's CPU seconds and share of the in-process run."""
+    total = phases["total_cpu_s"] or 1.0
+    parts = ", ".join(
+        f"{name} {phases[f'{name}_s']:.2f} s ({100 * phases[f'{name}_s'] / total:.0f}%)"
+        for name in PHASE_NAMES
+    )
+    per = (
+        phases["verdicts_s"] / phases["n_verdicts"] * 1e6 if phases["n_verdicts"] else 0
+    )
+    whole = "" if whole_cpu is None else f"; the whole-process run: {whole_cpu:.2f} s"
+    return (
+        f"cost by phase, trajgrade six.yaml in process (cpu, median): {parts}; "
+        f"total {phases['total_cpu_s']:.2f} s, {per:.1f} us per verdict{whole}"
+    )
+
+
 def _rounds(report: SizeReport) -> int:
     return max((run.round for run in report.runs), default=0)
 
@@ -608,7 +678,7 @@ def targets(
             if split is None or large is None
             else describe(split, large.n_events),
         }
-    for ours in OURS:
+    for ours in CONFIGS:
         s = large.summary.get(ours) if large else None
         rss = s.peak_rss_mib_median if s else None
         out[f"{ours} peak RSS MiB"] = {
@@ -646,50 +716,6 @@ def rss_growth(reports: dict[str, SizeReport], program: str) -> float | None:
 # --------------------------------------------------------------------------- #
 
 
-def machine_facts() -> dict[str, Any]:
-    try:
-        affinity: int | None = len(os.sched_getaffinity(0))
-    except AttributeError:
-        affinity = None
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": affinity,
-        "platform": platform.platform(),
-        "trajgrade": _version("trajgrade"),
-        "msgspec": _version("msgspec"),
-        "node": _node_version(),
-        "executable": sys.executable,
-    }
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _node_version() -> str | None:
-    node = shutil.which("node")
-    if node is None:
-        return None
-    done = subprocess.run(
-        [node, "--version"], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip() or None
-
-
-def print_facts(facts: dict[str, Any]) -> None:
-    print(
-        f"machine: python {facts['python']} ({facts['implementation']}), "
-        f"{facts['cpu_count']} cpus ({facts['cpus_usable']} usable), {facts['platform']}; "
-        f"trajgrade {facts['trajgrade']}, msgspec {facts['msgspec']}, node {facts['node']}",
-        flush=True,
-    )
-
-
 LABELS = {
     TRAJGRADE: "trajgrade bench.yaml",
     SIX: "trajgrade six.yaml",
@@ -697,6 +723,8 @@ LABELS = {
     MSGSPEC: "floor msgspec_struct",
     STREAM_REF: "floor stream_ref",
     AGENTV: f"agentv {AGENTV_VERSION}",
+    PHASES: "six.yaml by phase",
+    SIX_JOBS: f"six.yaml --jobs {_usable_cpus()}",
     HAND: "hand-written loop",
     HAND_BOUNDED: "hand loop + bound",
     DECODE_BOUNDED: "read+bound+decode",
@@ -737,6 +765,9 @@ def print_table(report: SizeReport) -> None:
             print(
                 f"  {LABELS[ours]} vs {LABELS[base]}: wall {wall:.2f}x, cpu {cpu:.2f}x"
             )
+    if report.phases:
+        six = report.summary.get(SIX)
+        print(phase_line(report.phases, six.cpu_s_median if six else None))
     print_agreement(report)
 
 
@@ -791,7 +822,7 @@ def print_targets(t: dict[str, Any]) -> None:
         print(f"{LABELS[ours]} >= {least}x {LABELS[base]}: {met(item['met'])}{shown}")
         if item["budget_text"]:
             print(f"  {item['budget_text']}")
-    for ours in OURS:
+    for ours in CONFIGS:
         item = t[f"{ours} peak RSS MiB"]
         shown = "" if item["value"] is None else f" ({item['value']:.1f} MiB)"
         print(
@@ -854,7 +885,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def preflight() -> None:
     for module in ("trajgrade", "msgspec"):
-        if _version(module) is None:
+        if _machine.version(module) is None:
             msg = f"{module} is not installed for {sys.executable}; run with the project's venv"
             raise SetupError(msg)
     # An installed wheel ships bytecode; an editable install under
@@ -886,6 +917,7 @@ def bench_size(size: str, shared: Path, rounds: int, programs: list[str]) -> Siz
             write_checks_json(shared, Path(tmp) / "checks.json")
         run_rounds(report, shared, rounds, Path(tmp))
         check_verdicts(report, Path(tmp))
+        collect_phases(report, Path(tmp))
     summarise(report)
     return report
 
@@ -909,15 +941,15 @@ def write_json(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    facts = machine_facts()
-    print_facts(facts)
+    facts = _machine.facts()
+    _machine.print_facts(facts)
     facts["interpreter_start"] = base = interpreter_baseline(args.rounds)
     print(
         f"interpreter start (python -c pass, in every figure below): "
         f"{base['wall_s']:.3f} s, {base['peak_rss_mib']:.1f} MiB",
         flush=True,
     )
-    programs = [p for p in ALL_PROGRAMS if p != AGENTV]
+    programs = [p for p in ALL_PROGRAMS if p not in (AGENTV, SIX_JOBS)]
     if not args.no_agentv:
         why = ensure_agentv()
         if why is None:
@@ -926,6 +958,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"agentv peer not run: {why}", flush=True)
     try:
         preflight()
+        facts["forms"] = forms = _machine.forms()
+        _machine.print_forms(forms)
+        if forms["jobs"] is None:  # (grade has --jobs: measure it too)
+            programs.insert(programs.index(SIX) + 1, SIX_JOBS)
         shared = find_shared(args.shared)
         facts["startup_wall_s"] = walls = startup_walls(args.rounds, shared)
         print(startup_line(walls), flush=True)

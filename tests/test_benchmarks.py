@@ -98,6 +98,29 @@ def test_the_documented_smoke_run_checks_every_verdict() -> None:
         r"trajgrade bench\.yaml [\d.]+ s, trajgrade six\.yaml [\d.]+ s",
         done.stdout,
     )
+    # The machine beside the figures, the forms measured or not built, and
+    # the in-process run's cost split by phase.
+    assert re.search(
+        r"^machine: .+, \d+ cpus \(\d+ usable\), load ", done.stdout, re.MULTILINE
+    )
+    assert re.search(
+        r"^python [\d.]+ \(.*PGO (yes|no), LTO (yes|no)\); CONFIG_ARGS: ",
+        done.stdout,
+        re.MULTILINE,
+    )
+    assert re.search(
+        r"^forms: pure Python: (measured|not installed.*); compiled: ",
+        done.stdout,
+        re.MULTILINE,
+    )
+    assert re.search(
+        r"^cost by phase, trajgrade six\.yaml in process \(cpu, median\): "
+        r"startup [\d.]+ s \(\d+%\), decode [\d.]+ s \(\d+%\), handlers [\d.]+ s "
+        r"\(\d+%\), verdicts [\d.]+ s \(\d+%\), output [\d.]+ s \(\d+%\), other ",
+        done.stdout,
+        re.MULTILINE,
+    )
+    assert re.search(r"^  six\.yaml by phase: (.*)", done.stdout, re.MULTILINE)
     # Start-up as a whole: trajgrade grade of an empty file, beside the
     # hand loop's (interpreter, imports, nothing read) as the floor.
     assert re.search(
@@ -285,3 +308,43 @@ def test_the_call_facts_probe_prices_the_spared_handler_calls() -> None:
     assert re.search(r"^  exact +kept +[\d,]+ +spared +0$", out, re.MULTILINE)
     assert re.search(r"today [\d.]+ s .*spared calls not made [\d.]+ s", out)
     assert re.search(r"beyond today's open call ids: [+-][\d.]+ s", out)
+
+
+def test_the_phase_line_gives_each_phase_and_its_share() -> None:
+    """On round figures: each phase's seconds and share of the in-process
+    run's CPU time, the cost per verdict, and the whole-process figure."""
+    bench = _harness()
+    phases = {
+        "startup_s": 0.5,
+        "decode_s": 1.0,
+        "handlers_s": 2.0,
+        "verdicts_s": 0.25,
+        "output_s": 0.125,
+        "other_s": 0.125,
+        "total_cpu_s": 4.0,
+        "n_verdicts": 25_000,
+    }
+    assert bench.phase_line(phases, 4.5) == (
+        "cost by phase, trajgrade six.yaml in process (cpu, median): "
+        "startup 0.50 s (12%), decode 1.00 s (25%), handlers 2.00 s (50%), "
+        "verdicts 0.25 s (6%), output 0.12 s (3%), other 0.12 s (3%); "
+        "total 4.00 s, 10.0 us per verdict; the whole-process run: 4.50 s"
+    )
+
+
+def test_the_forms_line_says_what_is_not_built() -> None:
+    """--jobs is measured exactly when grade has it; a compiled form exactly
+    when the installed package holds compiled modules."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import _machine
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from trajgrade.cli.grade import grade
+
+    forms = _machine.forms()
+    has_jobs = any("--jobs" in p.opts for p in grade.params)
+    assert (forms["jobs"] is None) is has_jobs
+    assert (forms["compiled"] is None) is (forms["pure"] is not None)
+    build = _machine.python_build()
+    assert isinstance(build["pgo"], bool) and isinstance(build["lto"], bool)

@@ -270,8 +270,13 @@ def _commands() -> list[tuple[str, list[str]]]:
 def _command(argv: list[str]) -> tuple[click.Command, list[str]]:
     cmd: click.Command = cli_main
     rest = list(argv)
-    while isinstance(cmd, click.Group) and rest and rest[0] in cmd.commands:
-        cmd = cmd.commands[rest.pop(0)]
+    ctx = click.Context(cli_main)
+    while isinstance(cmd, click.Group) and rest:
+        sub = cmd.get_command(ctx, rest[0])  # (the group imports it on demand)
+        if sub is None:
+            break
+        cmd = sub
+        rest.pop(0)
     return cmd, rest
 
 
@@ -349,7 +354,10 @@ def _all_options() -> set[str]:
     def walk(cmd: click.Command) -> None:
         names.update(_options(cmd))
         if isinstance(cmd, click.Group):
-            for sub in cmd.commands.values():
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):  # (imported on demand)
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None, name
                 walk(sub)
 
     walk(cli_main)

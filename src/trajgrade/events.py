@@ -36,15 +36,19 @@ field and event is unchanged.
 
 A grader says it never reads ``ToolResult.result`` with a ``reads_result``
 attribute set to False; a grader that routes tool results and says nothing
-(a third-party plugin) reads it. tests/properties/test_projection.py checks
-that a projected decode gives the same verdicts and decisions as the full one.
+(a third-party plugin) reads it. Likewise, when no grader routes ``usage``
+events, the canonical reader decodes them as :class:`LeanUsage`, without
+:class:`Usage`'s ``__post_init__``. What a suite reads is its
+:class:`Projection`, computed when it is compiled.
+tests/properties/test_projection.py checks that a projected decode gives
+the same verdicts and decisions as the full one.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -55,12 +59,18 @@ from trajgrade.errors import InputError, Location
 
 __all__ = (
     "EVENT_TYPES",
+    "FULL",
+    "LEANEST_EVENT",
     "LEAN_EVENT",
+    "LEAN_USAGE_EVENT",
     "OPEN_CALLS_MAX",
+    "PROJECTED",
     "AgentError",
     "Event",
     "LeanResult",
+    "LeanUsage",
     "Message",
+    "Projection",
     "ToolCall",
     "ToolResult",
     "TraceEnd",
@@ -149,14 +159,9 @@ class ToolResult(_Base, tag="tool_result", frozen=True):
     duration_ms: float | None = None
 
 
-class Usage(_Base, tag="usage", frozen=True):
-    """Token usage of one model response (not cumulative).
-
-    ``input_tokens`` counts every input token the model processed, cached or
-    not (OpenAI's convention; Anthropic's cache reads and writes are added
-    in); ``cache_read_tokens``, ``cache_write_tokens`` and
-    ``reasoning_tokens`` say how many of them were of that kind.
-    """
+class _UsageCounts(_Base, frozen=True):
+    """The fields of :class:`Usage`, shared with :class:`LeanUsage` (which
+    must not inherit Usage's ``__post_init__``)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -169,6 +174,16 @@ class Usage(_Base, tag="usage", frozen=True):
     model: str | None = None
     #: Benchmark-corpus spelling: ``{"input": n, "output": m}``.
     tokens: dict[str, int] | None = None
+
+
+class Usage(_UsageCounts, tag="usage", frozen=True):
+    """Token usage of one model response (not cumulative).
+
+    ``input_tokens`` counts every input token the model processed, cached or
+    not (OpenAI's convention; Anthropic's cache reads and writes are added
+    in); ``cache_read_tokens``, ``cache_write_tokens`` and
+    ``reasoning_tokens`` say how many of them were of that kind.
+    """
 
     def __post_init__(self) -> None:
         if self.tokens:
@@ -241,6 +256,8 @@ _CLASSES: Final = tuple(EVENT_TYPES.values())
 _FREE: Final = ("args", "metadata", "result")
 _JSON: Final = msgspec.json.Encoder()
 _FIELD: Final = re.compile(r"`\$\.([^`]+)`")
+#: A projected event's class -> its event class (filled below, with PROJECTED).
+_PROJECTED_AS: dict[type[Any], type[Any]] = {}
 
 
 def checked(event: object) -> Event:
@@ -261,7 +278,9 @@ def checked(event: object) -> Event:
     """
     cls: type[Any] = type(event)
     if cls not in _CLASSES:
-        base = next((c for c in _CLASSES if isinstance(event, c)), None)
+        base = _PROJECTED_AS.get(cls) or next(
+            (c for c in _CLASSES if isinstance(event, c)), None
+        )
         if base is None:
             names = ", ".join(c.__name__ for c in _CLASSES)
             msg = (
@@ -325,6 +344,14 @@ class LeanResult(ToolResult, tag="tool_result", frozen=True):
     result: Any = msgspec.field(name="result (not decoded)", default=None)
 
 
+class LeanUsage(_UsageCounts, tag="usage", frozen=True):
+    """A :class:`Usage` decoded for a suite no grader of which routes usage:
+    the same fields, checked the same, without Usage's ``__post_init__`` (a
+    Python call per event; the benchmark corpus's ``tokens`` stay as they
+    are, unfolded). Only the engine's bookkeeping (trace, time) and the
+    report's ``cost_usd`` read it."""
+
+
 #: The canonical union with tool results projected (same tags, same order).
 LEAN_EVENT: Final[Any] = (
     TraceStart
@@ -336,3 +363,46 @@ LEAN_EVENT: Final[Any] = (
     | AgentError
     | TraceEnd
 )
+#: The canonical union with usage projected.
+LEAN_USAGE_EVENT: Final[Any] = (
+    TraceStart
+    | TurnStart
+    | Message
+    | ToolCall
+    | ToolResult
+    | LeanUsage
+    | AgentError
+    | TraceEnd
+)
+#: The canonical union with tool results and usage projected.
+LEANEST_EVENT: Final[Any] = (
+    TraceStart
+    | TurnStart
+    | Message
+    | ToolCall
+    | LeanResult
+    | LeanUsage
+    | AgentError
+    | TraceEnd
+)
+#: Each projected event class -> the class graders are routed it as.
+PROJECTED: Final[dict[type[Any], type[Event]]] = {
+    LeanResult: ToolResult,
+    LeanUsage: Usage,
+}
+_PROJECTED_AS.update(PROJECTED)
+
+
+class Projection(NamedTuple):
+    """What a suite reads of the events, computed once when it is compiled
+    (:attr:`trajgrade.config.model.Suite.projection`): the decoders build
+    no more than that."""
+
+    #: Some grader reads ``ToolResult.result``.
+    tool_results: bool = True
+    #: Some grader routes ``usage`` events (and reads its folded counts).
+    usage: bool = True
+
+
+#: Everything decoded (a suite unknown, or one that reads it all).
+FULL: Final = Projection()

@@ -21,6 +21,7 @@ from trajgrade.events import (
     AgentError,
     Event,
     Message,
+    Projection,
     ToolCall,
     ToolResult,
     TraceStart,
@@ -884,7 +885,9 @@ def test_results_unread_by_every_grader_are_left_unbuilt(name: str) -> None:
     data = _raw(name)
 
     def events(*, results: bool) -> list[Any]:
-        dec = SourceDecoder("r.jsonl", fmt="codex", tool_results=results)
+        dec = SourceDecoder(
+            "r.jsonl", fmt="codex", projection=Projection(tool_results=results)
+        )
         batch, end = dec.feed(data), dec.close()
         assert not batch.errors and not end.errors
         return batch.events + end.events

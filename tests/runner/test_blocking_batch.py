@@ -21,15 +21,30 @@ FIXTURES = ROOT / "tests" / "fixtures"
 EXAMPLE_POLICY = ROOT / "src" / "trajgrade" / "examples" / "policy.yaml"
 EXAMPLE_SESSION = ROOT / "src" / "trajgrade" / "examples" / "session.jsonl"
 
+#: The modules a plain batch run must not load: the event loop and TLS,
+#: the async runner, and the other commands (cli.main imports a command's
+#: module when it runs).
+WATCHED = (
+    "asyncio",
+    "anyio",
+    "ssl",
+    "trajgrade.runner.run",
+    "trajgrade.cli.hooks",
+    "trajgrade.cli.run",
+    "trajgrade.cli.init",
+    "trajgrade.wrapper",
+)
+
 #: The entry point, then the modules it left loaded (stdout stays the run's).
-_PROBE = """
+_PROBE = f"""
 import json, sys
+WATCHED = {WATCHED!r}
 sys.argv = ["trajgrade", *sys.argv[1:]]
 from trajgrade._entry import main
 try:
     main()
 finally:
-    loaded = [m for m in ("asyncio", "anyio", "ssl", "trajgrade.runner.run") if m in sys.modules]
+    loaded = [m for m in WATCHED if m in sys.modules]
     sys.stderr.write("\\nLOADED " + json.dumps(loaded) + "\\n")
 """
 
@@ -86,6 +101,7 @@ def test_a_plain_grade_of_a_file_starts_no_event_loop() -> None:
     assert "asyncio" not in loaded
     assert "anyio" not in loaded
     assert "trajgrade.runner.run" not in loaded
+    assert not {"trajgrade.cli.hooks", "trajgrade.cli.run"} & set(loaded)
 
 
 def test_a_passing_plain_grade_imports_no_ssl(tmp_path: Path) -> None:
@@ -105,6 +121,40 @@ def test_a_run_the_event_loop_serves_still_gets_it(tmp_path: Path) -> None:
     code, _, loaded = _grade("-c", str(EXAMPLE_POLICY), str(tmp_path / "missing.jsonl"))
     assert code != 0
     assert "anyio" in loaded  # (a missing file: the async runner reports it)
+
+
+def test_a_followed_file_is_still_graded_by_the_event_loop(tmp_path: Path) -> None:
+    """``--follow`` keeps the async runner: the lines appended after it
+    started are graded (an early fail on stdout), and it stops on SIGINT."""
+    import signal
+
+    log = tmp_path / "live.jsonl"
+    log.write_bytes(b"")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop("TRAJGRADE_ASYNC_BATCH", None)
+    argv = ["grade", "-q", "--follow", "-c", str(EXAMPLE_POLICY), str(log)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PROBE, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        with log.open("ab") as f:  # (the file was empty: these lines are new)
+            f.write(EXAMPLE_SESSION.read_bytes())
+        first = proc.stdout.readline()  # blocks until a verdict is decided
+        assert '"outcome":"fail"' in first
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    loaded = json.loads(err[err.rindex("\nLOADED ") + len("\nLOADED ") :])
+    assert "anyio" in loaded
+    assert "trajgrade.runner.run" in loaded
 
 
 @pytest.mark.parametrize("policy_name", ["example", "failing"])

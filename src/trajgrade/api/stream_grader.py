@@ -54,7 +54,6 @@ from trajgrade.engine.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event, checked
 from trajgrade.graders import BuildContext
-from trajgrade.graders.capabilities import reads_tool_results
 from trajgrade.pipeline.decoder import API_FIXES, DEFAULT_MAX_LINE_BYTES, SourceDecoder
 from trajgrade.pipeline.grading import Grading
 from trajgrade.pipeline.options import check_input_options
@@ -434,7 +433,7 @@ class StreamGrader:
                 fmt=self._fmt,
                 default_trace=source,
                 max_line_bytes=self._max,
-                tool_results=reads_tool_results(self.suite.capabilities),
+                projection=self.suite.projection,
                 fixes=API_FIXES,
             )
             self._decoders[source] = decoder

@@ -49,7 +49,6 @@ from trajgrade.engine.state import EngineState
 from trajgrade.errors import ConfigError, InputError, Location
 from trajgrade.formats import BUILTIN, SniffsDocuments, detect, sniff_trace_id
 from trajgrade.graders import BuildContext
-from trajgrade.graders.capabilities import reads_tool_results
 from trajgrade.pipeline.decoder import API_FIXES, SourceDecoder
 from trajgrade.pipeline.grading import Grading
 from trajgrade.verdicts import keyed_id
@@ -177,7 +176,6 @@ class TraceHost:
         self.format = format
         self._engine = HostedEngine(suite, samples=samples)
         self._grading = Grading(self._engine)
-        self._tool_results = reads_tool_results(suite.capabilities)
         self._fingerprint = suite.fingerprint[:_FINGERPRINT]
         #: Per format: its records decode alone (a reader per record).
         self._alone: dict[str, bool] = {}
@@ -345,7 +343,7 @@ class TraceHost:
             state.trace_id,
             fmt=fmt,
             default_trace=state.trace_id,
-            tool_results=self._tool_results,
+            projection=self.suite.projection,
             fixes=API_FIXES,
         )
         decoder.resume_at(0, state._data.records, fmt)

@@ -26,32 +26,51 @@ passed, 1 a fail or error, 2 usage/config error, 5 nothing graded, 130 forced).
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Final
+
 import click
 
-__all__ = ("main",)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ("COMMANDS", "main")
+
+#: Command name -> the module that defines it (under the same name). A
+#: command's module is imported when the command runs (or ``--help`` lists
+#: it): ``grade`` of a file does not load the hook server, the wrapper or
+#: ``init``'s templates.
+COMMANDS: Final[Mapping[str, str]] = {
+    "grade": "trajgrade.cli.grade",
+    "check": "trajgrade.cli.inspect",
+    "init": "trajgrade.cli.init",
+    "graders": "trajgrade.cli.inspect",
+    "formats": "trajgrade.cli.inspect",
+    "convert": "trajgrade.cli.inspect",
+    "stats": "trajgrade.cli.inspect",
+    "run": "trajgrade.cli.run",  # wrapper
+    "hook": "trajgrade.cli.hooks",  # hooks
+    "serve": "trajgrade.cli.hooks",  # hooks
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group whose commands are imported when first looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = self.commands.get(cmd_name)
+        module = COMMANDS.get(cmd_name)
+        if command is None and module is not None:
+            command = getattr(importlib.import_module(module), cmd_name)
+            assert isinstance(command, click.Command)
+            self.add_command(command)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="trajgrade")
 def main() -> None:
     """Streaming grader for AI-agent trajectories."""
-
-
-# The other commands live in their own modules; they are added here.
-from trajgrade.cli.grade import grade  # noqa: E402
-from trajgrade.cli.hooks import hook, serve  # noqa: E402  # hooks
-from trajgrade.cli.init import init  # noqa: E402
-from trajgrade.cli.inspect import check, convert, formats, graders, stats  # noqa: E402
-from trajgrade.cli.run import run  # noqa: E402  # wrapper
-
-main.add_command(grade)
-main.add_command(check)
-main.add_command(init)
-main.add_command(graders)
-main.add_command(formats)
-main.add_command(convert)
-main.add_command(stats)
-main.add_command(run)  # wrapper
-
-main.add_command(hook)  # hooks
-main.add_command(serve)  # hooks

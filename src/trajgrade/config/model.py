@@ -15,11 +15,12 @@ import msgspec
 from trajgrade._util.locate import Path as _Path
 from trajgrade._util.locate import render
 from trajgrade.errors import ConfigError, Location
-from trajgrade.graders.capabilities import Capabilities
+from trajgrade.graders.capabilities import Capabilities, projection
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from trajgrade.events import Projection
     from trajgrade.graders import Grader
 
 __all__ = (
@@ -138,6 +139,7 @@ class Suite:
         "graders",
         "messages",
         "on_fail",
+        "projection",
         "rule_lines",
         "source",
         "uses_project_path",
@@ -163,6 +165,8 @@ class Suite:
         self.capabilities: tuple[Capabilities, ...] = tuple(
             Capabilities.of(g) for g in self.graders
         )
+        #: What the decoders build of the events for these graders.
+        self.projection: Projection = projection(self.graders, self.capabilities)
         #: Grader name (``Verdict.grader``) -> what its failure should do; every
         #: grader has an entry (its type's default when the config names none).
         self.on_fail: dict[str, OnFail] = {

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from trajgrade.errors import GradeError
-from trajgrade.events import EVENT_TYPES, LeanResult, ToolCall, ToolResult
+from trajgrade.events import EVENT_TYPES, PROJECTED, ToolCall
 from trajgrade.verdicts import SETTLED, Decision, Outcome, grader_failed
 
 if TYPE_CHECKING:
@@ -73,8 +73,10 @@ class Routes:
             )
             for cls in EVENT_TYPES.values()
         }
-        # A result decoded without its payload is routed as a result.
-        self.by_type[LeanResult] = self.by_type[ToolResult]
+        # A projected event (a result without its payload, ...) is routed
+        # as the event it stands for.
+        for lean, cls in PROJECTED.items():
+            self.by_type[lean] = self.by_type[cls]
         #: (index, call_handler or None, default handler) of every grader
         #: routed ``tool_call``s.
         self._call_graders = tuple(

@@ -16,46 +16,35 @@ logs as they are added.
 
 from __future__ import annotations
 
+import importlib
+import sys
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import msgspec
 
+from trajgrade._util.lazy import exporter
 from trajgrade.errors import InputError, Location
 from trajgrade.events import EVENT_TYPES, Event
-from trajgrade.formats import (
-    agentv,
-    atif,
-    claude_code,
-    codex,
-    gemini_cli,
-    gemini_jsonl,
-    gemini_stream,
-    letta,
-    mini_swe_agent,
-    native,
-    openai_chat,
-    openhands,
-    openresponses,
-    otel,
-    swe_agent,
-    vally,
-)
-from trajgrade.formats._document import (
-    SNIFF_LIMIT,
-    DocShape,
-    DocumentReader,
-    document_shape,
-)
 from trajgrade.formats._lines import decode_line
 from trajgrade.formats._sniff import sniff_trace_id
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
+    from trajgrade.formats._document import SNIFF_LIMIT, DocShape, document_shape
     from trajgrade.formats._lines import Fed, Measured
+
+# The whole-document machinery (and ijson) loads with the first document
+# format or document sniff: a canonical JSONL run never needs it.
+__getattr__ = exporter(
+    __name__,
+    dict.fromkeys(
+        ("SNIFF_LIMIT", "DocShape", "document_shape"), "trajgrade.formats._document"
+    ),
+)
 
 __all__ = (
     "BUILTIN",
+    "BUILTIN_MODULES",
     "EVENT_TAGS",
     "SNIFF_LIMIT",
     "BreaksWhole",
@@ -65,6 +54,7 @@ __all__ = (
     "Reader",
     "ResumesMidFile",
     "SkipsToolResults",
+    "SkipsUsageFold",
     "SniffsDocuments",
     "TakesDecoded",
     "detect",
@@ -98,8 +88,8 @@ class Reader(Protocol):
         ...
 
     # Optional: the reader Protocols below (FlushesTrace, TakesDecoded,
-    # SkipsToolResults, BreaksWhole) and, on the FormatType, SniffsDocuments
-    # and ResumesMidFile; each says what is assumed without it.
+    # SkipsToolResults, SkipsUsageFold, BreaksWhole) and, on the FormatType,
+    # SniffsDocuments and ResumesMidFile; each says what is assumed without it.
 
 
 @runtime_checkable
@@ -116,21 +106,30 @@ class FlushesTrace(Protocol):
         ...
 
 
-#: Reader classes -> (SkipsToolResults, TakesDecoded, a whole document's):
-#: a host opens a reader per record (trajgrade.api.trace_host).
-_TRAITS: dict[type, tuple[bool, bool, bool]] = {}
+#: Reader classes -> (SkipsToolResults, TakesDecoded, a whole document's,
+#: SkipsUsageFold): a host opens a reader per record (trajgrade.api.trace_host).
+_TRAITS: dict[type, tuple[bool, bool, bool, bool]] = {}
 
 
-def reader_traits(reader: object) -> tuple[bool, bool, bool]:
+def _is_document_reader(kind: type) -> bool:
+    """``issubclass(kind, DocumentReader)``, without importing it: until
+    a document format's module loaded it, no reader class can be one."""
+    document = sys.modules.get("trajgrade.formats._document")
+    return document is not None and issubclass(kind, document.DocumentReader)
+
+
+def reader_traits(reader: object) -> tuple[bool, bool, bool, bool]:
     """Whether ``reader`` is a :class:`SkipsToolResults`, a
-    :class:`TakesDecoded`, and a whole document's (asked once per class)."""
+    :class:`TakesDecoded`, a whole document's, and a
+    :class:`SkipsUsageFold` (asked once per class)."""
     kind = type(reader)
     known = _TRAITS.get(kind)
     if known is None:
         known = _TRAITS[kind] = (
             issubclass(kind, SkipsToolResults),
             issubclass(kind, TakesDecoded),
-            issubclass(kind, DocumentReader),
+            _is_document_reader(kind),
+            issubclass(kind, SkipsUsageFold),
         )
     return known
 
@@ -193,6 +192,16 @@ class SkipsToolResults(Protocol):
 
 
 @runtime_checkable
+class SkipsUsageFold(Protocol):
+    """A reader that can decode ``usage`` events as
+    :class:`~trajgrade.events.LeanUsage` when no grader routes them.
+
+    Default (absent): usage events are :class:`~trajgrade.events.Usage`."""
+
+    def skip_usage_fold(self) -> None: ...
+
+
+@runtime_checkable
 class SniffsDocuments(Protocol):
     """A whole-document format (``atif``, ``gemini-cli``, …), detected from
     the shape of a JSON document rather than from its first line.
@@ -239,29 +248,70 @@ class FormatType(Protocol):
 #: wins, so more specific shapes come first: agents' own logs (a Claude Code
 #: ``progress`` line also has a ``data`` object, like a vally event), then the
 #: graders' shapes, then canonical events (which never carry ``data``).
-_MODULES: Final = (
-    claude_code,
-    codex,
-    gemini_jsonl,
-    gemini_stream,
-    otel,
-    vally,
-    agentv,
-    letta,
-    openresponses,
-    openai_chat,
+#: Each format's name -> the module (under trajgrade.formats) that defines it,
+#: in that order: a format's module is imported when it is first asked for.
+BUILTIN_MODULES: Final[Mapping[str, str]] = {
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "gemini-cli-jsonl": "gemini_jsonl",
+    "gemini-stream-json": "gemini_stream",
+    "otel": "otel",
+    "vally": "vally",
+    "agentv": "agentv",
+    "letta": "letta",
+    "openresponses": "openresponses",
+    "openai-chat": "openai_chat",
+    "openai-chat-json": "openai_chat",
     # whole-document formats (detected by their shape, see detect_document)
-    atif,
-    gemini_cli,
-    swe_agent,
-    mini_swe_agent,
-    openhands,
-    native,
-)
-
-BUILTIN: Final[Mapping[str, FormatType]] = {
-    f.name: f for module in _MODULES for f in module.FORMATS
+    "atif": "atif",
+    "gemini-cli": "gemini_cli",
+    "swe-agent": "swe_agent",
+    "mini-swe-agent": "mini_swe_agent",
+    "openhands": "openhands",
+    "trajgrade": "native",
 }
+
+
+class _Builtin(Mapping[str, "FormatType"]):
+    """The built-in formats by name, in detection order; a format's module
+    is imported when the format is first looked up (names, ``in`` and
+    ``len`` import nothing)."""
+
+    __slots__ = ("_loaded",)
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, FormatType] = {}
+
+    def __getitem__(self, name: str) -> FormatType:
+        found = self._loaded.get(name)
+        if found is None:
+            module = importlib.import_module(f"{__name__}.{BUILTIN_MODULES[name]}")
+            for fmt in module.FORMATS:
+                self._loaded[fmt.name] = fmt
+            found = self._loaded[name]
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in BUILTIN_MODULES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(BUILTIN_MODULES)
+
+    def __len__(self) -> int:
+        return len(BUILTIN_MODULES)
+
+
+BUILTIN: Final[Mapping[str, FormatType]] = _Builtin()
+
+#: Every key of a canonical event (its fields as JSON names, and ``type``).
+_EVENT_KEYS: Final = frozenset(
+    {"type"}
+    | {
+        field.encode_name
+        for cls in EVENT_TYPES.values()
+        for field in msgspec.structs.fields(cls)
+    }
+)
 
 _sniffer: Final = msgspec.json.Decoder()
 
@@ -273,6 +323,8 @@ def detect(first_line: bytes) -> str | None:
         record = decode_line(_sniffer.decode, first_line)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None  # (RecursionError: nested too deep for msgspec)
+    if _is_plain_event(record):
+        return "trajgrade"
     for fmt in BUILTIN.values():
         try:
             if fmt.sniff(record):
@@ -282,12 +334,27 @@ def detect(first_line: bytes) -> str | None:
     return None
 
 
+def _is_plain_event(record: object) -> bool:
+    """A canonical event with no key beyond the event model's: no earlier
+    format's sniff claims one (each needs a key of its own, a ``type`` no
+    canonical event has, or no ``type``), so the other formats' modules need
+    not load to be asked (tests/formats/test_detect_plain.py checks it)."""
+    if not isinstance(record, dict):
+        return False
+    kind = record.get("type")
+    return (
+        isinstance(kind, str) and kind in EVENT_TYPES and record.keys() <= _EVENT_KEYS
+    )
+
+
 def detect_document(prefix: bytes, *, final: bool) -> tuple[str | None, bool]:
     """The document format whose shape ``prefix`` shows, and whether that
     answer is final (a longer prefix cannot change it).
 
     ``final`` says the prefix is all there is.
     """
+    from trajgrade.formats._document import document_shape
+
     shape = document_shape(prefix)
     if shape is None:
         return None, True  # not JSON at all
@@ -312,6 +379,8 @@ def starts_document(line: bytes) -> bool:
     A broken line of a JSONL file is neither, and stays a line error."""
     if line.lstrip()[:1] not in (b"{", b"["):
         return False
+    from trajgrade.formats._document import document_shape
+
     shape = document_shape(line)
     if shape is None:
         return False

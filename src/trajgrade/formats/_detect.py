@@ -38,7 +38,6 @@ from typing import NamedTuple
 
 from trajgrade.errors import InputError, Location
 from trajgrade.formats import (
-    SNIFF_LIMIT,
     detect,
     detect_document,
     is_json_object,
@@ -118,6 +117,8 @@ class FormatDetector:
     ) -> Detected | None:
         """PREFIX: a document format's name once the prefix shows its shape;
         GAVE_UP once no format can know it."""
+        from trajgrade.formats._document import SNIFF_LIMIT  # (documents only)
+
         assert self._doc is not None
         name, decided = detect_document(bytes(self._doc), final=final)
         if name is not None:

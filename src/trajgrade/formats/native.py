@@ -12,13 +12,20 @@ agent's log needs no ids at all.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from trajgrade.errors import InputError, Location
-from trajgrade.events import EVENT_TYPES, LEAN_EVENT, Event
+from trajgrade.events import (
+    EVENT_TYPES,
+    LEAN_EVENT,
+    LEAN_USAGE_EVENT,
+    LEANEST_EVENT,
+    Event,
+)
 from trajgrade.formats._lines import DecodedFeed, decode_line, decode_records
 from trajgrade.formats._sniff import sniff_trace_id
 
@@ -36,6 +43,12 @@ _LOOSE: Final = msgspec.json.Decoder()
 _LEAN: Final[msgspec.json.Decoder[Any]] = msgspec.json.Decoder(LEAN_EVENT)
 
 
+@functools.cache
+def _shared(kind: Any) -> msgspec.json.Decoder[Any]:
+    """One decoder of ``kind`` for every reader, built when first needed."""
+    return msgspec.json.Decoder(kind)
+
+
 class NativeReader(DecodedFeed):
     """Decodes canonical JSONL."""
 
@@ -46,7 +59,7 @@ class NativeReader(DecodedFeed):
         self._default = default_trace
         # (Shared: building a decoder of every event type costs about 40 µs,
         # and a host opens a reader per record, trajgrade.api.trace_host.)
-        self._typed = _TYPED
+        self._typed: msgspec.json.Decoder[Any] = _TYPED
         self._loose = _LOOSE
         #: Decode tool results without their ``result`` (no grader reads it).
         self._lean = False
@@ -55,6 +68,12 @@ class NativeReader(DecodedFeed):
     def skip_tool_results(self) -> None:
         """No grader reads ``ToolResult.result``: stop building it."""
         self._lean = True
+
+    def skip_usage_fold(self) -> None:
+        """No grader routes ``usage``: decode it as LeanUsage (its fields are
+        checked the same, so the same lines are rejected)."""
+        self._typed = _shared(LEAN_USAGE_EVENT)
+        self._lean_decoder = _shared(LEANEST_EVENT)
 
     def feed_decoded(
         self,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, TypeVar
 
-from trajgrade.events import ToolResult
+from trajgrade.events import Projection, ToolResult, Usage
 
 if TYPE_CHECKING:
     from trajgrade.events import Event, ToolCall
@@ -35,6 +35,7 @@ __all__ = (
     "PacksState",
     "ReadsResults",
     "RoutedHandlers",
+    "projection",
     "reads_tool_results",
 )
 
@@ -222,6 +223,18 @@ class Capabilities(NamedTuple):
             matchers=getattr(grader, "matchers", None),
             bindings=getattr(grader, "bindings", None),
         )
+
+
+def projection(
+    graders: Iterable[Any], capabilities: Iterable[Capabilities]
+) -> Projection:
+    """What the decoders must build for these graders (a suite's, with
+    their ``capabilities`` by index): results' payloads when one reads them,
+    usage's folded counts when one routes usage."""
+    return Projection(
+        tool_results=reads_tool_results(capabilities),
+        usage=any(Usage in g.event_types for g in graders),
+    )
 
 
 def reads_tool_results(capabilities: Iterable[Capabilities]) -> bool:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from trajgrade.engine.engine import Anomaly, Engine
-from trajgrade.graders.capabilities import reads_tool_results
 from trajgrade.kafka.changelog import ENTRY_VERSION, Entry, encode_entry
 from trajgrade.pipeline.batches import Batch, Segment
 from trajgrade.pipeline.decoder import SourceDecoder
@@ -117,7 +116,7 @@ class PartitionWorker:
             f"{topic}[{partition}]",
             fmt=fmt,
             max_line_bytes=max_line_bytes,
-            tool_results=reads_tool_results(suite.capabilities),
+            projection=suite.projection,
         )
         self._line = 1
         #: Records are OTLP payloads of this signal (``--kafka-encoding``).

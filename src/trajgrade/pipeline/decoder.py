@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from trajgrade._util.depth import scan, too_deep_message
 from trajgrade.errors import InputError, Location
+from trajgrade.events import FULL
 from trajgrade.formats import (
     BUILTIN,
     FlushesTrace,
@@ -37,7 +38,7 @@ from trajgrade.formats._lines import one_by_one
 from trajgrade.pipeline.batches import Batch, Segment, segment
 
 if TYPE_CHECKING:
-    from trajgrade.events import Event
+    from trajgrade.events import Event, Projection
     from trajgrade.formats._lines import Fed
 
 __all__ = ("API_FIXES", "DEFAULT_MAX_LINE_BYTES", "SourceDecoder")
@@ -112,7 +113,7 @@ class SourceDecoder:
         fmt: str = "auto",
         default_trace: str | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-        tool_results: bool = True,
+        projection: Projection = FULL,
         fixes: tuple[str, str] = _CLI_FIXES,
     ) -> None:
         self.source = source
@@ -125,8 +126,8 @@ class SourceDecoder:
         #: How to fix an undetectable format and an oversize line, as the
         #: caller spells its options (CLI flags, or StreamGrader's).
         self._fixes = fixes
-        #: False: no grader reads ToolResult.result (trajgrade.events).
-        self._tool_results = tool_results
+        #: What the suite reads of the events (trajgrade.events.Projection).
+        self._projection = projection
         #: Trace of events that carry no trace_id.
         self.default_trace = default_trace if default_trace is not None else source
         #: DETECTING with fmt="auto": the format from the first lines.
@@ -461,9 +462,12 @@ class SourceDecoder:
 
     def _open(self, fmt: str) -> Reader:
         reader = open_reader(fmt, source=self.source, default_trace=self.default_trace)
-        skips, self._takes_decoded, self._is_document = reader_traits(reader)
-        if not self._tool_results and skips:
+        traits = reader_traits(reader)
+        skips, self._takes_decoded, self._is_document, unfolds = traits
+        if not self._projection.tool_results and skips:
             reader.skip_tool_results()  # type: ignore[attr-defined]
+        if not self._projection.usage and unfolds:
+            reader.skip_usage_fold()  # type: ignore[attr-defined]
         return reader
 
     def _drop_bad_lines(

@@ -8,7 +8,6 @@ import msgspec
 
 from trajgrade.engine.engine import Anomaly, Engine
 from trajgrade.errors import InputError, Location
-from trajgrade.graders.capabilities import reads_tool_results
 from trajgrade.pipeline.decoder import DEFAULT_MAX_LINE_BYTES, SourceDecoder
 from trajgrade.pipeline.grading import Grading
 from trajgrade.pipeline.options import BATCH_FIXES, byte_chunks, check_input_options
@@ -53,7 +52,7 @@ def grade_bytes(
         source,
         fmt=fmt,
         max_line_bytes=max_line_bytes,
-        tool_results=reads_tool_results(suite.capabilities),
+        projection=suite.projection,
         fixes=BATCH_FIXES,
     )
     feed = grading.feed

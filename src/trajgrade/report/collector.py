@@ -33,6 +33,11 @@ AFTER: Final = 6
 ARGS_CHARS: Final = 400
 
 
+#: Projected events (trajgrade.events.PROJECTED, by name: this module does
+#: not import the event model) -> the event each stands for.
+_PROJECTED: Final = {"LeanResult": "ToolResult", "LeanUsage": "Usage"}
+
+
 class Call(msgspec.Struct, kw_only=True):
     """One tool call as the report shows it."""
 
@@ -187,6 +192,7 @@ class RunReport:
 
     def _take(self, row: TraceRow, event: Event) -> None:
         kind = type(event).__name__
+        kind = _PROJECTED.get(kind, kind)
         if kind == "ToolCall":
             row.calls += 1
             call = Call(

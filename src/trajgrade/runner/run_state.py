@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from trajgrade.engine.engine import Engine
 from trajgrade.errors import Location, SourceError
-from trajgrade.graders.capabilities import reads_tool_results
 from trajgrade.pipeline import Grading, SourceDecoder
 from trajgrade.runner.stopping import StopFlag, Stoppable
 from trajgrade.runner.store import STATE_VERSION, Checkpoint, Position, StateStore
@@ -194,7 +193,7 @@ class _Run:
             fmt=self.options.fmt,
             default_trace=default_trace,
             max_line_bytes=self.options.max_line_bytes,
-            tool_results=reads_tool_results(self.suite.capabilities),
+            projection=self.suite.projection,
         )
         # Live inputs remember the traces they fed: a tail lost to a rotation
         # taints those (a batch input is read again whole instead).

@@ -51,7 +51,6 @@ import msgspec
 from trajgrade.config.model import OnFail
 from trajgrade.engine.engine import Engine
 from trajgrade.errors import Location, SourceError
-from trajgrade.graders.capabilities import reads_tool_results
 from trajgrade.pipeline import DEFAULT_MAX_LINE_BYTES, Grading, SourceDecoder
 from trajgrade.runtime.actions import ActionOptions, Actions
 from trajgrade.runtime.exit_status import (
@@ -423,7 +422,7 @@ async def wrap(
         fmt=options.fmt,
         default_trace=options.trace_id or name,
         max_line_bytes=options.max_line_bytes,
-        tool_results=reads_tool_results(suite.capabilities),
+        projection=suite.projection,
     )
     state._loop = asyncio.get_running_loop()  # anyio's backend here is asyncio
     previous = {s: signal.signal(s, state.on_signal) for s in _FORWARDED}

@@ -228,3 +228,51 @@ def test_one_input_has_no_duplicate_warning_and_no_table(
     summary = _summary(proc.stdout)
     assert "failed (1 of 2 final verdicts):" in summary
     assert not any(line.startswith("by input") for line in summary)
+
+
+def test_export_otlp_records_carry_source_and_what_matched(
+    run_cli: Any, tmp_path: Path
+) -> None:
+    from tests.telemetry._grade import OtlpSink
+
+    sink = OtlpSink()
+    try:
+        proc = run_cli(
+            "grade",
+            "-q",
+            "-c",
+            _policy(tmp_path),
+            *_inputs(),
+            "--export-otlp",
+            sink.url,
+        )
+    finally:
+        sink.close()
+    assert proc.returncode == 1, proc.stderr
+    fails = {
+        v["trace_id"]: v
+        for v in _verdicts(proc.stdout)
+        if v["outcome"] == "fail" and v["final"]
+    }
+    records = [r["attributes"] for r in sink.records()]
+    assert len(records) == len(_verdicts(proc.stdout))  # verdicts only, no decisions
+    failed = [a for a in records if a["gen_ai.evaluation.score.label"] == "fail"]
+    assert {a["trajgrade.trace_id"] for a in failed} == set(fails)
+    for a in failed:
+        v = fails[a["trajgrade.trace_id"]]
+        assert a["trajgrade.source.file"] == v["source"]["file"]
+        assert a["trajgrade.source.line"] == v["source"]["line"]
+        assert a["trajgrade.matched.rule"] == "disallowed[0]"
+        assert a["trajgrade.matched.tool"] == v["matched"]["tool"]
+        assert a["trajgrade.matched.call_id"] == v["matched"]["call_id"]
+    # Every record carries its verdict's source and matched fields, no more.
+    by_id = {v["id"]: v for v in _verdicts(proc.stdout)}
+    for a in records:
+        v = by_id[a["trajgrade.verdict.id"]]
+        assert a["trajgrade.source.file"] == v["source"]["file"]
+        got = {
+            k.removeprefix("trajgrade.matched."): x
+            for k, x in a.items()
+            if k.startswith("trajgrade.matched.")
+        }
+        assert got == v.get("matched", {})

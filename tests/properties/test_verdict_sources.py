@@ -107,3 +107,16 @@ def test_a_trace_in_two_inputs_is_reported_once(
     for v in sources.sourced(engine.finish()):
         expected = "a.jsonl" if v.trace_id in ids(first[0]) else "b.jsonl"
         assert v.source is not None and v.source.file == expected
+
+
+def test_an_otlp_receivers_requests_name_no_source() -> None:
+    """Verdicts of a run that receives OTLP have no ``source``: a request is
+    no file, and its lines are no lines of one."""
+    sources = InputSources(several=False, named=False)
+    engine = Engine(SUITE, deciders=sources.deciders)
+    grading = Grading(engine, sources=sources)
+    decoder = SourceDecoder("otlp", fmt="trajgrade")
+    line = b'{"type":"tool_call","trace_id":"t","name":"rm","call_id":"c1"}\n'
+    (fail,) = grading.feed(decoder, decoder.feed(line))
+    assert fail.outcome == "fail" and fail.source is None
+    assert not sources.deciders  # drained all the same

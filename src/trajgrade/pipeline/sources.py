@@ -53,7 +53,7 @@ class Duplicate(msgspec.Struct, frozen=True):
 class InputSources:
     """Which input each trace came from; stamps verdicts with it."""
 
-    def __init__(self, *, several: bool) -> None:
+    def __init__(self, *, several: bool, named: bool = True) -> None:
         #: Trace id -> the input it was first read from (several inputs only).
         self._first: BoundedIds[str] | None = (
             BoundedIds(TRACES_MAX) if several else None
@@ -61,6 +61,8 @@ class InputSources:
         self._told: BoundedIds[bool] = BoundedIds(TRACES_MAX)
         #: The one input (or the last one named, before any trace was seen).
         self._only: str | None = None
+        #: False: the inputs are no files (an OTLP receiver's requests).
+        self._named = named
         #: Trace ids met in a second input since the runner last cleared this.
         self.duplicates: list[Duplicate] = []
         #: The engine's list of verdicts decided on an event, with the event
@@ -69,6 +71,8 @@ class InputSources:
 
     def saw(self, source: str, default_trace: str, events: Sequence[Event]) -> None:
         """``events`` were decoded from ``source``."""
+        if not self._named:
+            return
         self._only = source
         first = self._first
         if first is None or not events:

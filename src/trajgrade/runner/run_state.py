@@ -51,10 +51,10 @@ class _Run:
     def __init__(
         self, suite: Suite, options: RunOptions, sink: RunSink, log: Any
     ) -> None:
-        # Verdicts name their input (and line); a trace id in two inputs is told.
-        self.sources = InputSources(
-            several=len(options.inputs) > 1 or bool(options.watch)
-        )
+        # Verdicts name their input file (and line), not an OTLP request; a
+        # trace id in two inputs is told.
+        several = len(options.inputs) > 1 or bool(options.watch)
+        self.sources = InputSources(several=several, named=options.otlp is None)
         self.engine = Engine(
             suite, samples=options.samples, deciders=self.sources.deciders
         )

@@ -91,7 +91,7 @@ class RunTable:
         self._graders: dict[str, None] = {}
         self.failures: list[Verdict] = []
         self.failed = 0
-        #: Final verdicts of files past ``FILES_MAX`` (counted in "-").
+        #: Final verdicts seen (files past ``FILES_MAX`` are counted in "-").
         self.finals = 0
 
     def send(self, verdicts: Sequence[Verdict]) -> None:

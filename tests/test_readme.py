@@ -46,8 +46,9 @@ def test_verdict_example_is_the_demo_output() -> None:
             "jsonl",
             "-c",
             "src/trajgrade/examples/policy.yaml",
-            "src/trajgrade/examples/session.jsonl",
         ],
+        # Piped, as the README shows it (the verdict's source names stdin).
+        input=(ROOT / "src/trajgrade/examples/session.jsonl").read_text(),
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -37,6 +37,7 @@ __all__ = (
     "Matched",
     "Outcome",
     "Settled",
+    "Source",
     "Verdict",
     "grader_failed",
     "id_suffixes",
@@ -194,6 +195,17 @@ class Settled:
 SETTLED: Final = Settled()
 
 
+class Source(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """Where a verdict came from: the input file its trace was read from and,
+    for a verdict decided on an event, that event's line (docs/verdicts.md)."""
+
+    #: The input as it was named (``-``: stdin).
+    file: str
+    #: The 1-based line of the deciding event; None for a verdict decided at
+    #: the trace's end, by the clock, or where lines are not known.
+    line: int | None = None
+
+
 class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One grader's verdict on one trace, as written to the verdict stream."""
 
@@ -223,6 +235,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: The policy's ``message:`` for the rule or the grader (not on a pass);
     #: ``evidence`` begins with it.
     message: str | None = None
+    #: Where it came from (:class:`Source`); set by file runs, absent elsewhere.
+    source: Source | None = None
 
     @property
     def passed(self) -> bool:

@@ -67,6 +67,7 @@ VERDICT_KEYS = {
     "ts",
     "matched",
     "message",
+    "source",
 }
 ALWAYS_PRESENT = {"id", "trace_id", "grader", "kind", "outcome", "score", "final"}
 CHECK_ERROR = re.compile(

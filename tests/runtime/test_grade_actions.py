@@ -128,7 +128,11 @@ def test_decisions_on_stdout_come_in_the_same_place_however_the_input_is_read(
         ("decision", "b", 1),
         ("verdict", "a", 2),
     ]
-    assert whole.stdout.splitlines() == piped
+    # The same stream but for the input's name (``-`` for the pipe): the
+    # deciding lines agree.
+    named = whole.stdout.replace(b'"source":{"file":"e.jsonl"', b'"source":{"file":"-"')
+    assert named.splitlines() == piped
+    assert b'"source":{"file":"-","line":1}' in piped[0]
 
 
 def _gone_pid() -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from junitparser import Error, Failure, JUnitXml
@@ -17,7 +18,15 @@ from trajgrade.telemetry.export import (
     verdict_record,
 )
 from trajgrade.telemetry.junit import JunitSink
-from trajgrade.verdicts import Action, GuardDecision, Outcome, Verdict, verdict_id
+from trajgrade.verdicts import (
+    Action,
+    GuardDecision,
+    Matched,
+    Outcome,
+    Source,
+    Verdict,
+    verdict_id,
+)
 
 
 def _verdict(
@@ -121,6 +130,57 @@ def test_verdict_record_has_the_attributes_docs_telemetry_lists() -> None:
     docs = (Path(__file__).parents[2] / "docs/telemetry.md").read_text()
     for a in rec.attributes:
         assert f"`{a.key}`" in docs, a.key
+
+
+def test_source_and_matched_attributes_are_documented() -> None:
+    """A failed verdict's record names its input and what matched, each
+    attribute listed in docs/telemetry.md."""
+    v = msgspec.structs.replace(
+        _verdict("s1", "no-env", Outcome.FAIL, "why"),
+        matched=Matched(
+            rule="disallowed[0]",
+            tool="view",
+            field="path",
+            value=".env",
+            call_id="b2",
+            line=7,
+        ),
+        source=Source(file="runs/a.jsonl", line=14),
+    )
+    attrs = {kv.key: kv.value for kv in verdict_record(v).attributes}
+    assert attrs["trajgrade.source.file"].string_value == "runs/a.jsonl"
+    assert attrs["trajgrade.source.line"].int_value == 14
+    assert attrs["trajgrade.matched.value"].string_value == ".env"
+    assert attrs["trajgrade.matched.line"].int_value == 7
+    docs = (Path(__file__).parents[2] / "docs/telemetry.md").read_text()
+    for key in attrs:
+        assert f"`{key}`" in docs, key
+
+
+def test_junit_cases_carry_file_and_line(tmp_path: Path) -> None:
+    out = tmp_path / "j.xml"
+    sink = JunitSink(str(out))
+    fail = _verdict("t1", "g1", Outcome.FAIL, "no")
+    sink.send(
+        [
+            msgspec.structs.replace(fail, source=Source(file="a.jsonl", line=3)),
+            msgspec.structs.replace(
+                _verdict("t1", "g2", Outcome.PASS), source=Source(file="a.jsonl")
+            ),
+            _verdict("t2", "g1", Outcome.PASS),  # (a verdict without a source)
+        ]
+    )
+    sink.close()
+    cases = {(s.name, c.name): c._elem for s in JUnitXml.fromfile(str(out)) for c in s}
+    assert (cases["t1", "g1"].get("file"), cases["t1", "g1"].get("line")) == (
+        "a.jsonl",
+        "3",
+    )
+    assert (cases["t1", "g2"].get("file"), cases["t1", "g2"].get("line")) == (
+        "a.jsonl",
+        None,
+    )
+    assert cases["t2", "g1"].get("file") is None
 
 
 def test_export_queue_is_bounded_and_never_blocks() -> None:

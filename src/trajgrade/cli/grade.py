@@ -149,6 +149,12 @@ EXIT_EPILOG = "\b\nExit status:\n" + "\n".join(
     default=False,
     help="Also send every guard decision to --export-otlp and --verdicts-topic, beside the verdicts (without it they carry verdicts only). See docs/verdicts.md.",
 )
+@click.option(
+    "--only-failures",
+    is_flag=True,
+    default=False,
+    help="Print only the verdicts that did not pass (live, as decided); the end-of-run summary, --junit and --report still count every one. See docs/verdicts.md.",
+)
 @quiet_option(
     "No summary or status line; only warnings and errors are logged (unless --log-level says otherwise)."
 )
@@ -179,6 +185,7 @@ def grade(
     decisions_path: str | None,
     export_decisions: bool,
     project_root: str | None,
+    only_failures: bool,
     quiet: bool,
     actions: ActionOptions,
     kafka: KafkaOptions | None,
@@ -237,6 +244,7 @@ def grade(
             output=output,
             decisions_path=decisions_path,
             export_decisions=export_decisions,
+            only_failures=only_failures,
             quiet=quiet,
             log_level=given_level,
         ),

@@ -69,6 +69,8 @@ class OutputRequest(msgspec.Struct, frozen=True, kw_only=True):
     decisions_path: str | None = None
     #: ``--export-decisions``: decisions also to --export-otlp/--verdicts-topic.
     export_decisions: bool = False
+    #: ``--only-failures``: stdout gets the verdicts that did not pass.
+    only_failures: bool = False
     quiet: bool = False
     #: ``--log-level`` as given (None: from ``-q``).
     log_level: str | None = None

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from trajgrade.runtime.exit_status import RunSummary
     from trajgrade.runtime.status_line import StatusLine
     from trajgrade.sinks import Sink
+    from trajgrade.sinks.summary import RunTable
     from trajgrade.sinks.tee import TeeSink
 
 __all__ = ("open_sinks", "prepare", "run_grade")
@@ -90,7 +91,8 @@ def run_grade(
         raise click.UsageError(str(exc)) from None
     if decided.hint_stdin:  # else it looks like a hang
         hint_stdin("grade")
-    status, sink = open_sinks(decided, request.inputs.paths, log)
+    table = _run_table(decided, quiet=request.output.quiet)
+    status, sink = open_sinks(decided, request.inputs.paths, log, table=table)
     options = msgspec.structs.replace(decided.options, samples=samples)
     settle_gc()
     summary = _run(decided, suite, options, sink, log, status)
@@ -103,26 +105,41 @@ def run_grade(
         echo=click.echo,
         summarised=decided.summarised,
         notes=notes,
+        table=() if table is None else table.lines(),
     )
     sys.exit(exit_code(summary))
 
 
+def _run_table(decided: Plan, *, quiet: bool) -> RunTable | None:
+    """The end-of-run summary's table, when a readable summary is printed."""
+    if not decided.pretty or quiet:
+        return None
+    from trajgrade.sinks.summary import RunTable
+
+    return RunTable()
+
+
 def open_sinks(
-    decided: Plan, paths: Sequence[str], log: Any
+    decided: Plan, paths: Sequence[str], log: Any, *, table: Sink | None = None
 ) -> tuple[StatusLine | None, TeeSink]:
-    """The run's sinks as planned: stdout's (and its status line, if any),
-    then ``--junit`` and ``--export-otlp`` teed beside it. A JUnit path that
+    """The run's sinks as planned: stdout's (and its status line, if any;
+    ``--only-failures`` leaves passes out), then the summary's ``table``,
+    ``--junit`` and ``--export-otlp`` teed beside it. A JUnit path that
     cannot be written exits with status 2; a bad export URL is a usage error."""
     from trajgrade.sinks.tee import TeeSink
 
     status, first = _stdout_sink(decided, paths)
+    if decided.only_failures:
+        from trajgrade.sinks.summary import FailuresOnly
+
+        first = FailuresOnly(first)
     if decided.open_receiver and decided.options.otlp is not None:
         log.warning(
             "otlp_without_token",
             host=decided.options.otlp.host,
             reason="--otlp-allow-remote without --otlp-token-env: anyone who reaches the port can feed the grader",
         )
-    more: list[Sink] = []
+    more: list[Sink] = [] if table is None else [table]
     if decided.junit is not None:
         from trajgrade.errors import SinkError
         from trajgrade.telemetry.junit import JunitSink, check_writable

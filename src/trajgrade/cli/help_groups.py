@@ -24,7 +24,8 @@ GRADE_GROUPS: Final[Mapping[str, Sequence[str]]] = {
         "--project-root",
     ),
     "Output": (
-        "--output", "--quiet", "--log-level", "--decisions", "--junit", "--report",
+        "--output", "--only-failures", "--quiet", "--log-level", "--decisions",
+        "--junit", "--report",
     ),
     "Live logs (follow, watch, restart)": (
         "--follow", "--watch", "--glob", "--idle-timeout", "--clock", "--tick",

@@ -85,6 +85,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     display: Display = Display.JSONL
     #: Colour in readable text (stdout is a terminal).
     color: bool = False
+    #: ``--only-failures``: passes are left out of stdout.
+    only_failures: bool = False
     #: Kafka ``--verdicts-topic``: verdicts go there instead of stdout.
     verdicts_topic: str | None = None
     #: ``--junit``: the final verdicts as JUnit XML, teed beside stdout.
@@ -130,6 +132,7 @@ def plan(request: GradeRequest) -> Plan:
         kafka=kafka,
         display=_display(pretty, request),
         color=pretty and term.stdout_tty,
+        only_failures=request.output.only_failures,
         verdicts_topic=kafka.verdicts_topic if kafka is not None else None,
         junit=tel.junit,
         report=tel.report,

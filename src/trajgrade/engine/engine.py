@@ -109,6 +109,7 @@ class Engine:
         samples: Mapping[str, Any] | None = None,
         guarding: bool = True,
         warm_traces: int = WARM_TRACES,
+        deciders: list[tuple[Verdict, Event]] | None = None,
     ) -> None:
         self.suite = suite
         graders, capabilities = suite.graders, suite.capabilities
@@ -120,6 +121,7 @@ class Engine:
         self._guard = Guard(suite, graders)
         judges = self._guard.judges
         self._reporter = VerdictReporter(graders, self._guard, guarding=guarding)
+        self._reporter.deciders = deciders  # (verdicts decided on events, with them)
         # Per event type and tool name: the graders that can react.
         self._routing = Routes(graders, capabilities, judges)
         self._routes = self._routing.by_type
@@ -171,10 +173,9 @@ class Engine:
         return self.feed_many((event,), now=now)
 
     def feed_all(self, events: Iterable[Event]) -> list[Verdict]:
-        """Feed many events, each checked as :meth:`feed` does; return all
-        their verdicts (batch convenience). An object that is not an event
-        raises TypeError before any of them is fed (the caller cannot tell
-        which were, else)."""
+        """Feed many events, each checked as :meth:`feed` does; return all their
+        verdicts (batch convenience). An object that is not an event raises
+        TypeError before any of them is fed (the caller cannot tell which were)."""
         out: list[Verdict] = []
         for good, bad in checked_runs(events):
             out += self.feed_many(good)  # (in order: the bad event comes after)

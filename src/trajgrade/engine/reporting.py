@@ -50,6 +50,9 @@ class VerdictReporter:
         #: Verdicts stamped, and those of them given before their trace closed.
         self.n_verdicts = 0
         self.n_early = 0
+        #: With :meth:`Engine.record_deciders`: each verdict decided on an
+        #: event, with that event (the runner finds its line), until cleared.
+        self.deciders: list[tuple[Verdict, Event]] | None = None
 
     def report(
         self,
@@ -68,6 +71,8 @@ class VerdictReporter:
         v = self._stamp(tr, i, d, early=early)
         if v is not None:
             out.append(v)
+            if event is not None and self.deciders is not None:
+                self.deciders.append((v, event))
             if self.guarding and v.outcome is not Outcome.PASS:
                 self._guard.verdict(tr, i, v, event, first=first)
 

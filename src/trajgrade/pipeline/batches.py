@@ -50,7 +50,11 @@ class Batch(msgspec.Struct, kw_only=True):
             return None
         for seg in self.segments:
             if index < seg.count:
-                if seg.lines is None:
+                if seg.lines is None and seg.records is None and _no_blank(seg):
+                    # (Lines counted in C: a verdict's line is looked up in
+                    # most chunks, and splitting each line in Python is slow.)
+                    seg.lines = list(range(seg.first_line, seg.first_line + seg.count))
+                elif seg.lines is None:
                     nonblank = nonblank_lines(seg.body, seg.first_line)
                     records = seg.records
                     seg.lines = (
@@ -67,3 +71,14 @@ def segment(
     if isinstance(lines, RecordIndex):
         return Segment(count, first, body, records=lines)
     return Segment(count, first, body, lines)
+
+
+def _no_blank(seg: Segment) -> bool:
+    """Whether each line of ``seg`` holds one of its events (none is blank):
+    then event ``i`` is on line ``first_line + i``."""
+    body = seg.body
+    if body is None:
+        return False
+    data = bytes(body)
+    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    return lines == seg.count

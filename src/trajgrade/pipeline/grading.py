@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from trajgrade.events import Event
     from trajgrade.pipeline.batches import Batch
     from trajgrade.pipeline.decoder import SourceDecoder
+    from trajgrade.pipeline.sources import InputSources
     from trajgrade.verdicts import Verdict
 
 __all__ = ("EMIT_EVENTS", "Grading")
@@ -44,8 +45,11 @@ class Grading:
         *,
         decisions_inline: bool = False,
         project_root: str | None = None,
+        sources: InputSources | None = None,
     ) -> None:
         self.engine = engine
+        #: Verdicts' sources, for a file run (its engine lists ``deciders``).
+        self.sources = sources
         #: ``--project-root``: the directory of calls that name none.
         self.project_root = project_root
         #: Whether calls get a directory here: a policy that matches paths
@@ -60,6 +64,13 @@ class Grading:
         self.part_events = 1 if decisions_inline else EMIT_EVENTS
         self.errors: list[InputError] = []
         self.anomalies: list[tuple[Anomaly, Location]] = []
+
+    @property
+    def problems(self) -> bool:
+        """Whether there is anything to report: input errors, anomalies, a
+        trace id met in a second input."""
+        sources = self.sources
+        return bool(self.errors or self.anomalies or (sources and sources.duplicates))
 
     def feed(
         self, decoder: SourceDecoder, batch: Batch, *, now: float | None = None
@@ -80,7 +91,9 @@ class Grading:
         ``part_events``): a runner writes each part's verdicts before the next
         part is fed (a chunk in which thousands of traces end), the same
         verdicts in the same order."""
-        engine = self.engine
+        engine, sources = self.engine, self.sources
+        if sources is not None:
+            sources.saw(decoder.source, decoder.default_trace, batch.events)
         self.errors += batch.errors
         rejects = _in_line_order(batch) if batch.errors else []
         todo = batch.events
@@ -103,6 +116,8 @@ class Grading:
             if self._rooting:
                 part = self._rooted(part, decoder.default_trace)
             out = engine.feed_many(part, now=now, default_trace=decoder.default_trace)
+            if sources is not None and out:
+                out = sources.stamp(out, part, start, batch)
             if engine.anomalies:
                 # Rare: find each anomaly's event in the batch to name its line.
                 position = {id(ev): start + i for i, ev in enumerate(part)}

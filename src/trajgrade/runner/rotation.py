@@ -35,12 +35,13 @@ import msgspec
 from trajgrade.runner.store import head_digest
 from trajgrade.runner.tracking import identity_matches
 from trajgrade.sources._lineage import rotated_since
-from trajgrade.sources.stream import CHUNK_BYTES, trace_name
+from trajgrade.sources.stream import CHUNK_BYTES, trace_name, unclosed_trace_name
 
 if TYPE_CHECKING:
     from trajgrade.runner.store import Position
+    from trajgrade.sources.live import Opened
 
-__all__ = ("live_start", "recover", "taint_lost")
+__all__ = ("live_start", "open_live", "recover", "taint_lost")
 
 
 def live_start(run: Any) -> dict[str, tuple[Any, int]]:
@@ -257,3 +258,44 @@ def _read(run: Any, given: str, path: str, trace: str, pos: Position | None) -> 
         os.close(fd)
     run.end_input(tracked)
     return tracked
+
+
+def open_live(run: Any, piece: Opened) -> None:
+    """A followed or watched file opened (``_Run.opened``): resumed from its
+    checkpoint when it is the file the checkpoint read, its rotated tail
+    recovered first when it was replaced since start-up looked."""
+    path = piece.path
+    key = os.path.abspath(path)
+    pos = run.resume_from.pop(key, None)
+    same = pos is not None and (pos.dev, pos.ino) == (
+        piece.file.dev,
+        piece.file.ino,
+    )
+    if pos is not None and not piece.offset and (pos.offset or not same):
+        # Replaced since start-up looked (rotated in between): the old
+        # file's unread tail first, as a rotation while down.
+        recover(run, key, pos)
+        pos = None
+    # A file renamed under --watch keeps the trace it was read into; a
+    # new file at a path whose trace is over starts one of its own.
+    trace = pos.trace if pos is not None and pos.trace and piece.offset else None
+    if trace is None:
+        name = trace_name(run.options.trace_template, path)
+        trace = unclosed_trace_name(name, run.engine.is_closed)
+    tracked = run.tracked(path, key, trace)
+    tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
+    if piece.offset and pos is not None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                tracked.resume(fd, pos)
+            finally:
+                os.close(fd)
+            run.log.info("source_resumed", source=path, offset=pos.offset)
+        except OSError as exc:
+            run.log.warning("source_resume_failed", source=path, reason=str(exc))
+    run.inputs[key] = tracked
+    if run.store is not None and run.store.sequence == 0:
+        # No checkpoint names this file yet: one soon, so a crash and a
+        # rotation within the first interval cannot hide the file.
+        run._next_checkpoint, run._dirty = 0.0, True

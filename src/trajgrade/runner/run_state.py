@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from trajgrade.engine.engine import Engine
 from trajgrade.errors import Location, SourceError
 from trajgrade.pipeline import Grading, SourceDecoder
+from trajgrade.pipeline.sources import InputSources
 from trajgrade.runner.stopping import StopFlag, Stoppable
 from trajgrade.runner.store import STATE_VERSION, Checkpoint, Position, StateStore
 from trajgrade.runner.tracking import TrackedInput, identity_matches
@@ -27,7 +28,6 @@ from trajgrade.runtime.exit_status import (
     tally,
 )
 from trajgrade.runtime.reporting import log_anomalies, report_problems
-from trajgrade.sources.stream import trace_name, unclosed_trace_name
 from trajgrade.verdicts import Outcome, Verdict
 
 if TYPE_CHECKING:
@@ -50,9 +50,20 @@ class _Run:
     def __init__(
         self, suite: Suite, options: RunOptions, sink: RunSink, log: Any
     ) -> None:
-        self.engine = Engine(suite, samples=options.samples)
+        # Verdicts name their input file (and line), not an OTLP request; a
+        # trace id in two inputs is told.
+        several = len(options.inputs) > 1 or bool(options.watch)
+        self.sources = InputSources(several=several, named=options.otlp is None)
+        self.engine = Engine(
+            suite, samples=options.samples, deciders=self.sources.deciders
+        )
         inline, root = options.decisions == "-", options.project_root
-        self.grading = Grading(self.engine, decisions_inline=inline, project_root=root)
+        self.grading = Grading(
+            self.engine,
+            decisions_inline=inline,
+            project_root=root,
+            sources=self.sources,
+        )
         self.suite = suite
         self.options = options
         self.sink = sink
@@ -99,7 +110,7 @@ class _Run:
             return
         if not verdicts:
             return
-        self._dirty = True
+        self._dirty, verdicts = True, self.sources.sourced(verdicts)
         tally(verdicts, self.summary.verdicts, self._failed)
         if self.suppress:
             # Written before a crash and decided again now: drop the repeat.
@@ -165,7 +176,7 @@ class _Run:
         self.sink.observe_events(tracked.source, batch.events)  # (--report)
         for verdicts in grading.feed_batches(tracked.decoder, batch, now=now):
             self.emit(verdicts)
-        if grading.errors or grading.anomalies:
+        if grading.problems:
             self.report()
 
     def end_input(self, tracked: TrackedInput, *, cut: bool = False) -> None:
@@ -287,43 +298,9 @@ class _Run:
                     inputs[tracked.source] = tracked
 
     def opened(self, piece: Opened) -> None:
-        path = piece.path
-        key = _key(path)
-        pos = self.resume_from.pop(key, None)
-        same = pos is not None and (pos.dev, pos.ino) == (
-            piece.file.dev,
-            piece.file.ino,
-        )
-        if pos is not None and not piece.offset and (pos.offset or not same):
-            # Replaced since start-up looked (rotated in between): the old
-            # file's unread tail first, as a rotation while down.
-            from trajgrade.runner.rotation import recover
+        from trajgrade.runner.rotation import open_live
 
-            recover(self, key, pos)
-            pos = None
-        # A file renamed under --watch keeps the trace it was read into; a
-        # new file at a path whose trace is over starts one of its own.
-        trace = pos.trace if pos is not None and pos.trace and piece.offset else None
-        if trace is None:
-            name = trace_name(self.options.trace_template, path)
-            trace = unclosed_trace_name(name, self.engine.is_closed)
-        tracked = self.tracked(path, key, trace)
-        tracked.dev, tracked.ino = piece.file.dev, piece.file.ino
-        if piece.offset and pos is not None:
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-                try:
-                    tracked.resume(fd, pos)
-                finally:
-                    os.close(fd)
-                self.log.info("source_resumed", source=path, offset=pos.offset)
-            except OSError as exc:
-                self.log.warning("source_resume_failed", source=path, reason=str(exc))
-        self.inputs[key] = tracked
-        if self.store is not None and self.store.sequence == 0:
-            # No checkpoint names this file yet: one soon, so a crash and a
-            # rotation within the first interval cannot hide the file.
-            self._next_checkpoint, self._dirty = 0.0, True
+        open_live(self, piece)
 
     def closed(self, piece: Closed) -> None:
         key = _key(piece.path)

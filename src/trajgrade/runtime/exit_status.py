@@ -221,12 +221,16 @@ def report(
     echo: Callable[[str], None],
     summarised: bool = False,
     notes: Iterable[str] = (),
+    table: Iterable[str] = (),
 ) -> None:
-    """The terminal summary (pretty output) and the ``run_finished`` log line
-    (at debug level when ``summarised``: the summary on the same terminal
-    already said it)."""
+    """The terminal summary (pretty output: ``table``'s lines, the failures
+    first, then the totals) and the ``run_finished`` log line (at debug
+    level when ``summarised``: the summary on the same terminal already
+    said it)."""
     lost = dropped(summary)
     if pretty and not quiet:
+        for line in table:
+            echo(line)
         counts = (
             ", ".join(f"{n} {o}" for o, n in sorted(summary.verdicts.items()))
             or "no verdicts"

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from trajgrade.engine.engine import Anomaly
     from trajgrade.errors import Location
     from trajgrade.pipeline.grading import Grading
+    from trajgrade.pipeline.sources import Duplicate
 
-__all__ = ("log_anomalies", "log_anomaly", "report_problems")
+__all__ = ("log_anomalies", "log_anomaly", "log_duplicates", "report_problems")
 
 #: Trace ids named in one summarised ``calls_unanswered`` line.
 _SHOWN = 10
@@ -65,6 +66,22 @@ def log_anomalies(log: Any, pairs: Iterable[tuple[Anomaly, Location]]) -> None:
         )
 
 
+def log_duplicates(log: Any, found: list[Duplicate]) -> None:
+    """``session_in_two_inputs``, a warning once per trace id read from a
+    second input (the same session file given twice, a session split over
+    files): its events are graded as one trace. Cleared once logged."""
+    for d in found:
+        log.warning(
+            "session_in_two_inputs",
+            trace=d.trace_id,
+            first=d.first,
+            source=d.again,
+            reason=f"session {d.trace_id} is in both {d.first} and {d.again}: "
+            "its events are graded as one trace",
+        )
+    found.clear()
+
+
 def report_problems(grading: Grading, log: Any) -> tuple[int, int]:
     """Log and clear the input errors and anomalies gathered since last time;
     return how many of each there were."""
@@ -93,6 +110,8 @@ def report_problems(grading: Grading, log: Any) -> tuple[int, int]:
                 reason=f"{n} records of this line were rejected; the first {_PER_LINE} are logged",
             )
     log_anomalies(log, grading.anomalies)
+    if grading.sources is not None:
+        log_duplicates(log, grading.sources.duplicates)
     counts = (len(grading.errors), len(grading.anomalies))
     grading.errors.clear()
     grading.anomalies.clear()

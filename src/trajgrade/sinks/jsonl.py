@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
+from trajgrade.sinks.summary import where
 from trajgrade.verdicts import Outcome, Verdict
 
 if TYPE_CHECKING:
@@ -58,7 +59,8 @@ _MARK: Final = {
 
 
 class PrettySink:
-    """Readable lines for a terminal: outcome, trace, grader, score, evidence."""
+    """Readable lines for a terminal: outcome, trace, grader, score; then
+    where it was decided (``file:line``) and the evidence."""
 
     def __init__(self, out: TextOut, *, color: bool = True) -> None:
         self._out = out
@@ -72,8 +74,12 @@ class PrettySink:
                 word = f"\x1b[1;{code}m{word}\x1b[0m"
             when = "" if v.final else " (sealed; final score follows)"
             early = " early" if v.early and v.final else ""
+            # (The input and line first, as a compiler names them: a terminal
+            # or an editor opens the deciding event from it.)
+            place = where(v)
+            said = f"{place}: {v.evidence}" if place else v.evidence
             self._lines.append(
-                f"{word} {v.trace_id}  {v.grader}  score={v.score:.3g}{early}{when}\n      {v.evidence}\n"
+                f"{word} {v.trace_id}  {v.grader}  score={v.score:.3g}{early}{when}\n      {said}\n"
             )
 
     def flush(self) -> None:

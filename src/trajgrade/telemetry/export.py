@@ -4,7 +4,9 @@ Each verdict becomes one OTLP log record with event name
 ``gen_ai.evaluation.result`` and the GenAI semantic conventions' evaluation
 attributes: ``gen_ai.evaluation.name`` (the grader), ``.score.value``,
 ``.score.label`` (the outcome) and ``.explanation`` (the evidence), plus
-``trajgrade.*`` attributes (grader type, verdict id, final, early). The
+``trajgrade.*`` attributes (grader type, verdict id, final, early; the
+input file and line, ``trajgrade.source.*``; what matched,
+``trajgrade.matched.*``: rule, tool, field, value, call id). The
 record's ``trace_id`` is set when the graded trace id is an OTel trace id
 (32 hex digits, as the ``otel`` span format names traces); an agent's
 session id is kept as the ``trajgrade.trace_id`` attribute either way. The
@@ -55,7 +57,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from trajgrade._version import __version__
-from trajgrade.verdicts import GuardDecision, Outcome, Verdict
+from trajgrade.verdicts import GuardDecision, Matched, Outcome, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -130,7 +132,29 @@ def verdict_record(v: Verdict) -> LogRecord:
     ]
     if v.evidence:
         attrs.append(_kv("gen_ai.evaluation.explanation", v.evidence))
+    if v.source is not None:
+        attrs.append(_kv("trajgrade.source.file", v.source.file))
+        if v.source.line is not None:
+            attrs.append(_kv("trajgrade.source.line", v.source.line))
+    attrs += _matched(v.matched)
     return _record(v.trace_id, v.ts, v.outcome, attrs)
+
+
+def _matched(m: Matched | None) -> list[KeyValue]:
+    """``trajgrade.matched.*``: what matched, field by field (docs/verdicts.md)."""
+    if m is None:
+        return []
+    fields = {
+        "rule": m.rule,
+        "tool": m.tool,
+        "field": m.field,
+        "value": m.value,
+        "call_id": m.call_id,
+        "line": m.line,
+    }
+    return [
+        _kv(f"trajgrade.matched.{k}", v) for k, v in fields.items() if v is not None
+    ]
 
 
 def decision_record(d: GuardDecision) -> LogRecord:
@@ -148,6 +172,7 @@ def decision_record(d: GuardDecision) -> LogRecord:
         attrs.append(_kv("gen_ai.tool.call.id", d.call_id))
     if d.tool is not None:
         attrs.append(_kv("gen_ai.tool.name", d.tool))
+    attrs += _matched(d.matched)
     return _record(d.trace_id, d.ts, d.outcome, attrs)
 
 

@@ -1,7 +1,8 @@
 """``--junit FILE``: the run's final verdicts as JUnit XML, for CI.
 
 One ``<testsuite>`` per trace (named by the trace id), one ``<testcase>``
-per grader (``classname`` the grader's type), a ``fail`` verdict as
+per grader (``classname`` the grader's type; ``file`` the input the trace
+was read from and ``line`` its deciding event's, when known), a ``fail`` verdict as
 ``<failure>`` and an ``error`` verdict as ``<error>``, each with the
 verdict's evidence as message and text. The file is written once, when the
 run ends (sorted by trace, then grader; the last final verdict of a pair
@@ -95,6 +96,10 @@ class JunitSink:
                 suite, "testcase", name=_clean(v.grader), classname=_clean(v.kind)
             )
             case.set("time", "0")
+            if v.source is not None:  # the input, as pytest's report names a test's
+                case.set("file", _clean(v.source.file))
+                if v.source.line is not None:
+                    case.set("line", str(v.source.line))
             _count(suite, "tests")
             totals["tests"] += 1
             if v.outcome is Outcome.PASS:

@@ -5,7 +5,7 @@ own environment has a newer one (opentelemetry-proto, googleapis-common-
 protos), so the Flink integration cannot be installed beside it. Its tests
 run in a virtualenv of their own instead: this checkout's dependencies with
 the ``[flink]`` extra, pytest and pytest-timeout, made once in the cache
-(remade when ``pyproject.toml`` changes) and run with this checkout's
+(remade when the dependencies it is made from change) and run with this checkout's
 ``src`` first on the path, so the code under test is the checkout's.
 """
 
@@ -46,7 +46,7 @@ def _skip(detail: str) -> None:
 def _flink_python() -> Path:
     if shutil.which("java") is None:
         _skip("no java on PATH (Flink's mini-cluster needs a JDK 11 or 17)")
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:12]
+    digest = _requirements_digest()
     home = cache_dir() / f"venv-{digest}"
     python = home / "bin" / "python"
     marker = home / ".installed"
@@ -69,6 +69,21 @@ def _flink_python() -> Path:
             _skip(f"{' '.join(argv)} exited {done.returncode}: {done.stderr}")
     marker.write_text(digest + "\n")
     return python
+
+
+def _requirements_digest() -> str:
+    """What the virtualenv is made from: the project's dependencies, its
+    ``[flink]`` extra and :data:`TEST_DEPS` (not the rest of pyproject.toml:
+    a ruff setting does not call for a six-minute install)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [
+        *project.get("dependencies", []),
+        *project.get("optional-dependencies", {}).get("flink", []),
+        *TEST_DEPS,
+    ]
+    return hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
 
 
 def environment() -> dict[str, str]:

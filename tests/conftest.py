@@ -8,9 +8,20 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+# Property tests check rules, not speed: no per-example deadline and no
+# too-slow health check, which fail on a loaded machine (two xdist workers
+# on two cores, and other work beside them). Settings a test gives win. The
+# example database stays shared: each test runs in one worker, and its
+# entries are written by rename, so workers never write the same file.
+settings.register_profile(
+    "trajgrade", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("trajgrade")
 
 #: Seconds one CLI run may take before the test fails with TimeoutExpired.
 CLI_TIMEOUT = 30.0
@@ -52,5 +63,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     paths = {
         Path(str(item.path)).relative_to(root).as_posix() for item in session.items
     }
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    warm_up(paths, (lambda line: reporter.write_line(line)) if reporter else print)
+    warm_up(paths, _say(session.config))
+
+
+def _say(config: pytest.Config) -> Callable[[str], None]:
+    """Where the warm-up's lines are seen: the terminal, or with xdist the
+    first worker's stderr (a worker's terminal output is not shown; every
+    worker warms up, and the others' lines would only repeat its own)."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        if worker.get("workerid") != "gw0":
+            return lambda line: None
+        return lambda line: print(f"[{worker['workerid']}] {line}", file=sys.stderr)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    return reporter.write_line if reporter is not None else print

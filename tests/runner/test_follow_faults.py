@@ -15,8 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -24,6 +25,9 @@ from hypothesis import strategies as st
 
 from trajgrade.errors import StateError
 from trajgrade.runner.store import decode_checkpoint
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 pytestmark = pytest.mark.slow
 
@@ -162,13 +166,22 @@ def _calls(fmt: str, n: int, start: int) -> bytes:
     return _canonical("a", n, start) + _canonical("b", n, start)
 
 
-def _follower(cwd: Path) -> subprocess.Popen[bytes]:
+@contextmanager
+def _follower(cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A follower, killed if still running and its pipes closed when the
+    block ends, a failed assertion included (its pipes were left to the
+    garbage collector: an unclosed-file warning after pytest's summary)."""
     argv = [sys.executable, "-m", "trajgrade", "grade", "--output", "jsonl"]
     argv += ["-c", "p.yaml", "--follow", "session.jsonl", "--state", "state"]
     argv += ["--checkpoint-interval", "0.05", "--idle-timeout", "1"]
-    return subprocess.Popen(
+    with subprocess.Popen(
         argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    ) as proc:
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
 
 
 def _wait_for_checkpoint(cwd: Path, offset: int) -> None:
@@ -197,10 +210,10 @@ def test_a_tail_lost_while_down_taints_the_traces_it_named(
     (tmp_path / "p.yaml").write_text(POLICY)
     log = tmp_path / "session.jsonl"
     log.write_bytes(_calls(fmt, 2, 0))
-    first = _follower(tmp_path)
-    _wait_for_checkpoint(tmp_path, log.stat().st_size)
-    first.send_signal(signal.SIGKILL)
-    first.communicate(timeout=30)
+    with _follower(tmp_path) as first:
+        _wait_for_checkpoint(tmp_path, log.stat().st_size)
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
 
     with log.open("ab") as f:
         f.write(_calls(fmt, 2, 2))
@@ -208,18 +221,18 @@ def test_a_tail_lost_while_down_taints_the_traces_it_named(
     (tmp_path / "session.jsonl.1").unlink()
     log.write_bytes(_calls(fmt, 2, 4))
 
-    second = _follower(tmp_path)
-    assert second.stdout is not None
     traces = {"s1"} if fmt == "claude-code" else {"a", "b"}
     got: dict[str, dict[str, Any]] = {}
-    while set(got) != traces:
-        line = second.stdout.readline()
-        assert line, "trajgrade exited without the verdicts"
-        v = json.loads(line)
-        if v["final"]:
-            got[v["trace_id"]] = v
-    second.send_signal(signal.SIGTERM)
-    _, err = second.communicate(timeout=30)
+    with _follower(tmp_path) as second:
+        assert second.stdout is not None
+        while set(got) != traces:
+            line = second.stdout.readline()
+            assert line, "trajgrade exited without the verdicts"
+            v = json.loads(line)
+            if v["final"]:
+                got[v["trace_id"]] = v
+        second.send_signal(signal.SIGTERM)
+        _, err = second.communicate(timeout=30)
     for v in got.values():
         assert v["outcome"] == "error", v
         assert "unread from byte" in v["evidence"], v

@@ -48,7 +48,6 @@ from trajgrade.config.compile import load_suite  # noqa: E402
 from trajgrade.engine.engine import Engine  # noqa: E402
 from trajgrade.events import LeanResult, ToolCall, ToolResult, TurnStart  # noqa: E402
 from trajgrade.graders import BuildContext  # noqa: E402
-from trajgrade.graders.capabilities import reads_tool_results  # noqa: E402
 from trajgrade.pipeline.decoder import SourceDecoder  # noqa: E402
 from trajgrade.pipeline.options import BATCH_FIXES  # noqa: E402
 
@@ -64,7 +63,7 @@ def decoded(suite: Any, events: Path) -> list[list[Any]]:
         str(events),
         fmt="auto",
         max_line_bytes=1 << 24,
-        tool_results=reads_tool_results(suite.capabilities),
+        projection=suite.projection,
         fixes=BATCH_FIXES,
     )
     data = events.read_bytes()

@@ -27,6 +27,8 @@ def test_the_flink_integration_in_its_own_virtualenv() -> None:
     python = flink_python()
     argv = [str(python), "-m", "pytest", "tests/integrations/test_flink.py"]
     argv += ["-q", "-p", "no:cacheprovider", "-rfE"]
+    # One process: the virtualenv has no pytest-xdist for the suite's -n.
+    argv += ["-o", "addopts=--strict-markers --strict-config --import-mode=importlib"]
     done = subprocess.run(
         argv,
         cwd=ROOT,

@@ -73,13 +73,20 @@ BENIGN_SHELL = [
     "hostname",
     "uname -a",
     "id -u && whoami",
-    'ps -ef | rg -i "Google Chrome|chrome.*remote"',  # codex, refused before
     "pgrep -fl node",
     # Codex on macOS runs zsh: `(protected)` is a glob group, not bash syntax.
     "ls apps/spectora-labs/src/app/(protected)/settings/teams/hooks",
     "sed -n '1,200p' apps/src/app/(protected)/settings/TeamSheet.tsx",
     "git add apps/app/(protected)/dashboard/page.tsx apps/app/(protected)/x.tsx",
 ]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("command", ["ps eww", "ps -ef", "ps axe -o pid,args"])
+def test_ps_is_not_let_run_unasked(replay: Replay, agent: str, command: str) -> None:
+    """`ps e` prints the environment of the user's other processes (a
+    daemon's token, an agent's API key): strict does not let it run unasked."""
+    assert answers(replay, agent, sh(agent, command)) != ["allow"]
 
 
 @pytest.mark.parametrize("agent", AGENTS)

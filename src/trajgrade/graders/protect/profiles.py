@@ -62,8 +62,9 @@ _PROGRAMS: Final[tuple[str | dict[str, str], ...]] = (
     "dirname", "realpath", "readlink", "which", "type", "date", "env", "cd",
     "nl", "rg", "sleep", "xargs", "awk", "apply_patch",
     "jq", "less", "more", "nl", "column", "sha256sum", "md5sum",
-    # What the host and its processes are: no file words, no effects.
-    "ps", "pgrep", "uname", "whoami", "id", "hostname", "nproc", "arch",
+    # What the host and its processes are: no file words, no effects. (Not
+    # `ps`: `ps eww` prints other processes' environments, serve's token too.)
+    "pgrep", "uname", "whoami", "id", "hostname", "nproc", "arch",
     # Changing the tree: their file words are judged as writes.
     "mkdir", "touch", "cp", "mv", "rm", "ln", "chmod", "sed",
     # Version control for what is local.

@@ -27,6 +27,8 @@ _AWK_STRING: Final = r'"((?:\\.|[^"\\])*)"'
 _AWK_RUN: Final = re.compile(r"\bsystem\s*\(|(?<!\|)\|(?!\|)\s*&?\s*(?:\"|\w)")
 _AWK_WRITE: Final = re.compile(r">>?\s*" + _AWK_STRING)
 _AWK_READ: Final = re.compile(r"getline\b[^;|]*<\s*" + _AWK_STRING)
+#: getline < (".e" "nv"), getline < name: a file the program builds.
+_AWK_READ_BUILT: Final = re.compile(r"getline\b[^;|]*<\s*(?!\")")
 _AWK_ANY_REDIRECT: Final = re.compile(r"(?:print|printf)[^;}]*>")
 
 
@@ -126,6 +128,9 @@ def awk_program(program: str) -> ScriptFacts:
         caps.add("write")
         files.append((m.group(1), "write"))
     files.extend((m.group(1), "read") for m in _AWK_READ.finditer(program))
+    if _AWK_READ_BUILT.search(program):
+        # The name is concatenated or in a variable: it could be any file.
+        files.append(("**", "read"))
     if _AWK_ANY_REDIRECT.search(program) and "write" not in caps:
         # print > name, with the name in a variable: any file.
         caps.add("write")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from typing import Any, Final
 
 import msgspec
@@ -37,6 +38,41 @@ _HOST_PORT_PROGRAMS: Final = frozenset({"nc", "ncat", "netcat", "telnet", "socat
 _REMOTE_PROGRAMS: Final = frozenset({"scp", "rsync", "sftp", "ssh", "git"})
 _SHELLS: Final = frozenset(
     ["sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh"]
+)
+#: Environment variables whose value a program runs (as a command, a
+#: preloaded library or startup code), from git(1), less(1), man(1),
+#: ssh(1), bash(1), ld.so(8) and the interpreters' manuals.
+CODE_VARIABLES: Final = frozenset(
+    {
+        "GIT_PAGER",
+        "PAGER",
+        "MANPAGER",
+        "GIT_EDITOR",
+        "EDITOR",
+        "VISUAL",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_ASKPASS",
+        "SSH_ASKPASS",
+        "GIT_PROXY_COMMAND",
+        "GIT_CONFIG_PARAMETERS",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "BROWSER",
+        "BASH_ENV",
+        "ENV",
+        "PROMPT_COMMAND",
+        "LD_PRELOAD",
+        "LD_AUDIT",
+        "DYLD_INSERT_LIBRARIES",
+        "PYTHONSTARTUP",
+        "PERL5OPT",
+        "NODE_OPTIONS",
+        "RUBYOPT",
+        "GIT_EXEC_PATH",
+    }
 )
 
 
@@ -111,6 +147,7 @@ class Observer:
         kind = node.type
         if kind == "command":
             self._globs = glob_words(node)
+            self._assignments(node)
             if depth <= self._depth:
                 # A new command, not one a wrapper (find -exec) re-reads.
                 self._previous = None
@@ -119,6 +156,36 @@ class Observer:
             self._redirect(node)
         elif kind in ("heredoc_redirect", "herestring_redirect"):
             self._stdin_code(node)
+
+    def _assignments(self, node: Any) -> None:
+        """``GIT_PAGER='cat .env' git log``: a variable the program runs as
+        a command is code (its text read as a nested command)."""
+        for child in node.children:
+            if child.type != "variable_assignment":
+                continue
+            name, _, raw = child.text.decode("utf-8", "replace").partition("=")
+            self.assigned(name, raw, quoted=True)
+
+    def assigned(self, name: str, raw: str, *, quoted: bool = False) -> None:
+        """An environment assignment (in front of a command, or ``env
+        NAME=value``): run-code when ``name`` is a variable programs run."""
+        if name not in CODE_VARIABLES:
+            return
+        value = raw
+        if quoted:
+            try:
+                value = " ".join(shlex.split(raw))
+            except ValueError:
+                value = raw
+        self.runs.append(
+            Run(
+                name=None,
+                argv=(f"{name}=", value),
+                capabilities=frozenset({"run-code"}),
+            )
+        )
+        if value:
+            self._nested_command(value)
 
     def gave_up(self, text: str) -> None:
         self.too_deep = True
@@ -140,6 +207,11 @@ class Observer:
         )
         self._previous = name
         self._urls(name, words)
+        if name == "env":
+            for word in words:
+                key, eq, value = word.partition("=")
+                if eq and not key.startswith("-"):
+                    self.assigned(key, value)
         if name in ("cd", "pushd"):
             self._cd(globs[0] if globs else None)
 

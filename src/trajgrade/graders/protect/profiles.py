@@ -67,6 +67,9 @@ _PROGRAMS: Final[tuple[str | dict[str, str], ...]] = (
     "pgrep", "uname", "whoami", "id", "hostname", "nproc", "arch",
     # Changing the tree: their file words are judged as writes.
     "mkdir", "touch", "cp", "mv", "rm", "ln", "chmod", "sed",
+    # beads (bd), the agents' issue tracker: its local subcommands (sync,
+    # daemon, edit, init and hooks are not listed: network, editors, hooks).
+    {"program": "bd", "args": r"^(ready|show|list|update|close|reopen|create|q|dep|comment|comments|blocked|info|stats|stale|flush|search|label|status|doctor|version|help|export|import)\b"},
     # Version control for what is local.
     {"program": "git", "args": r"^(status|diff|log|show|branch|add|commit|restore|checkout|switch|stash|rev-parse|ls-files|blame|grep|mv|rm|init|tag|merge|rebase|reset|fetch|pull)\b"},
 )  # fmt: skip

@@ -25,6 +25,7 @@ __all__ = (
     "RECURSIVE_FLAGS",
     "ROLES",
     "SCRIPT_SUBCOMMANDS",
+    "SUBCOMMAND_CAPABILITIES",
     "VERSIONED",
     "names",
 )
@@ -103,6 +104,10 @@ PROGRAMS: Final[dict[str, frozenset[str]]] = _table(
         "pip pip3 uv uvx poetry pipx conda mamba npm npx pnpm pnpx yarn gem "
         "bundle cargo go rustup composer apt apt-get dpkg brew snap git bunx",
     ),
+    # beads, the issue tracker for coding agents: its issues live in
+    # .beads/ (SQLite and JSONL); the subcommands that do more are in
+    # SUBCOMMAND_CAPABILITIES.
+    (_RW, "bd"),
     (
         _P,
         "sudo su doas pkexec run0 sudoedit systemd-run machinectl chroot "
@@ -135,7 +140,7 @@ ROLES: Final[dict[str, str]] = {
             "pipx conda mamba npm npx pnpm pnpx yarn gem bundle cargo go rustup "
             "composer apt apt-get dpkg brew snap make gmake cmake ninja gradle mvn "
             "sudo su doas pkexec run0 systemd-run docker podman nerdctl kubectl "
-            "ps pgrep top free env read"
+            "ps pgrep top free env read bd"
         ),
         "none",
     ),
@@ -230,6 +235,7 @@ OPTION_VALUES: Final[dict[str, dict[str, str]]] = {
               "-P": "none", "-d": "none", "-E": "none", "-s": "none"},
     "sort": {"-o": "write", "--output": "write", "-k": "none", "-t": "none"},
     "timeout": {"-s": "none", "-k": "none"},
+    "bd": {"-f": "read", "--file": "read", "--body-file": "read"},
 }  # fmt: skip
 
 #: Options that make a reader walk whole directories: its operands (cwd
@@ -331,3 +337,18 @@ SCRIPT_SUBCOMMANDS: Final = frozenset(
         "vet rebuild restart stop"
     )
 )
+
+#: Subcommands that can do more than their program's row says, per
+#: program (the first non-option word). beads' documentation: ``bd sync``
+#: exports, commits, pulls and pushes (git's network and hooks), ``bd
+#: daemon`` syncs in the background, ``bd edit`` opens $EDITOR, ``bd init``
+#: and ``bd hooks install`` install git hooks that run bd later.
+SUBCOMMAND_CAPABILITIES: Final[dict[str, dict[str, frozenset[str]]]] = {
+    "bd": {
+        "sync": _N | _C,
+        "daemon": _N | _C,
+        "edit": _C,
+        "init": _C,
+        "hooks": _C,
+    },
+}

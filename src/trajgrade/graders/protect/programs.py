@@ -28,6 +28,7 @@ from trajgrade.graders.protect.program_table import (
     RECURSIVE_FLAGS,
     ROLES,
     SCRIPT_SUBCOMMANDS,
+    SUBCOMMAND_CAPABILITIES,
     VERSIONED,
 )
 
@@ -112,7 +113,11 @@ def capabilities_of(name: str, argv: Sequence[str]) -> frozenset[str] | None:
     if base == "find":
         return caps | _find(args)
     if _code_option(base, list(argv[1:])):
-        return caps | _CODE
+        caps = caps | _CODE
+    subs = SUBCOMMAND_CAPABILITIES.get(base)
+    if subs is not None:
+        sub = next((a for a in args if not a.startswith("-")), "")
+        caps = caps | subs.get(sub, frozenset())
     return caps
 
 

@@ -27,6 +27,7 @@ from trajgrade.graders.protect.program_table import (
     RECURSIVE_FLAGS,
     ROLES,
     SCRIPT_SUBCOMMANDS,
+    SUBCOMMAND_CAPABILITIES,
 )
 
 __all__ = ("groups", "render", "table_lines")
@@ -98,8 +99,23 @@ def render() -> str:
         "`-f`. `awk`: `run-code` with `system()`, `print | cmd`, `cmd | getline`"
         " or `-f`; `write` with `print > file`.",
         "* `find`: `run-code` and `write` with `-exec`/`-execdir`/`-ok`/"
-        "`-okdir`; `write` with `-delete`/`-fprint`/`-fls`. `openssl`: "
+        "`-okdir`; `write` with `-delete`/`-fprint`/`-fls` (`-delete` deletes "
+        "anything below its directories). `openssl`: "
         "`network` for `s_client`, `s_server`, `s_time`, `ocsp`.",
+        "* subcommands: "
+        + "; ".join(
+            f"`{name} {sub}` {_caps(caps)}"
+            for name, subs in sorted(SUBCOMMAND_CAPABILITIES.items())
+            for sub, caps in sorted(subs.items())
+        )
+        + ".",
+        "* `git diff --no-index A B` and `git add -f`/`--force` read every file"
+        " below their operands (staged ignored files are printed by `git show`);"
+        " `awk`'s `getline < name` with a built name reads any file; `sed`'s "
+        "`r`/`R`/`w` file names are judged as globs. An environment assignment"
+        " of a variable a program runs (`GIT_PAGER`, `PAGER`, `EDITOR`, "
+        "`GIT_EXTERNAL_DIFF`, `LESSOPEN`, `LD_PRELOAD`, ...; in front of a "
+        "command or through `env`) is `run-code`, its value read as a command.",
         "* options that run code: "
         + "; ".join(
             f"`{name}` {_code(opts)}"

@@ -38,9 +38,9 @@ def _refused(command: str) -> Judgement:
     "command",
     [
         # awk: a file word inside the program
-        "awk 'BEGIN{while((getline l < (\".e\" \"nv\"))>0) print l}'",
+        'awk \'BEGIN{while((getline l < (".e" "nv"))>0) print l}\'',
         "awk '{while((getline l < \".env\")>0) print l}' README.md",
-        "gawk 'BEGIN{f=\".e\" \"nv\"; while((getline l < f)>0) print l}'",
+        'gawk \'BEGIN{f=".e" "nv"; while((getline l < f)>0) print l}\'',
         "mawk 'BEGIN{getline x < \".env\"; print x}'",
         # sed: r/R/w names
         "sed 'r .e?v' README.md",

@@ -236,6 +236,8 @@ OPTION_VALUES: Final[dict[str, dict[str, str]]] = {
     "sort": {"-o": "write", "--output": "write", "-k": "none", "-t": "none"},
     "timeout": {"-s": "none", "-k": "none"},
     "bd": {"-f": "read", "--file": "read", "--body-file": "read"},
+    # hostname(1): -F/--file sets the name from a file's first line.
+    "hostname": {"-F": "read", "--file": "read"},
 }  # fmt: skip
 
 #: Options that make a reader walk whole directories: its operands (cwd

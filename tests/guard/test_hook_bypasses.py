@@ -6,8 +6,8 @@ profile, the decision as the hook makes it (no file system: lexical rules)."""
 from __future__ import annotations
 
 import pytest
-
 from tests.guard._protect_support import CWD, policy
+
 from trajgrade.events import ToolCall
 from trajgrade.graders.protect.analysis import analyze
 from trajgrade.graders.protect.decide import decide

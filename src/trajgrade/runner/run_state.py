@@ -85,6 +85,10 @@ class _Run:
         self._next_checkpoint = 0.0
         self._checkpointing = False
         self._dirty = False
+        # Set when writing verdicts or decisions failed part-way: the engine
+        # has moved past what reached the sink and the journal, so a
+        # checkpoint now would record as read what was never written.
+        self._torn = False
         #: Bytes read from every input (the progress bar).
         self.bytes_read = 0
         self.actions: Actions | None = None
@@ -105,6 +109,13 @@ class _Run:
 
     # ------------------------------------------------------------ verdicts
     def emit(self, verdicts: Sequence[Verdict]) -> None:
+        try:
+            self._emit(verdicts)
+        except BaseException:
+            self._torn = True  # (no checkpoint after this: see __init__)
+            raise
+
+    def _emit(self, verdicts: Sequence[Verdict]) -> None:
         if self.engine.decisions:
             self._decide(verdicts)
             return
@@ -410,7 +421,7 @@ class _Run:
         import anyio.to_thread
 
         store = self.store
-        if store is None or self._checkpointing:
+        if store is None or self._checkpointing or self._torn:
             return
         self._checkpointing = True
         try:

@@ -129,8 +129,16 @@ def test_beads_local_subcommands_run(command: str) -> None:
     assert _ruling(command) is None
 
 
-def test_beads_sync_is_network_and_refused() -> None:
-    assert _refused("bd sync --from-main").rule == "protect.network"
+@pytest.mark.parametrize(
+    "command", ["bd sync --from-main", "bd --db .beads/x.db sync", "bd --actor me sync"]
+)
+def test_beads_sync_is_network_and_refused(command: str) -> None:
+    assert _refused(command).rule == "protect.network"
+
+
+def test_awk_reading_a_named_ordinary_file_is_let_run() -> None:
+    # Only a name awk builds can be any file; a quoted one is judged as itself.
+    assert _ruling("awk 'BEGIN{getline x < \"README.md\"; print x}'") is None
 
 
 def test_beads_edit_runs_an_editor_and_is_asked() -> None:

@@ -116,8 +116,10 @@ def capabilities_of(name: str, argv: Sequence[str]) -> frozenset[str] | None:
         caps = caps | _CODE
     subs = SUBCOMMAND_CAPABILITIES.get(base)
     if subs is not None:
-        sub = next((a for a in args if not a.startswith("-")), "")
-        caps = caps | subs.get(sub, frozenset())
+        # Every word that names a listed subcommand counts, not only the
+        # first: a global option's value (`bd --db FILE sync`) comes first.
+        for word in args:
+            caps = caps | subs.get(word, frozenset())
     return caps
 
 

@@ -50,6 +50,72 @@ def run_cli_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
     return run_cli
 
 
+#: xdist workers per core under ``-n auto``: most long tests wait on their
+#: subprocesses, brokers or a JVM and leave the core to another worker.
+WORKERS_PER_CORE = 2
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help="rewrite tests/durations.json (the long tests started first) from this run",
+    )
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: two workers per core (xdist's own count when
+    PYTEST_XDIST_AUTO_NUM_WORKERS is set)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return WORKERS_PER_CORE * (len(os.sched_getaffinity(0)) or 1)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controller, before any worker starts: byte-compile ``src`` and
+    ``tests``, so every test's subprocess reads ``.pyc`` files even where
+    PYTHONDONTWRITEBYTECODE keeps Python from writing them (a cold
+    ``python -m trajgrade`` starts about 2.5 times slower without them)."""
+    import compileall
+    from pathlib import Path
+
+    if hasattr(config, "workerinput"):
+        return
+    root = Path(str(config.rootpath))
+    for tree in ("src", "tests"):
+        if (root / tree).is_dir():
+            compileall.compile_dir(root / tree, quiet=2)
+    if config.getoption("record_durations"):
+        config.pluginmanager.register(_DurationRecorder(), "trajgrade-durations")
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """The long tests' modules first, dealt out to the workers
+    (tests/_scheduling.py); every worker computes the same order."""
+    from tests._scheduling import known_durations, long_first
+
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = long_first(items, workers, known_durations())
+
+
+class _DurationRecorder:
+    """Collects every phase's duration (in the controller, from the workers'
+    reports) and writes tests/durations.json at the end of the session."""
+
+    def __init__(self) -> None:
+        self.phases: list[tuple[str, float]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.phases.append((report.nodeid, report.duration))
+
+    def pytest_sessionfinish(self) -> None:
+        from tests._scheduling import long_ones, write_durations
+
+        write_durations(long_ones(self.phases))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Make the first-use installs the collected tests need now, outside
     every test's timeout (tests/_first_use.py says why)."""

@@ -63,6 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(optionalhook=True)  # the Flink venv runs pytest without xdist
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: two workers per core (xdist's own count when
     PYTEST_XDIST_AUTO_NUM_WORKERS is set)."""

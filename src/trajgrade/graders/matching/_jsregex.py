@@ -65,6 +65,10 @@ def _hex(text: str, width: int) -> int | None:
     return int(text, 16) if ok else None
 
 
+#: Deepest group nesting accepted (the engine itself fails near 150-200).
+MAX_GROUP_NESTING = 100
+
+
 class _Translator:
     def __init__(self, src: str) -> None:
         self.src, self.pos, self.groups = src, 0, 0
@@ -170,6 +174,13 @@ class _Translator:
         self, end: int, text: str, repeatable: bool, *labels: str
     ) -> tuple[str, bool]:
         """Enter a group; *repeatable* applies once it is closed."""
+        if len(self.opened) >= MAX_GROUP_NESTING:
+            # The engine's parser recurses per level, so how deep it gets
+            # depended on the caller's stack; a fixed bound answers the same
+            # everywhere.
+            self.fail(
+                f"groups nested too deeply (at most {MAX_GROUP_NESTING} levels)", end
+            )
         self.pos = end
         self.opened.append((repeatable, labels))
         return text, False

@@ -170,3 +170,44 @@ def test_a_checkpoint_a_killed_run_was_writing_is_cleared(tmp_path: Path) -> Non
     assert p.returncode == 1, p.stderr.decode()
     assert not stale.exists()
     assert (tmp_path / "s" / "checkpoint.msgpack").is_file()
+
+
+def test_no_checkpoint_records_verdicts_a_failed_write_lost(tmp_path: Path) -> None:
+    """The torn-emit race, driven in order: the verdict sink is ``/dev/full``
+    (every flush fails with ENOSPC, as a full disk does), the write fails
+    part-way through grading a chunk, and a checkpoint is asked for right
+    after, as the run's clock task can do before the failure stops the run.
+    No checkpoint may be written then (it would record as read the chunk
+    whose verdicts never reached the sink); the resumed run says them all."""
+    import anyio
+    from tests._support import suite as compile_suite
+
+    from trajgrade.runner.options import RunOptions
+    from trajgrade.runner.run_state import _Run
+    from trajgrade.runtime.log import get_logger
+    from trajgrade.sinks.jsonl import JsonlSink
+    from trajgrade.sinks.tee import TeeSink
+
+    (tmp_path / "p.yaml").write_text(POLICY)
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(_corpus(40, end=True))
+    ref = _grade(tmp_path, "log.jsonl")
+    state = tmp_path / "s"
+    options = RunOptions(inputs=[str(log)], state_dir=str(state))
+    with open("/dev/full", "wb") as full:
+        run = _Run(
+            compile_suite(POLICY), options, TeeSink(JsonlSink(full), []), get_logger()
+        )
+        run.open_state()
+        try:
+            tracked = run.tracked(str(log), str(log), "log.jsonl")
+            with pytest.raises(OSError, match="No space left"):
+                run.take(tracked, log.read_bytes())
+            anyio.run(run.checkpoint)
+        finally:
+            assert run.store is not None
+            run.store.close()
+    assert not (state / "checkpoint.msgpack").exists()
+    again = _grade(tmp_path, "--state", "s", "log.jsonl")
+    assert again.returncode == ref.returncode, again.stderr.decode()
+    assert sorted(_ids(again.stdout)) == sorted(_ids(ref.stdout))

@@ -348,3 +348,25 @@ def test_the_forms_line_says_what_is_not_built() -> None:
     assert (forms["compiled"] is None) is (forms["pure"] is not None)
     build = _machine.python_build()
     assert isinstance(build["pgo"], bool) and isinstance(build["lto"], bool)
+
+
+def test_the_follow_throughput_benchmark_prints_both_modes() -> None:
+    """`python benchmarks/follow_throughput.py`: a small corpus, one round."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/follow_throughput.py",
+            "--events",
+            "3000",
+            "--rounds",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"--follow +median +[\d,]+ events/s", done.stdout)
+    assert re.search(r"--follow --state +median +[\d,]+ events/s", done.stdout)

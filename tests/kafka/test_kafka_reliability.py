@@ -4,7 +4,6 @@ traces' verdicts are exactly batch grading's."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import urllib.request
@@ -92,13 +91,14 @@ def test_poison_records_are_skipped_counted_and_committed(
     assert "Traceback" not in again.err_path.read_text()
 
 
-@pytest.mark.xfail(
-    os.environ.get("PYTEST_XDIST_WORKER") is not None,
-    strict=False,
-    reason="in the parallel suite (a broker per worker) the consumer did not log "
-    "changelog_lost within 90 s of its broker's restart in 3 of 4 runs; it passes "
-    "run alone and in the serial suite: to be found (issue 35, item 5)",
-)
+#: Exit statuses of the other documented outcomes of a broker that lost its
+#: data (docs/kafka.md): no input topic at the next assignment (7); a
+#: changelog a client's metadata request created with the broker's default
+#: partition count before this consumer's check could create it (2).
+OTHER_OUTCOMES = {7: "was not found on", 2: "partitions but the input has"}
+
+
+@pytest.mark.timeout(600)  # (up to three attempts, each up to 150 s)
 @pytest.mark.parametrize("recreated_by", ["consumer", "someone_else"])
 def test_lost_changelog_is_recreated_and_sigterm_is_prompt(
     tmp_path: Path, recreated_by: str
@@ -108,7 +108,26 @@ def test_lost_changelog_is_recreated_and_sigterm_is_prompt(
     (logged as ``changelog_lost`` whoever created the topic again: this
     consumer's check, or, as ``someone_else`` plays, a client's metadata
     request auto-creating it before that check) and goes on grading the new
-    records; SIGTERM then ends the run within seconds."""
+    records; SIGTERM then ends the run within seconds.
+
+    Three actors race after the restart: this test creating the topic, the
+    consumer rejoining, and its producer refreshing metadata. On a loaded
+    machine the consumer sometimes got there first and took another
+    documented road -- an exit of :data:`OTHER_OUTCOMES` with its reason, or
+    new records written over offsets it had read before the loss, whose
+    traces then end in error -- and such an attempt, checked to be loud (no
+    traceback, no pass on part of a trace), is made again, at most three
+    times in all."""
+    for attempt in range(3):
+        if _lost_changelog_attempt(tmp_path / f"try{attempt}", recreated_by):
+            return
+    pytest.fail("three attempts in a row took another road than changelog_lost")
+
+
+def _lost_changelog_attempt(tmp_path: Path, recreated_by: str) -> bool:
+    """True: changelog_lost was logged and the new records graded; False:
+    the consumer ended by one of :data:`OTHER_OUTCOMES` (checked here)."""
+    tmp_path.mkdir()
     broker = k.OwnBroker(tmp_path)
     broker.start()
     topic, group = k.unique("lost"), k.unique("g")
@@ -122,6 +141,7 @@ def test_lost_changelog_is_recreated_and_sigterm_is_prompt(
             "lost",
             ["--kafka-bootstrap", broker.bootstrap, "--topic", topic, "--group", group],
         )
+        lost = exited = False
         try:
             k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
             broker.stop()
@@ -132,22 +152,87 @@ def test_lost_changelog_is_recreated_and_sigterm_is_prompt(
             again = [{**ev, "trace_id": "again-" + ev["trace_id"]} for ev in events]
             k.produce(broker.bootstrap, topic, k.keyed(again))
             k.wait_for(
-                lambda: any(e.get("event") == "changelog_lost" for e in g.logs()),
+                lambda: (
+                    g.proc.poll() is not None
+                    or any(e.get("event") == "changelog_lost" for e in g.logs())
+                ),
                 90,
-                "the lost changelog to be logged",
+                "the lost changelog to be logged (or the consumer to exit)",
             )
-            want = {v["trace_id"] for v in k.reference(again).values()}
-            k.wait_for(
-                lambda: want <= {v["trace_id"] for v in g.verdicts() if v["final"]},
-                60,
-                "the new records to be graded",
-            )
+            exited = g.proc.poll() is not None
+            lost = not exited
+            if lost:
+                ref = {
+                    (v["trace_id"], v["grader"]): v for v in k.reference(again).values()
+                }
+                want = {trace for trace, _ in ref}
+                try:
+                    k.wait_for(
+                        lambda: (
+                            want <= {v["trace_id"] for v in g.verdicts() if v["final"]}
+                        ),
+                        60,
+                        "the new records to be graded",
+                    )
+                except AssertionError:
+                    # The third road: the new records were written over the
+                    # offsets this consumer had read before the loss, so it
+                    # cannot tell them from the old ones. Their traces end in
+                    # error or not at all -- never a verdict other than
+                    # batch grading's, never a pass on part of a trace.
+                    for v in g.verdicts():
+                        key = (v["trace_id"], v["grader"])
+                        if v["final"] and key in ref and v["outcome"] != "error":
+                            assert v["outcome"] == ref[key]["outcome"], v
+                    assert any(e.get("event") == "state_lost" for e in g.logs())
+                    lost = False
         finally:
             started = time.monotonic()
-            g.stop(timeout=60)
+            status = g.stop(timeout=60)
             took = time.monotonic() - started
-        assert "Traceback" not in g.err_path.read_text()
+        err = g.err_path.read_text()
+        assert "Traceback" not in err
+        if exited:
+            assert status in OTHER_OUTCOMES, err[-3000:]
+            assert OTHER_OUTCOMES[status] in err, err[-3000:]
+        if not lost:
+            return False
         assert took < 15, f"SIGTERM took {took:.1f}s"
+        return True
+    finally:
+        broker.stop()
+        broker.log.close()
+
+
+def test_an_input_topic_lost_with_the_broker_is_exit_7(tmp_path: Path) -> None:
+    """The broker restarts with its data lost and nobody creates the input
+    topic again: the consumer's next assignment finds no topic, and the run
+    ends with exit status 7 naming it (a supervisor restarts it; it waits
+    for nothing and passes nothing)."""
+    broker = k.OwnBroker(tmp_path)
+    broker.start()
+    topic, group = k.unique("gone"), k.unique("g")
+    try:
+        k.create_topic(broker.bootstrap, topic, 2)
+        events = k.corpus(2)
+        k.produce(broker.bootstrap, topic, k.keyed(events))
+        expected = k.reference(events)
+        g = k.Grader(
+            tmp_path,
+            "gone",
+            ["--kafka-bootstrap", broker.bootstrap, "--topic", topic, "--group", group],
+        )
+        try:
+            k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
+            broker.stop()
+            broker.start()
+            k.wait_for(lambda: g.proc.poll() is not None, 90, "the consumer to exit")
+        finally:
+            g.stop(timeout=60)
+        err = g.err_path.read_text()
+        assert g.proc.returncode == 7, err[-3000:]
+        assert f"topic {topic!r} was not found" in err
+        assert "Traceback" not in err
     finally:
         broker.stop()
         broker.log.close()

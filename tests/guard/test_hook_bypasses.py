@@ -42,6 +42,7 @@ def _refused(command: str) -> Judgement:
         "awk '{while((getline l < \".env\")>0) print l}' README.md",
         'gawk \'BEGIN{f=".e" "nv"; while((getline l < f)>0) print l}\'',
         "mawk 'BEGIN{getline x < \".env\"; print x}'",
+        'awk \'BEGIN{getline x < ".e" "nv"; print x}\'',
         # sed: r/R/w names
         "sed 'r .e?v' README.md",
         "sed -e '1r .env' README.md",

@@ -27,8 +27,12 @@ _AWK_STRING: Final = r'"((?:\\.|[^"\\])*)"'
 _AWK_RUN: Final = re.compile(r"\bsystem\s*\(|(?<!\|)\|(?!\|)\s*&?\s*(?:\"|\w)")
 _AWK_WRITE: Final = re.compile(r">>?\s*" + _AWK_STRING)
 _AWK_READ: Final = re.compile(r"getline\b[^;|]*<\s*" + _AWK_STRING)
-#: getline < (".e" "nv"), getline < name: a file the program builds.
-_AWK_READ_BUILT: Final = re.compile(r"getline\b[^;|]*<(?!\s*\")")
+#: getline < (".e" "nv"), getline < name: a file the program builds; also
+#: getline < ".e" "nv", which gawk and mawk read as ".e" but an awk that
+#: binds the concatenation first reads as ".env".
+_AWK_READ_BUILT: Final = re.compile(
+    r"getline\b[^;|]*<(?!\s*\")|getline\b[^;|]*<\s*" + _AWK_STRING + r"\s*[\"\w(]"
+)
 _AWK_ANY_REDIRECT: Final = re.compile(r"(?:print|printf)[^;}]*>")
 
 

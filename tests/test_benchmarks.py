@@ -31,6 +31,23 @@ SHARED = Path(
 DOC = ROOT / "docs" / "performance.md"
 
 
+def _run(
+    args: list[str], *, timeout: float, src: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` from the checkout (``src``: with ``src/`` first on the
+    path), text output captured; the caller checks the status."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")} if src else None
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        env=env,
+    )
+
+
 def _harness() -> Any:
     """benchmarks/run.py as a module (its check names)."""
     spec = importlib.util.spec_from_file_location(
@@ -60,14 +77,7 @@ def test_the_documented_smoke_run_checks_every_verdict() -> None:
     (command,) = _shown_commands()
     argv = shlex.split(command)
     assert argv[:2] == ["python", "benchmarks/run.py"]
-    done = subprocess.run(
-        [sys.executable, *argv[1:], "--shared", str(SHARED)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    done = _run([*argv[1:], "--shared", str(SHARED)], timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "verdicts \u2713 every trace against stream_ref" in done.stdout
     # The six-check writers: trajgrade and the hand-written yardstick loop
@@ -176,14 +186,7 @@ def test_a_targets_budget_is_what_it_allows_less_decoding_and_start_up() -> None
 def test_the_guard_benchmark_prints_each_class_and_the_benign_figures() -> None:
     """`python benchmarks/guard.py --quick`: a few attacks per class, every
     agent form, the benign calls and the decision time, for each profile."""
-    done = subprocess.run(
-        [sys.executable, "benchmarks/guard.py", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    done = _run(["benchmarks/guard.py", "--quick"], timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "profile strict: src/trajgrade/examples/guard.yaml" in done.stdout
     for agent in ("claude-code", "codex", "gemini"):
@@ -198,14 +201,10 @@ def test_the_engines_benchmark_prints_every_figure() -> None:
     per open trace within the target, and both runners on tansu."""
     if not (SHARED / "bench" / "gen_traces.py").is_file():
         pytest.skip(f"shared bench scripts not found at {SHARED}; set TRAJGRADE_SHARED")
-    done = subprocess.run(
-        [sys.executable, "benchmarks/engines.py", "--quick", "--shared", str(SHARED)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+    done = _run(
+        ["benchmarks/engines.py", "--quick", "--shared", str(SHARED)],
         timeout=600,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        src=True,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
@@ -222,14 +221,7 @@ def test_the_faults_soak_prints_lost_duplicated_and_wrong() -> None:
     """`python benchmarks/faults.py --seconds 1`: at least one random
     kill/rotate/truncate schedule against a real follower, every call
     counted once (0, 0, 0), exit 0."""
-    done = subprocess.run(
-        [sys.executable, "benchmarks/faults.py", "--seconds", "1", "--seed", "3"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=110,
-    )
+    done = _run(["benchmarks/faults.py", "--seconds", "1", "--seed", "3"], timeout=110)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(
         r"^seed 3: lost 0, duplicated 0, wrong 0 \(\d+ calls\)",
@@ -243,21 +235,16 @@ def test_the_flink_benchmark_prints_every_figure() -> None:
     """`python benchmarks/engines_flink.py --repeat 1 --rounds 1`: both rates,
     the JVM start and the bytes per open trace (where pyflink is installed;
     elsewhere it says it skipped)."""
-    done = subprocess.run(
+    done = _run(
         [
-            sys.executable,
             "benchmarks/engines_flink.py",
             "--repeat",
             "1",
             "--rounds",
             "1",
         ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
         timeout=600,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        src=True,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
@@ -280,17 +267,13 @@ def test_the_call_facts_probe_prices_the_spared_handler_calls() -> None:
     the engine's CPU both ways."""
     if not (SHARED / "bench" / "gen_traces.py").is_file():
         pytest.skip(f"shared bench scripts not found at {SHARED}; set TRAJGRADE_SHARED")
-    done = subprocess.run(
+    done = _run(
         [
-            *(sys.executable, "benchmarks/call_facts.py", "--size", "small"),
+            *("benchmarks/call_facts.py", "--size", "small"),
             *("--rounds", "1", "--shared", str(SHARED)),
         ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        src=True,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
@@ -352,19 +335,14 @@ def test_the_forms_line_says_what_is_not_built() -> None:
 
 def test_the_follow_throughput_benchmark_prints_both_modes() -> None:
     """`python benchmarks/follow_throughput.py`: a small corpus, one round."""
-    done = subprocess.run(
+    done = _run(
         [
-            sys.executable,
             "benchmarks/follow_throughput.py",
             "--events",
             "3000",
             "--rounds",
             "1",
         ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
         timeout=120,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

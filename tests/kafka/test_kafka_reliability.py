@@ -4,15 +4,20 @@ traces' verdicts are exactly batch grading's."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _kafka as k
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 pytestmark = pytest.mark.slow
 
@@ -128,22 +133,9 @@ def _lost_changelog_attempt(tmp_path: Path, recreated_by: str) -> bool:
     """True: changelog_lost was logged and the new records graded; False:
     the consumer ended by one of :data:`OTHER_OUTCOMES` (checked here)."""
     tmp_path.mkdir()
-    broker = k.OwnBroker(tmp_path)
-    broker.start()
-    topic, group = k.unique("lost"), k.unique("g")
-    try:
-        k.create_topic(broker.bootstrap, topic, 2)
-        events = k.corpus(2)
-        k.produce(broker.bootstrap, topic, k.keyed(events))
-        expected = k.reference(events)
-        g = k.Grader(
-            tmp_path,
-            "lost",
-            ["--kafka-bootstrap", broker.bootstrap, "--topic", topic, "--group", group],
-        )
+    with _graded_once(tmp_path, "lost") as (broker, topic, group, events, g):
         lost = exited = False
         try:
-            k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
             broker.stop()
             broker.start()  # memory storage: topics, offsets, changelog gone
             if recreated_by == "someone_else":
@@ -199,9 +191,6 @@ def _lost_changelog_attempt(tmp_path: Path, recreated_by: str) -> bool:
             return False
         assert took < 15, f"SIGTERM took {took:.1f}s"
         return True
-    finally:
-        broker.stop()
-        broker.log.close()
 
 
 def test_an_input_topic_lost_with_the_broker_is_exit_7(tmp_path: Path) -> None:
@@ -209,21 +198,8 @@ def test_an_input_topic_lost_with_the_broker_is_exit_7(tmp_path: Path) -> None:
     topic again: the consumer's next assignment finds no topic, and the run
     ends with exit status 7 naming it (a supervisor restarts it; it waits
     for nothing and passes nothing)."""
-    broker = k.OwnBroker(tmp_path)
-    broker.start()
-    topic, group = k.unique("gone"), k.unique("g")
-    try:
-        k.create_topic(broker.bootstrap, topic, 2)
-        events = k.corpus(2)
-        k.produce(broker.bootstrap, topic, k.keyed(events))
-        expected = k.reference(events)
-        g = k.Grader(
-            tmp_path,
-            "gone",
-            ["--kafka-bootstrap", broker.bootstrap, "--topic", topic, "--group", group],
-        )
+    with _graded_once(tmp_path, "gone") as (broker, topic, _, _, g):
         try:
-            k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
             broker.stop()
             broker.start()
             k.wait_for(lambda: g.proc.poll() is not None, 90, "the consumer to exit")
@@ -233,6 +209,34 @@ def test_an_input_topic_lost_with_the_broker_is_exit_7(tmp_path: Path) -> None:
         assert g.proc.returncode == 7, err[-3000:]
         assert f"topic {topic!r} was not found" in err
         assert "Traceback" not in err
+
+
+@contextlib.contextmanager
+def _graded_once(
+    tmp_path: Path, name: str
+) -> Iterator[tuple[k.OwnBroker, str, str, list[dict[str, Any]], k.Grader]]:
+    """A broker of the test's own, a 2-partition topic holding a corpus, and
+    a consumer that has graded all of it: (broker, topic, group, events,
+    grader). The caller stops the grader; the broker is stopped here."""
+    broker = k.OwnBroker(tmp_path)
+    broker.start()
+    topic, group = k.unique(name), k.unique("g")
+    try:
+        k.create_topic(broker.bootstrap, topic, 2)
+        events = k.corpus(2)
+        k.produce(broker.bootstrap, topic, k.keyed(events))
+        expected = k.reference(events)
+        g = k.Grader(
+            tmp_path,
+            name,
+            ["--kafka-bootstrap", broker.bootstrap, "--topic", topic, "--group", group],
+        )
+        try:
+            k.wait_for(lambda: len(k.finals(g)) >= len(expected), 60, "all verdicts")
+        except BaseException:
+            g.stop(timeout=60)
+            raise
+        yield broker, topic, group, events, g
     finally:
         broker.stop()
         broker.log.close()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NoReturn
 from trajgrade.graders.matching._jsliteral import CONTROL as _CONTROL
 from trajgrade.graders.matching._jsliteral import JSRegexError, literal_of
 
-__all__ = ("FLAGS", "JSRegexError", "compile_js", "literal_of", "translate")
+__all__ = ("JSRegexError", "compile_js", "literal_of", "translate")
 
 #: ASCII keeps ``\d \w \b`` (and ``(?i)`` folding) ASCII-only as in JavaScript;
 #: VERSION0 is the ``re``-compatible dialect (no nested sets, no set operations).

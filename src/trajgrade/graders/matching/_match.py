@@ -54,7 +54,9 @@ BREAKER_TRIPS: Final = 2
 #: Set while compiling a policy already known to compile cleanly (the hook's
 #: cached config): non-literal patterns are then compiled on first use, so a
 #: cold hook process pays only for the regexes its one call reaches.
-_DEFERRED: Final[ContextVar[bool]] = ContextVar("trajgrade_deferred_regex", default=False)
+_DEFERRED: Final[ContextVar[bool]] = ContextVar(
+    "trajgrade_deferred_regex", default=False
+)
 
 
 @contextmanager

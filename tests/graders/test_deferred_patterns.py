@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.graders.test_re2 import ALPHABET, js_patterns
 
 from trajgrade.graders.matching._match import (
     JSRegexError,
@@ -18,7 +19,6 @@ from trajgrade.graders.matching._match import (
     Pattern,
     deferred_compiles,
 )
-from tests.graders.test_re2 import ALPHABET, js_patterns
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -41,15 +41,15 @@ def test_deferred_and_eager_patterns_agree(pattern: str, texts: list[str]) -> No
 def test_a_deferred_pattern_compiles_at_first_use() -> None:
     with deferred_compiles():
         p = Pattern("^(curl|wget)$", field="f", timeout=1.0)
-    assert p._test is None  # nothing compiled yet
+    assert not p.compiled  # nothing compiled yet
     assert p.search("curl") and not p.search("xcurl")
-    assert p._test is not None
+    assert p.compiled
 
 
 def test_a_literal_needs_no_compile_either_way() -> None:
     with deferred_compiles():
         p = Pattern("rm -rf /", field="f", timeout=1.0)
-    assert p._test is not None and p.engine == "literal"
+    assert p.compiled and p.engine == "literal"
 
 
 def test_a_bad_source_is_an_error_verdict_when_deferred_and_located_when_not() -> None:

@@ -77,7 +77,12 @@ def deferred_compiles() -> Iterator[None]:
 class Pattern:
     """One compiled, unanchored JavaScript regex (or its literal fast path)."""
 
-    __slots__ = ("_engine", "_test", "_timeout", "_validated", "field", "source")
+    __slots__ = ("_engine", "_timeout", "_validated", "field", "search", "source")
+
+    #: Whether the pattern matches anywhere in a text; MatchTimeout if it ran
+    #: out of time. The compiled test itself once compiled (no indirection
+    #: on the hot path); before that, the first call compiles it.
+    search: Callable[[str], bool]
 
     def __init__(self, source: str, *, field: str, timeout: float) -> None:
         """Compile ``source``; raise JSRegexError (the caller adds the location).
@@ -93,30 +98,30 @@ class Pattern:
         #: Known to compile (deferred): the backtracking form, which is what
         #: validates a source, is then built only where it is needed.
         self._validated = _DEFERRED.get()
-        self._test: Callable[[str], bool] | None = self._literal()
-        if self._test is None and not self._validated:
-            self._test = self._compile()
+        test = self._literal()
+        if test is None and not self._validated:
+            test = self._compile()
+        self.search = test or self._first_search
 
     @property
     def engine(self) -> str:
         """``literal`` (str methods), ``re2`` (linear time) or ``backtracking``
         (the regex module, time-boxed, with a circuit breaker)."""
-        self._compiled()
+        if self.compiled is False:
+            self.search = self._compile()
         return self._engine
 
-    def search(self, text: str) -> bool:
-        """Whether the pattern matches anywhere in ``text``; MatchTimeout if it
-        ran out of time."""
-        return self._compiled()(text)
+    @property
+    def compiled(self) -> bool:
+        """False while a deferred compile has not happened yet."""
+        return getattr(self.search, "__func__", None) is not Pattern._first_search
 
     def __repr__(self) -> str:
         return f"Pattern({self.source!r})"
 
-    def _compiled(self) -> Callable[[str], bool]:
-        test = self._test
-        if test is None:
-            test = self._test = self._compile()
-        return test
+    def _first_search(self, text: str) -> bool:
+        self.search = self._compile()
+        return self.search(text)
 
     def _backtracking(self) -> Callable[[str], bool]:
         from trajgrade.graders.matching._jsregex import compile_js

@@ -1,7 +1,10 @@
 """Hook latency: cold `trajgrade hook` processes, the thin client, and the daemon.
 
 Targets (issue 8): <= 80 ms p95 per cold invocation including state load and
-save; <= 5 ms p99 per call answered by `trajgrade serve`.
+save; <= 5 ms p99 per call answered by `trajgrade serve`. Issue 34: the
+strict profile keeps the cold target, so the cold hook is also timed with the
+shipped strict policy (`src/trajgrade/examples/guard.yaml`) on Claude Code's
+PreToolUse for a Bash and a Read call.
 
 Run: python benchmarks/hooks.py [--n 40] [--calls 2000]
 Prints the figures and their ratio to the target; asserts nothing.
@@ -25,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Extra `trajgrade serve` arguments (--serve-arg).
 SERVE_ARGS: list[str] = []
 HOOKS = ROOT / "tests" / "fixtures" / "hooks" / "claude-code" / "hooks"
+#: The shipped strict profile (protect: {profile: strict} and its rules).
+STRICT = ROOT / "src" / "trajgrade" / "examples" / "guard.yaml"
 POLICY = """\
 graders:
   - type: tool-calls
@@ -58,6 +63,28 @@ def _time_proc(args: list[str], stdin: bytes, n: int) -> list[float]:
         subprocess.run(args, input=stdin, stdout=subprocess.DEVNULL, check=True)
         out.append((time.perf_counter() - t) * 1000)
     return out
+
+
+def _strict(exe: str, tmp: Path, start: bytes, pre: dict[str, object], n: int) -> None:
+    """The cold hook under the strict profile: a Bash and a Read call."""
+    state = tmp / "strict-state"
+    hook = [exe, "hook", "claude-code", "-c", str(STRICT), "--state-dir", str(state)]
+    # SessionStart first, as the agent sends it: the policy's decoded form
+    # is cached from then on, as in a real session.
+    subprocess.run(hook, input=start, stdout=subprocess.DEVNULL, check=True)
+    cwd = str(pre["cwd"])
+    calls = {
+        "Bash": dict(pre, tool_name="Bash", tool_input={"command": "echo hello"}),
+        "Read": dict(
+            pre, tool_name="Read", tool_input={"file_path": f"{cwd}/README.md"}
+        ),
+    }
+    for tool, payload in calls.items():
+        _line(
+            f"cold hook strict profile, {tool} PreToolUse",
+            _time_proc(hook, json.dumps(payload).encode(), n),
+            ("p95", 80.0),
+        )
 
 
 def main() -> None:
@@ -109,6 +136,7 @@ def main() -> None:
         _time_proc(hook, body, ns.n),
         ("p95", 80.0),
     )
+    _strict(exe, tmp, start, pre, ns.n)
 
     srv = subprocess.Popen(
         [

@@ -9,7 +9,6 @@ A ``locate`` callable (path -> Location) stands for the config file.
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
@@ -79,12 +78,16 @@ def explain(exc: msgspec.ValidationError, struct: type[Any]) -> tuple[str, Path]
     if unknown:
         field = unknown.group(1)
         rel = (*rel, field)
+        import difflib  # error messages only: not on the hook path
+
         close = difflib.get_close_matches(field, sorted(_field_names(struct)), n=1)
         hint = f"; did you mean `{close[0]}`?" if close else "; remove it"
         message = f"unknown field `{field}`{hint}"
     invalid = re.match(r"Invalid enum value (.+)", message)
     if invalid and rel and (choices := _choices(struct, rel)):
         got = invalid.group(1)
+        import difflib  # error messages only: not on the hook path
+
         close = difflib.get_close_matches(got.strip("'\""), choices, n=1)
         hint = f"; did you mean `{close[0]}`?" if close else ""
         message = f"`{rel[-1]}` must be one of {', '.join(choices)} (got {got}){hint}"

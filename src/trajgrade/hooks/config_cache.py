@@ -61,9 +61,14 @@ def load_suite_cached(
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         config = None
     if config is not None:
+        from trajgrade.graders.matching._match import deferred_compiles
+
         if context.base_dir is None:
             context.base_dir = config.base_dir
-        return compile_suite(config, context=context)
+        # Cached only after it compiled cleanly at this version: its regexes
+        # are compiled when a call first reaches them, not all up front.
+        with deferred_compiles():
+            return compile_suite(config, context=context)
     config = decode_config(
         data,
         name=path,

@@ -5,8 +5,8 @@ flags: Annex B (non-unicode) syntax, case-sensitive, ``.`` excluding line
 terminators, ``^``/``$`` anchored to the whole input, ASCII ``\\d \\w \\b`` and
 Unicode ``\\s``.  :func:`translate` walks such a source once and writes a pattern
 for the backtracking :mod:`regex` module (whose ``timeout=`` is our ReDoS guard),
-compiled with :data:`FLAGS`; :func:`literal_of` spots plain literals for
-substring fast paths.  Pure functions only: no I/O, logging or clock.
+compiled with ``regex.ASCII | regex.VERSION0``; :func:`literal_of` spots plain
+literals for substring fast paths.  Pure functions only: no I/O, logging or clock.
 
 Deliberate leniency: ``(?P<name>...)``, ``(?P=name)`` and ``(?i)`` are accepted
 although JavaScript would reject them.  Known deviations are listed on
@@ -15,19 +15,19 @@ although JavaScript would reject them.  Known deviations are listed on
 
 from __future__ import annotations
 
+import re
 import string
-from typing import NoReturn
-
-import regex
+from typing import TYPE_CHECKING, NoReturn
 
 from trajgrade.graders.matching._jsliteral import CONTROL as _CONTROL
 from trajgrade.graders.matching._jsliteral import JSRegexError, literal_of
 
-__all__ = ("FLAGS", "JSRegexError", "compile_js", "literal_of", "translate")
+__all__ = ("JSRegexError", "compile_js", "literal_of", "translate")
 
 #: ASCII keeps ``\d \w \b`` (and ``(?i)`` folding) ASCII-only as in JavaScript;
 #: VERSION0 is the ``re``-compatible dialect (no nested sets, no set operations).
-FLAGS = regex.ASCII | regex.VERSION0
+if TYPE_CHECKING:
+    import regex
 
 # ECMAScript WhiteSpace + LineTerminator; the ASCII flag would shrink \s to 6 chars.
 _WS = r"\t\n\x0b\x0c\r\x20\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
@@ -36,15 +36,15 @@ _WS = r"\t\n\x0b\x0c\r\x20\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\
 _CLASS_BODY = {"d": "0-9", "w": "0-9A-Z_a-z", "s": _WS}
 _DOT = r"[^\n\r\u2028\u2029]"
 _ANY, _NOTHING = r"[\x00-\U0010ffff]", r"[^\x00-\U0010ffff]"
-_QUANT = regex.compile(r"\{([0-9]+)(?:,([0-9]*))?\}")
-_OCTAL = regex.compile(r"[0-3][0-7]{0,2}|[4-7][0-7]?")  # Annex B LegacyOctalEscape
-_DIGITS = regex.compile(r"[0-9]+")
-_NAMED = regex.compile(r"\(\?P?<(?![=!])([^>]*)>")
-_GROUP_REF = regex.compile(r"\(\?P=\w+\)")
-_FLAG_GROUP = regex.compile(r"\(\?-?i[:)]")
-_KREF = regex.compile(r"k<([^>]*)>")
-_PRESCAN = regex.compile(
-    r"\\.|\[(?:\\.|[^\]\\])*\]|\((?!\?)|\(\?P?<(?![=!])([^>]*)>", regex.DOTALL
+_QUANT = re.compile(r"\{([0-9]+)(?:,([0-9]*))?\}")
+_OCTAL = re.compile(r"[0-3][0-7]{0,2}|[4-7][0-7]?")  # Annex B LegacyOctalEscape
+_DIGITS = re.compile(r"[0-9]+")
+_NAMED = re.compile(r"\(\?P?<(?![=!])([^>]*)>")
+_GROUP_REF = re.compile(r"\(\?P=\w+\)")
+_FLAG_GROUP = re.compile(r"\(\?-?i[:)]")
+_KREF = re.compile(r"k<([^>]*)>")
+_PRESCAN = re.compile(
+    r"\\.|\[(?:\\.|[^\]\\])*\]|\((?!\?)|\(\?P?<(?![=!])([^>]*)>", re.DOTALL
 )
 
 
@@ -318,7 +318,7 @@ class _Translator:
 def translate(pattern: str) -> str:
     """Translate a JavaScript RegExp source (no flags) into a :mod:`regex` pattern.
 
-    The result must be compiled with :data:`FLAGS` (``regex.ASCII | regex.VERSION0``);
+    The result must be compiled with ``regex.ASCII | regex.VERSION0``;
     :func:`compile_js` does that.  Raises :class:`JSRegexError` for syntax errors the
     tokenizer sees; errors only the engine detects surface from :func:`compile_js`.
 
@@ -336,12 +336,23 @@ def translate(pattern: str) -> str:
     return _Translator(pattern).run()
 
 
+def _flags() -> int:
+    import regex
+
+    return int(regex.ASCII | regex.VERSION0)
+
+
 def compile_js(pattern: str) -> regex.Pattern[str]:
     """Translate and compile *pattern*; every failure becomes a :class:`JSRegexError`."""
+    # The engine is imported only here: translating (for RE2) needs only the
+    # stdlib tokenizers above, so a cold hook whose patterns all run on RE2
+    # never loads the backtracking engine (~15 ms).
+    import regex
+
     translator = _Translator(pattern)
     source = translator.run()
     try:
-        return regex.compile(source, FLAGS)
+        return regex.compile(source, _flags())
     except (regex.error, ValueError) as exc:  # ValueError: e.g. flag clashes
         pos = translator.origin(getattr(exc, "pos", None))
         raise JSRegexError(pattern, pos, getattr(exc, "msg", None) or str(exc)) from exc

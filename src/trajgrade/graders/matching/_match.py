@@ -19,6 +19,8 @@ results per name; argument values and results are never cached.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -27,9 +29,16 @@ from trajgrade.errors import GradeError
 from trajgrade.graders.matching._jsliteral import JSRegexError, literal_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
-__all__ = ("JSRegexError", "MatchTimeout", "NameMatcher", "Pattern", "js_stringify")
+__all__ = (
+    "JSRegexError",
+    "MatchTimeout",
+    "NameMatcher",
+    "Pattern",
+    "deferred_compiles",
+    "js_stringify",
+)
 
 _NAME_CACHE_MAX: Final = 4096
 
@@ -42,56 +51,129 @@ class MatchTimeout(GradeError):
 BREAKER_TRIPS: Final = 2
 
 
+#: Set while compiling a policy already known to compile cleanly (the hook's
+#: cached config): non-literal patterns are then compiled on first use, so a
+#: cold hook process pays only for the regexes its one call reaches.
+_DEFERRED: Final[ContextVar[bool]] = ContextVar(
+    "trajgrade_deferred_regex", default=False
+)
+
+
+@contextmanager
+def deferred_compiles() -> Iterator[None]:
+    """Within this block, :class:`Pattern` defers regex compiles to first use.
+
+    Only for sources that already compiled without error at this trajgrade
+    version: a deferred pattern that still fails to compile raises
+    :class:`MatchTimeout` (an ``error`` verdict) where it is used.
+    """
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
 class Pattern:
     """One compiled, unanchored JavaScript regex (or its literal fast path)."""
 
-    __slots__ = ("_test", "engine", "field", "source")
+    __slots__ = ("_engine", "_timeout", "_validated", "field", "search", "source")
+
+    #: Whether the pattern matches anywhere in a text; MatchTimeout if it ran
+    #: out of time. The compiled test itself once compiled (no indirection
+    #: on the hot path); before that, the first call compiles it.
+    search: Callable[[str], bool]
 
     def __init__(self, source: str, *, field: str, timeout: float) -> None:
-        """Compile ``source``; raise JSRegexError (the caller adds the location)."""
+        """Compile ``source``; raise JSRegexError (the caller adds the location).
+
+        Under :func:`deferred_compiles` a non-literal source is compiled at its
+        first :meth:`search` instead.
+        """
         self.source = source
         #: The config field this pattern came from, for messages.
         self.field = field
-        #: ``literal`` (str methods), ``re2`` (linear time) or ``backtracking``
-        #: (the regex module, time-boxed, with a circuit breaker).
-        self.engine = "literal"
-        self._test = self._compile(timeout)
+        self._timeout = timeout
+        self._engine = "literal"
+        #: Known to compile (deferred): the backtracking form, which is what
+        #: validates a source, is then built only where it is needed.
+        self._validated = _DEFERRED.get()
+        test = self._literal()
+        if test is None and not self._validated:
+            test = self._compile()
+        self.search = test or self._first_search
 
-    def search(self, text: str) -> bool:
-        """Whether the pattern matches anywhere in ``text``; MatchTimeout if it
-        ran out of time."""
-        return self._test(text)
+    @property
+    def engine(self) -> str:
+        """``literal`` (str methods), ``re2`` (linear time) or ``backtracking``
+        (the regex module, time-boxed, with a circuit breaker)."""
+        if self.compiled is False:
+            self.search = self._compile()
+        return self._engine
+
+    @property
+    def compiled(self) -> bool:
+        """False while a deferred compile has not happened yet."""
+        return getattr(self.search, "__func__", None) is not Pattern._first_search
 
     def __repr__(self) -> str:
         return f"Pattern({self.source!r})"
 
-    def _compile(self, timeout: float) -> Callable[[str], bool]:
-        source = self.source
-        lit = literal_of(source)
-        if lit is not None:
-            text, start, end = lit
-            if start and end:
-                return text.__eq__
-            if start:
-                return lambda s: s.startswith(text)
-            if end:
-                return lambda s: s.endswith(text)
-            return (lambda s: text in s) if text else (lambda s: True)
+    def _first_search(self, text: str) -> bool:
+        self.search = self._compile()
+        return self.search(text)
+
+    def _backtracking(self) -> Callable[[str], bool]:
+        from trajgrade.graders.matching._jsregex import compile_js
+
+        try:
+            compiled = compile_js(self.source)
+        except JSRegexError as exc:
+            if not self._validated:
+                raise
+            # Validated when cached: only a changed engine gets here, and an
+            # error verdict (fail-closed) is the answer, never a crash.
+            msg = f"regex {self.source!r} in {self.field} does not compile: {exc}"
+            raise MatchTimeout(msg) from None
+        return _time_boxed(compiled, self.source, self.field, self._timeout)
+
+    def _literal(self) -> Callable[[str], bool] | None:
+        lit = literal_of(self.source)
+        if lit is None:
+            return None
+        text, start, end = lit
+        if start and end:
+            return text.__eq__
+        if start:
+            return lambda s: s.startswith(text)
+        if end:
+            return lambda s: s.endswith(text)
+        return (lambda s: text in s) if text else (lambda s: True)
+
+    def _compile(self) -> Callable[[str], bool]:
         # Only a real regex needs an engine (imported here: see _jsliteral).
-        from trajgrade.graders.matching._jsregex import compile_js, translate
+        from trajgrade.graders.matching._jsregex import translate
         from trajgrade.graders.matching._re2 import compile_re2
 
-        slow = _time_boxed(compile_js(source), source, self.field, timeout)
-        fast = compile_re2(translate(source))
+        # Compiling the backtracking form validates a source: a validated
+        # one builds it only if RE2 cannot run it or meets a lone surrogate.
+        slow = None if self._validated else self._backtracking()
+        try:
+            fast = compile_re2(translate(self.source))
+        except JSRegexError:
+            fast = None  # reported by the backtracking compile below
         if fast is None:
-            self.engine = "backtracking"
-            return slow
-        self.engine = "re2"
+            self._engine = "backtracking"
+            return slow or self._backtracking()
+        self._engine = "re2"
 
         def test(s: str) -> bool:
+            nonlocal slow
             try:
                 return fast(s)
             except UnicodeEncodeError:  # a lone surrogate: RE2 reads UTF-8 only
+                if slow is None:
+                    slow = self._backtracking()
                 return slow(s)
 
         return test

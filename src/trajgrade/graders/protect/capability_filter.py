@@ -15,7 +15,6 @@ here and hands it over.
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING, Final
 
 from trajgrade.graders.matching._tool_match import capabilities_named
@@ -90,6 +89,8 @@ def validate_capability(at: str, spec: ToolMatch, errors: ErrorList) -> None:
                 "instead",
             )
         elif name not in CAPABILITIES:
+            import difflib  # error messages only: not on the hook path
+
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             errors.add(

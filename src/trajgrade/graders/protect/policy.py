@@ -10,7 +10,6 @@ adds ``protect.`` and the line.
 
 from __future__ import annotations
 
-import difflib
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -217,6 +216,8 @@ def _programs(
 
 
 def _unknown(what: str, name: str, known: Mapping[str, str]) -> str:
+    import difflib  # error messages only: not on the hook path
+
     close = difflib.get_close_matches(name, list(known), n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
     return f"unknown {what}{hint} (known: {', '.join(known)})"

@@ -27,10 +27,8 @@ from __future__ import annotations
 import base64
 import json
 import re
-import secrets
 from hashlib import blake2b
 from typing import TYPE_CHECKING, Final
-from urllib.parse import quote, quote_plus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -42,7 +40,10 @@ VALUE_MIN: Final = 8
 #: Spellings kept per file, at most (a file with more is not a .env).
 SPELLINGS_MAX: Final = 1 << 14
 _ONE_TOKEN_MAX: Final = 4096
-_KEY: Final = secrets.token_bytes(32)
+#: The per-process key of the digests, made at first use: ``secrets`` brings
+#: hmac, random and base64 (~7 ms), which a call with no secret values to
+#: compare never needs.
+_KEYS: Final[list[bytes]] = []
 #: Characters a text may be split on, when no spelling of a value has them.
 _SEPARATORS: Final = " \t\r\n\"'`<>()[]{},;|\\"
 
@@ -57,8 +58,18 @@ _PLAIN: Final = re.compile(r"[a-z]+(?:[._-][a-z]+)*|[0-9.]+|true|false|null|none
 _ESCAPES: Final = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
 
 
+def _key() -> bytes:
+    if not _KEYS:
+        import secrets
+
+        _KEYS.append(secrets.token_bytes(32))
+    return _KEYS[0]
+
+
 def _digest(text: str, size: int = 16) -> bytes:
-    return blake2b(text.encode("utf-8", "replace"), key=_KEY, digest_size=size).digest()
+    return blake2b(
+        text.encode("utf-8", "replace"), key=_key(), digest_size=size
+    ).digest()
 
 
 def _unquote(raw: str) -> str:
@@ -131,6 +142,8 @@ def _base64_spellings(raw: bytes) -> Iterator[str]:
 def spellings(value: str) -> set[str]:
     """The ways ``value`` can appear in a text on its way out."""
     raw = value.encode("utf-8", "replace")
+    from urllib.parse import quote, quote_plus  # ~6 ms: only once secrets are read
+
     out = {value, json.dumps(value)[1:-1], quote(value, safe=""), quote(value)}
     out.add(quote_plus(value))
     out.update((raw.hex(), raw.hex().upper()))
@@ -193,7 +206,7 @@ class SecretValues:
             return True
         if n == VALUE_MIN:
             return False
-        copy = blake2b(key=_KEY, digest_size=8).copy
+        copy = blake2b(key=_key(), digest_size=8).copy
         prefixes, digests, lengths = self._prefixes, self._digests, self._lengths
         for i, window in enumerate(_windows(token)):
             probe = copy()

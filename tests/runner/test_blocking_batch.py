@@ -26,6 +26,7 @@ EXAMPLE_SESSION = ROOT / "src" / "trajgrade" / "examples" / "session.jsonl"
 #: module when it runs).
 WATCHED = (
     "asyncio",
+    "structlog",
     "anyio",
     "ssl",
     "trajgrade.runner.run",
@@ -93,8 +94,7 @@ def _grade(*args: str, async_batch: bool = False) -> tuple[int, str, list[str]]:
 
 
 def test_a_plain_grade_of_a_file_starts_no_event_loop() -> None:
-    """(``-q``: the run summary is a structlog line, and structlog imports
-    asyncio at its top for its async log methods.)"""
+    """A failing run of the example (its leaky agent fails)."""
     code, out, loaded = _grade("-q", "-c", str(EXAMPLE_POLICY), str(EXAMPLE_SESSION))
     assert code == 1  # (the example's leaky agent fails)
     assert '"outcome":"fail"' in out
@@ -102,6 +102,27 @@ def test_a_plain_grade_of_a_file_starts_no_event_loop() -> None:
     assert "anyio" not in loaded
     assert "trajgrade.runner.run" not in loaded
     assert not {"trajgrade.cli.hooks", "trajgrade.cli.run"} & set(loaded)
+
+
+def test_a_plain_grade_that_logs_imports_no_event_loop(tmp_path: Path) -> None:
+    """Without ``-q`` the run logs its summary (and an anomaly) as JSON lines:
+    written without structlog, which imports asyncio and ssl at its top."""
+    policy = tmp_path / "budget.json"
+    policy.write_text('{"graders": [{"type": "tool-call-count", "max": 5}]}')
+    session = tmp_path / "one.jsonl"
+    session.write_text('{"type":"tool_call","trace_id":"t","name":"x","call_id":"1"}\n')
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, "grade", "-c", str(policy), str(session)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    marker = done.stderr.rindex("\nLOADED ")
+    lines = [json.loads(x) for x in done.stderr[:marker].splitlines() if x]
+    assert [x["event"] for x in lines] == ["calls_unanswered", "run_finished"]
+    assert json.loads(done.stderr[marker + len("\nLOADED ") :]) == []
 
 
 def test_a_passing_plain_grade_imports_no_ssl(tmp_path: Path) -> None:

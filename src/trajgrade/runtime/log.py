@@ -4,14 +4,19 @@ stdout is the verdict channel, so every log line goes to stderr. The core
 never logs; the runner logs what the core returns (errors, anomalies,
 summaries) as snake_case events with key/value context.
 
-structlog is imported on the first log line, not before: a quiet run with
-nothing to report never pays for it.
+Nothing is imported before the first log line. JSON lines (a pipe or a file:
+CI, services) are written by :class:`_JsonLines`, which gives the bytes
+structlog's JSON pipeline gives here (``tests/runtime/test_log_lines.py`` holds
+the two side by side) without importing it: structlog imports asyncio at its top
+(~40 ms, ssl with it), which a batch ``grade`` or a cold hook never needs.
+structlog renders for a terminal, where its console renderer earns its place.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from datetime import UTC, datetime
 from typing import IO, Any, BinaryIO, Final, TextIO, cast
 
 import msgspec
@@ -43,42 +48,39 @@ def configure(
     _LazyLogger.ready = False
 
 
-def _import_structlog(*, json: bool) -> Any:
-    """structlog, without rich when the lines are JSON.
+def _output(stream: IO[bytes] | None, json: bool | None) -> tuple[IO[bytes], bool]:
+    out = stream if stream is not None else sys.stderr.buffer
+    if json is None:
+        json = not (hasattr(out, "isatty") and out.isatty())
+    return out, json
 
-    ``structlog.dev`` imports rich (a dependency of ours, for the live status
-    line) if it can, only to format exceptions on a terminal: about 45 ms of
-    start-up that a run logging JSON to a pipe or a file never uses. Hiding
-    it for that one import makes structlog fall back to plain tracebacks,
-    which JSON lines do not render anyway.
-    """
-    if json and "structlog" not in sys.modules and "rich" not in sys.modules:
-        sys.modules["rich"] = None  # type: ignore[assignment]  # ImportError
-        try:
-            import structlog
-        finally:
-            del sys.modules["rich"]
-    else:
-        import structlog
-    return structlog
+
+def structlog_json_processors(structlog: Any) -> list[Any]:
+    """structlog's processors for the JSON lines :class:`_JsonLines` writes."""
+    return [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.JSONRenderer(serializer=_dumps),
+    ]
 
 
 def _setup(
     *, level: str = "info", stream: IO[bytes] | None = None, json: bool | None = None
 ) -> None:
-    out = stream if stream is not None else sys.stderr.buffer
-    if json is None:
-        json = not (hasattr(out, "isatty") and out.isatty())
-    structlog = _import_structlog(json=json)
-    processors: list[Any] = [
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
+    """structlog for a terminal (JSON lines need no set-up: :class:`_JsonLines`)."""
+    out, json = _output(stream, json)
+    import structlog
+
+    processors: list[Any]
     if json:
-        processors.append(structlog.processors.JSONRenderer(serializer=_dumps))
+        processors = structlog_json_processors(structlog)
         factory: Any = structlog.BytesLoggerFactory(cast("BinaryIO", _Lossy(out)))
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=True))
+        processors = [
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.dev.ConsoleRenderer(colors=True),
+        ]
         # Resolved at each write: a live status display swaps sys.stderr
         # to print log lines above itself.
         factory = structlog.PrintLoggerFactory(cast("TextIO", _Stderr()))
@@ -90,6 +92,50 @@ def _setup(
         logger_factory=factory,
         cache_logger_on_first_use=False,
     )
+
+
+class _JsonLines:
+    """A bound logger writing the JSON lines of :func:`structlog_json_processors`.
+
+    The same keys in the same order: the bound context, the call's keywords,
+    ``event``, ``level``, ``timestamp`` (ISO 8601, UTC, ``Z``), encoded by the
+    same msgspec encoder, one line per call, flushed.
+    """
+
+    __slots__ = ("_context", "_floor", "_out")
+
+    def __init__(self, context: dict[str, Any], out: _Lossy, floor: int) -> None:
+        self._context = context
+        self._out = out
+        self._floor = floor
+
+    def _emit(self, level: str, event: str, args: tuple[Any, ...], kw: Any) -> None:
+        fields = {**self._context, **kw}
+        fields["event"] = event % args if args else event
+        fields["level"] = level
+        now = datetime.now(tz=UTC).isoformat()
+        fields["timestamp"] = now.replace("+00:00", "Z")
+        self._out.write(_ENC.encode(fields) + b"\n")
+        self._out.flush()
+
+    def _at(self, number: int, level: str) -> Any:
+        if number < self._floor:
+            return _ignore
+        return lambda event, *args, **kw: self._emit(level, event, args, kw)
+
+    def __getattr__(self, method: str) -> Any:
+        if method == "exception":  # structlog: an error line with exc_info
+            at = self._at(logging.ERROR, "error")
+
+            def exception(event: str, *args: Any, **kw: Any) -> None:
+                kw.setdefault("exc_info", True)
+                at(event, *args, **kw)
+
+            return exception
+        number = _LEVELS.get(method, logging.CRITICAL if method == "critical" else None)
+        if number is None:
+            raise AttributeError(method)
+        return self._at(number, method)
 
 
 class _Lossy:
@@ -151,13 +197,21 @@ class _LazyLogger:
         ):
             return _ignore  # filtered out anyway: do not load structlog for it
         if self._logger is None:
-            if not _LazyLogger.ready:
-                _setup(**_settings)  # (imports structlog)
-                _LazyLogger.ready = True
-            import structlog
-
-            self._logger = structlog.get_logger("trajgrade").bind(**self._context)
+            self._logger = _bound(self._context)
         return getattr(self._logger, method)
+
+
+def _bound(context: dict[str, Any]) -> Any:
+    out, json = _output(_settings.get("stream"), _settings.get("json"))
+    if json:
+        floor = _LEVELS.get(_settings.get("level", "info"), logging.INFO)
+        return _JsonLines(context, _Lossy(out), floor)
+    if not _LazyLogger.ready:
+        _setup(**_settings)  # (imports structlog)
+        _LazyLogger.ready = True
+    import structlog
+
+    return structlog.get_logger("trajgrade").bind(**context)
 
 
 def _ignore(*args: Any, **kwargs: Any) -> None:

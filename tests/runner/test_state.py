@@ -106,6 +106,30 @@ def trajgrade(*args: str | Path, **kw: Any) -> subprocess.Popen[bytes]:
     )
 
 
+def started(*args: str | Path) -> subprocess.Popen[bytes]:
+    """A following run, returned once it says so (``follow_started``): a
+    SIGTERM sent earlier could beat its signal handlers on a loaded machine."""
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trajgrade",
+            "grade",
+            "--output",
+            "jsonl",
+            *map(str, args),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert p.stderr is not None
+    for line in p.stderr:
+        if b'"follow_started"' in line:
+            return p
+    p.wait(timeout=30)
+    raise AssertionError(f"the run ended before it followed (exit {p.returncode})")
+
+
 def verdicts(out: bytes) -> list[dict[str, Any]]:
     return [msgspec.json.decode(line) for line in out.splitlines() if line.strip()]
 
@@ -307,10 +331,7 @@ def test_appended_input_continues_from_the_checkpoint(tmp_path: Path) -> None:
     state = tmp_path / "s"
     # Interrupted (SIGTERM) while reading stdin would close traces; a file
     # read to its end with --state is finished, so follow the growth instead:
-    p = trajgrade(
-        "-c", policy, "--state", state, "--follow", "--idle-timeout", "0", log
-    )
-    time.sleep(1.0)
+    p = started("-c", policy, "--state", state, "--follow", "--idle-timeout", "0", log)
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 0, err.decode()
@@ -526,8 +547,7 @@ def test_watched_claude_session_resumes_mid_file(tmp_path: Path) -> None:
     log.write_bytes(b"".join(lines[:half]))
     state = tmp_path / "state"
     watch = ("-c", policy, "--watch", tmp_path / "projects", "--state", state)
-    p = trajgrade(*watch, "--idle-timeout", "0")
-    time.sleep(1.5)
+    p = started(*watch, "--idle-timeout", "0")
     p.send_signal(signal.SIGTERM)
     first, err = p.communicate(timeout=30)
     assert p.returncode in (0, 1), err.decode()

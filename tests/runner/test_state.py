@@ -88,14 +88,16 @@ def corpus(n_traces: int, seed: int) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def trajgrade(*args: str | Path, **kw: Any) -> subprocess.Popen[bytes]:
+def trajgrade(
+    *args: str | Path, quiet: bool = True, **kw: Any
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
             "trajgrade",
             "grade",
-            "-q",
+            *(["-q"] if quiet else []),
             "--output",
             "jsonl",
             *map(str, args),
@@ -109,19 +111,7 @@ def trajgrade(*args: str | Path, **kw: Any) -> subprocess.Popen[bytes]:
 def started(*args: str | Path) -> subprocess.Popen[bytes]:
     """A following run, returned once it says so (``follow_started``): a
     SIGTERM sent earlier could beat its signal handlers on a loaded machine."""
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trajgrade",
-            "grade",
-            "--output",
-            "jsonl",
-            *map(str, args),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    p = trajgrade(*args, quiet=False)
     assert p.stderr is not None
     for line in p.stderr:
         if b'"follow_started"' in line:

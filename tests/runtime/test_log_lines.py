@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import re
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import structlog
@@ -20,6 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trajgrade.runtime import log as tlog
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _STAMP = re.compile(rb'"timestamp":"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{6})?Z)"')
 
@@ -47,25 +50,20 @@ _METHODS = st.sampled_from(
 )
 
 
-def _structlog_line(
-    floor: int,
-    context: dict[str, Any],
-    method: str,
-    event: str,
-    kw: dict[str, Any],
-    args: tuple[Any, ...] = (),
-) -> bytes:
-    out = io.BytesIO()
-    logger = structlog.wrap_logger(
+def _structlog(out: io.BytesIO, floor: int, context: dict[str, Any]) -> Any:
+    return structlog.wrap_logger(
         structlog.BytesLogger(out),
         processors=tlog.structlog_json_processors(structlog),
         wrapper_class=structlog.make_filtering_bound_logger(floor),
     ).bind(**context)
-    getattr(logger, method)(event, *args, **kw)
-    return out.getvalue()
 
 
-def _own_line(
+def _own(out: io.BytesIO, floor: int, context: dict[str, Any]) -> Any:
+    return tlog._JsonLines(context, tlog._Lossy(out), floor)
+
+
+def _line(
+    make: Callable[[io.BytesIO, int, dict[str, Any]], Any],
     floor: int,
     context: dict[str, Any],
     method: str,
@@ -73,9 +71,9 @@ def _own_line(
     kw: dict[str, Any],
     args: tuple[Any, ...] = (),
 ) -> bytes:
+    """What one call of ``method`` on the logger ``make`` builds writes."""
     out = io.BytesIO()
-    logger = tlog._JsonLines(context, tlog._Lossy(out), floor)
-    getattr(logger, method)(event, *args, **kw)
+    getattr(make(out, floor, context), method)(event, *args, **kw)
     return out.getvalue()
 
 
@@ -97,16 +95,16 @@ def _unstamped(line: bytes) -> bytes:
 def test_the_same_line_as_structlogs_pipeline(
     floor: int, context: dict[str, Any], method: str, event: str, kw: dict[str, Any]
 ) -> None:
-    theirs = _structlog_line(floor, context, method, event, kw)
-    ours = _own_line(floor, context, method, event, kw)
+    theirs = _line(_structlog, floor, context, method, event, kw)
+    ours = _line(_own, floor, context, method, event, kw)
     assert _unstamped(ours) == _unstamped(theirs)
 
 
 def test_positional_arguments_are_formatted_into_the_event() -> None:
     call = (20, {"a": 1}, "info", "read %d of %s", {}, (3, "f"))
-    ours = _own_line(*call)
+    ours = _line(_own, *call)
     assert b'"event":"read 3 of f"' in ours
-    assert _unstamped(ours) == _unstamped(_structlog_line(*call))
+    assert _unstamped(ours) == _unstamped(_line(_structlog, *call))
 
 
 def test_an_unknown_method_is_an_attribute_error_as_in_structlog() -> None:
